@@ -1,0 +1,219 @@
+#include "cli/cli.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "backends/cpu/register.h"
+#include "collect/check.h"
+#include "collect/collector.h"
+#include "collect/finalize.h"
+#include "collect/worker.h"
+#include "core/build_info.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace servecast::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string SelfExe(const char* argv0) {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) return p.string();
+  return fs::absolute(argv0).string();
+}
+
+// Finds a resource folder (cases/, systems/): $SERVECAST_HOME, the working
+// directory, then beside the binary (build/bin/ in a checkout, or an install prefix).
+std::string FindResource(const std::string& name, const std::string& exe) {
+  std::vector<fs::path> candidates;
+  if (const char* home = std::getenv("SERVECAST_HOME")) candidates.emplace_back(fs::path(home) / name);
+  candidates.emplace_back(fs::current_path() / name);
+  fs::path dir = fs::path(exe).parent_path();
+  candidates.emplace_back(dir / ".." / name);
+  candidates.emplace_back(dir / ".." / ".." / name);
+  candidates.emplace_back(dir / ".." / "share" / "servecast" / name);
+  for (const auto& c : candidates)
+    if (fs::is_directory(c)) return fs::weakly_canonical(c).string();
+  return (fs::current_path() / name).string();
+}
+
+std::vector<int> ParseDevices(const std::string& text) {
+  std::vector<int> out;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    std::size_t comma = text.find(',', pos);
+    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    try {
+      std::size_t used = 0;
+      int v = std::stoi(item, &used);
+      if (used != item.size() || v < 0) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      throw UsageError("--gpus '" + text + "': '" + item + "' is not a device index; expected e.g. 0,1,2");
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& extra) {
+  collect::Registry registry;
+  cpu::RegisterCpuBackend(registry);
+  if (extra) extra(registry);
+  std::string exe = SelfExe(argv[0]);
+
+  CLI::App app{"servecast: measure the kernels of LLM inference on your GPUs, and (soon) estimate how to serve a model"};
+  app.require_subcommand(0, 1);
+  bool show_version = false;
+  app.add_flag("--version", show_version, "print the version and build commit");
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "debug logging");
+
+  // collect
+  collect::CollectOptions co;
+  co.worker_exe = exe;
+  std::string gpus, shard, cases_dir, systems_dir;
+  bool smoke = false;
+  std::vector<std::string> filters;
+  auto* collect_cmd = app.add_subcommand("collect", "benchmark ops over their case plan and write perf tables");
+  collect_cmd->add_option("--backend", co.plan.backend, "collector backend: cpu (this build has no cuda backend yet)")->required();
+  collect_cmd->add_option("--ops", co.plan.ops, "ops to collect (default: every op of the backend)");
+  collect_cmd->add_option("--system", co.system, "system name (systems/<name>.yaml); default: from the detected device");
+  collect_cmd->add_flag("--smoke", smoke, "shuffle and run 4 cases per op: a gate before a full run");
+  collect_cmd->add_option("--limit", co.plan.limit, "at most N cases per op (after skips and shuffle)")->check(CLI::NonNegativeNumber);
+  collect_cmd->add_flag("--shuffle", co.plan.shuffle, "shuffle each op's cases (deterministic, see --seed)");
+  collect_cmd->add_option("--seed", co.plan.seed, "shuffle seed")->capture_default_str();
+  collect_cmd->add_option("--model", co.plan.models, "keep only the cases these models need (cases/models/*.yaml)");
+  collect_cmd->add_option("--case-filter", filters, "keep cases whose parameter K equals V (K=V; repeat: same K ORs, different K ANDs)");
+  collect_cmd->add_flag("--plan-only", co.plan_only, "print per-op case counts at each plan stage; run nothing");
+  collect_cmd->add_flag("--list", co.list, "with --plan-only: list the case IDs");
+  collect_cmd->add_option("--out", co.out_root, "data root; tables land in <out>/<system>/<family>/<backend>/<version>/")->capture_default_str();
+  collect_cmd->add_option("--run-dir", co.run_dir, "run folder: journal, plan, log, summary, error ledgers (default runs/<backend>-<time>)");
+  collect_cmd->add_flag("--resume", co.resume, "continue the run in --run-dir; finished cases are not re-run");
+  collect_cmd->add_flag("--retry-failed", co.retry_failed, "with --resume: re-run the failed cases too");
+  collect_cmd->add_option("--gpus", gpus, "worker slots, one per device index (cpu backend: one worker per listed core)");
+  collect_cmd->add_option("--timeout-s", co.timeout_s, "per-case time limit in seconds (default: the op's own)");
+  collect_cmd->add_flag("--measure-power", co.measure_power, "add power columns (GPU backends)");
+  collect_cmd->add_option("--format", co.format, "table format: csv")->capture_default_str();
+  collect_cmd->add_option("--shard", shard, "I/N: collect the deterministic I-th of N slices of the plan (0-based)");
+  collect_cmd->add_flag("--include-unverified", co.plan.include_unverified, "also run ops marked unverified");
+  collect_cmd->add_option("--timing-budget-s", co.timing_budget_s, "timed seconds per case before the stop rule gives up on 1% spread")->capture_default_str();
+  collect_cmd->add_option("--worker-memory-gb", co.worker_memory_bytes, "cpu backend: address-space limit per worker in GiB (default 75% of RAM / workers)");
+  collect_cmd->add_option("--cases", cases_dir, "case plan folder (default: cases/ of the installation)");
+  collect_cmd->add_option("--systems", systems_dir, "system spec folder (default: systems/ of the installation)");
+
+  // check
+  collect::CheckOptions ch;
+  auto* check_cmd = app.add_subcommand("check", "judge perf tables by their content (quality gates)");
+  check_cmd->add_option("data_dir", ch.data_dir, "data folder: a data root, a system folder or one version folder")->required();
+  check_cmd->add_option("--plan", ch.plan_run_dir, "run dir whose plan.jsonl lists the planned cases (names missing keys)");
+  check_cmd->add_option("--against", ch.against, "another data dir or CSV table: ratio distribution on shared keys");
+  check_cmd->add_flag("--json", ch.json, "print one JSON document");
+  check_cmd->add_option("--physics-tolerance", ch.physics_tolerance, "fraction by which a row may beat its speed-of-light bound")->capture_default_str();
+  check_cmd->add_option("--systems", systems_dir, "system spec folder (default: systems/ of the installation)");
+
+  // finalize
+  std::vector<std::string> fin_dirs;
+  std::string fin_out = "systems/data";
+  auto* fin_cmd = app.add_subcommand("finalize", "merge the journals of run dirs (e.g. the shards of one plan) into perf tables");
+  fin_cmd->add_option("--run-dir", fin_dirs, "run dir; repeat for each shard")->required();
+  fin_cmd->add_option("--out", fin_out, "data root")->capture_default_str();
+
+  // worker (internal)
+  collect::WorkerOptions wo;
+  auto* worker_cmd = app.add_subcommand("__worker", "");
+  worker_cmd->group("");
+  worker_cmd->add_option("--backend", wo.backend)->required();
+  worker_cmd->add_option("--device", wo.device);
+  worker_cmd->add_flag("--measure-power", wo.measure_power);
+  worker_cmd->add_option("--timing-budget", wo.timing_budget_s);
+  worker_cmd->add_option("--memory-limit-bytes", wo.memory_limit_bytes);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "servecast: %s\n", e.what());
+    std::fprintf(stderr, "run 'servecast --help' or 'servecast <command> --help' for usage\n");
+    return collect::kExitUsage;
+  }
+  if (show_version) {
+    std::printf("servecast %s (commit %s)\n", std::string(BuildVersion()).c_str(), std::string(BuildCommit()).c_str());
+    return 0;
+  }
+  if (verbose) log::SetLevel(log::Level::kDebug);
+
+  try {
+    if (*worker_cmd) return collect::RunWorker(registry, wo);
+    if (*collect_cmd) {
+      co.plan.cases_dir = cases_dir.empty() ? FindResource("cases", exe) : cases_dir;
+      co.systems_dir = systems_dir.empty() ? FindResource("systems", exe) : systems_dir;
+      if (smoke) {
+        co.plan.shuffle = true;
+        if (co.plan.limit < 0) co.plan.limit = 4;
+      }
+      if (!gpus.empty()) co.devices = ParseDevices(gpus);
+      co.worker_memory_bytes *= 1024.0 * 1024.0 * 1024.0;
+      for (const auto& f : filters) {
+        auto eq = f.find('=');
+        if (eq == std::string::npos || eq == 0)
+          throw UsageError("--case-filter '" + f + "': expected K=V, e.g. gemm_dtype=float32");
+        co.plan.case_filters.emplace_back(f.substr(0, eq), f.substr(eq + 1));
+      }
+      if (!shard.empty()) {
+        int i = -1, n = -1;
+        char tail = 0;
+        if (std::sscanf(shard.c_str(), "%d/%d%c", &i, &n, &tail) != 2 || n < 1 || i < 0 || i >= n)
+          throw UsageError("--shard '" + shard + "': expected I/N with 0 <= I < N, e.g. 0/4");
+        co.plan.shard_index = i;
+        co.plan.shard_count = n;
+      }
+      if (co.list && !co.plan_only) throw UsageError("--list needs --plan-only");
+      return collect::Collect(registry, co);
+    }
+    if (*check_cmd) {
+      ch.systems_dir = systems_dir.empty() ? FindResource("systems", exe) : systems_dir;
+      return collect::Check(ch);
+    }
+    if (*fin_cmd) {
+      auto res = collect::Finalize(fin_dirs, fin_out);
+      for (const auto& [t, o] : res.tables)
+        std::printf("%s: %zu rows -> %s [%s, %zu of %zu planned keys missing]\n", t.c_str(), o.rows_after,
+                    o.path.c_str(), o.status.c_str(), o.missing, o.planned);
+      bool complete = true;
+      for (const auto& [_, o] : res.tables) complete = complete && o.status == "complete";
+      return complete ? 0 : 1;
+    }
+    std::printf("%s", app.help().c_str());
+    return 0;
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "servecast: %s\n", e.what());
+    return collect::kExitUsage;
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "servecast: %s\n", e.what());
+    return collect::kExitUsage;
+  } catch (const DataError& e) {
+    std::fprintf(stderr, "servecast: %s\n", e.what());
+    return collect::kExitUsage;
+  } catch (const StartupError& e) {
+    std::fprintf(stderr, "servecast: cannot start: %s\n", e.what());
+    return collect::kExitCannotStart;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "servecast: internal error: %s\n", e.what());
+    return collect::kExitCaseFailures;
+  }
+}
+
+}  // namespace servecast::cli

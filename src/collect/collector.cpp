@@ -1,0 +1,221 @@
+#include "collect/collector.h"
+
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <unordered_map>
+
+#include "collect/finalize.h"
+#include "collect/journal.h"
+#include "collect/scheduler.h"
+#include "collect/summary.h"
+#include "core/build_info.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "system/system_spec.h"
+
+namespace servecast::collect {
+namespace {
+
+namespace fs = std::filesystem;
+
+volatile std::sig_atomic_t g_stop = 0;
+void OnSignal(int) { g_stop = 1; }
+
+std::string Timestamp() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
+  return buf;
+}
+
+double HostMemTotalBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  double kb = 0;
+  while (in >> key >> kb >> unit)
+    if (key == "MemTotal:") return kb * 1024;
+  return 0;
+}
+
+void PrintPlan(const Plan& plan, bool list) {
+  std::printf("plan for backend %s (sha256:%s)\n", plan.backend.c_str(), plan.plan_hash.c_str());
+  std::printf("%-22s %8s %9s %8s %9s %10s %7s %7s\n", "op", "raw", "selected", "-skips", "-maturity", "supported",
+              "shard", "final");
+  std::int64_t total = 0;
+  for (const auto& op : plan.ops) {
+    const StageCounts& c = plan.counts.at(op);
+    std::printf("%-22s %8lld %9lld %8lld %9lld %10lld %7lld %7lld\n", op.c_str(), static_cast<long long>(c.raw),
+                static_cast<long long>(c.selected), static_cast<long long>(c.after_skips),
+                static_cast<long long>(c.after_maturity), static_cast<long long>(c.supported),
+                static_cast<long long>(c.after_shard), static_cast<long long>(c.final));
+    total += c.final;
+  }
+  std::printf("total cases to run: %lld\n", static_cast<long long>(total));
+  std::map<std::string, std::size_t> reasons;
+  for (const auto& d : plan.dropped) reasons[d.c.op + " [" + d.stage + "] " + d.reason]++;
+  for (const auto& [r, n] : reasons) std::printf("  dropped %zu: %s\n", n, r.c_str());
+  if (list)
+    for (const auto& c : plan.cases) std::printf("%s\n", c.id.c_str());
+}
+
+// A table that already holds rows with another column set (power on/off) would
+// refuse the merge at the end; refuse before any time is spent.
+void CheckExistingSchemas(const Registry& registry, const Plan& plan, const std::string& data_dir_of_version,
+                          const std::string& system, const CollectOptions& opt, const RuntimeInfo& rt) {
+  std::set<std::string> tables;
+  for (const auto& op : plan.ops) tables.insert(registry.FindOp(plan.backend, op)->table().name);
+  for (const auto& t : tables) {
+    const TableSpec* spec = FindTableSpec(t);
+    std::string path = data_dir_of_version + "/" + system + "/" + spec->family + "/" + rt.backend + "/" + rt.version +
+                       "/" + t + ".csv";
+    if (!PathExists(path)) continue;
+    std::ifstream in(path);
+    std::string header;
+    std::getline(in, header);
+    bool has_power = header.find(",power,") != std::string::npos || header.ends_with(",power_limit");
+    if (has_power != opt.measure_power)
+      throw UsageError(path + " was collected " + (has_power ? "with" : "without") +
+                       " --measure-power; collect into it with the same setting, or use another --out");
+  }
+}
+
+}  // namespace
+
+int Collect(const Registry& registry, const CollectOptions& opt) {
+  const Backend* backend = registry.FindBackend(opt.plan.backend);
+  if (!backend) {
+    std::string have;
+    for (const auto& b : registry.BackendNames()) have += (have.empty() ? "" : ", ") + b;
+    throw UsageError("unknown backend '" + opt.plan.backend + "'; expected one of: " + have);
+  }
+  if (opt.retry_failed && !opt.resume) throw UsageError("--retry-failed needs --resume");
+  if (opt.format != "csv")
+    throw UsageError("--format " + opt.format + ": this build writes csv only (Parquet arrives with the perf database)");
+
+  RuntimeInfo rt = backend->DetectRuntime();
+  std::string system = opt.system.empty() ? backend->DefaultSystem(rt) : opt.system;
+  systems::LoadSystemByName(opt.systems_dir, system);  // a typo fails here, before any work
+  Plan plan = BuildPlan(registry, opt.plan, rt);
+  if (opt.plan_only) {
+    PrintPlan(plan, opt.list);
+    return kExitOk;
+  }
+
+  std::string run_dir = opt.run_dir;
+  if (run_dir.empty()) run_dir = "runs/" + opt.plan.backend + "-" + Timestamp();
+  std::string journal_path = run_dir + "/journal.jsonl";
+  MakeDirs(run_dir);
+  CheckExistingSchemas(registry, plan, opt.out_root, system, opt, rt);
+
+  JournalHeader header;
+  header.backend = rt.backend;
+  header.version = rt.version;
+  header.device = rt.device_name;
+  header.arch = rt.arch;
+  header.sm = rt.sm;
+  header.system = system;
+  header.plan_hash = plan.plan_hash;
+  header.shard_index = opt.plan.shard_index;
+  header.shard_count = opt.plan.shard_count;
+  header.servecast_commit = std::string(BuildCommit());
+  header.created_at = UtcNow();
+
+  std::unordered_map<std::string, Disposition> done;  // latest status per case id
+  std::optional<JournalWriter> journal;
+  if (opt.resume) {
+    if (!PathExists(journal_path))
+      throw UsageError("--resume: no journal at " + journal_path + "; start without --resume");
+    JournalContents jc = ReadJournal(journal_path);
+    std::string diff = jc.header.Mismatch(header);
+    if (!diff.empty()) throw StartupError("cannot resume " + journal_path + ": " + diff);
+    if (jc.torn_tail) log::Warn(journal_path + ": dropping a torn last record (the previous run died mid-write)");
+    for (const auto& r : jc.records) done[r.id] = r.status;
+    journal.emplace(JournalWriter::Append(journal_path, jc.valid_bytes));
+  } else {
+    if (PathExists(journal_path))
+      throw UsageError(run_dir + " already holds a journal; continue it with --resume or choose another --run-dir");
+    journal.emplace(JournalWriter::Create(journal_path, header));
+  }
+  log::OpenFile(run_dir + "/collector.log");
+  log::Info("servecast " + std::string(BuildVersion()) + " (" + std::string(BuildCommit()) + ") collect: backend " +
+            rt.backend + " " + rt.version + " on " + rt.device_name + " [" + rt.arch + "], system " + system);
+  WritePlanFile(run_dir + "/plan.jsonl", registry, plan, opt.plan, plan.supported);
+
+  std::vector<Case> todo;
+  std::size_t skipped_done = 0, skipped_failed = 0;
+  for (const auto& c : plan.cases) {
+    auto it = done.find(c.id);
+    if (it == done.end()) todo.push_back(c);
+    else if (IsFailure(it->second) && opt.retry_failed) todo.push_back(c);
+    else if (IsFailure(it->second)) ++skipped_failed;
+    else ++skipped_done;
+  }
+  if (opt.resume)
+    log::Info("resume: " + std::to_string(skipped_done) + " cases already done, " + std::to_string(skipped_failed) +
+              " failed ones kept" + (opt.retry_failed ? "" : " (use --retry-failed to re-run them)") + ", " +
+              std::to_string(todo.size()) + " to run");
+
+  SchedulerOptions sched;
+  sched.worker_exe = opt.worker_exe;
+  sched.devices = opt.devices.empty() ? backend->DefaultDevices() : opt.devices;
+  sched.timeout_s = opt.timeout_s;
+  sched.worker_log = run_dir + "/collector.log";
+  sched.worker_args = {"--timing-budget", std::to_string(opt.timing_budget_s)};
+  if (opt.measure_power) sched.worker_args.push_back("--measure-power");
+  double mem = opt.worker_memory_bytes;
+  if (mem == 0 && rt.backend == "cpu") mem = 0.75 * HostMemTotalBytes() / static_cast<double>(sched.devices.size());
+  if (mem > 0) {
+    sched.worker_args.push_back("--memory-limit-bytes");
+    sched.worker_args.push_back(std::to_string(static_cast<long long>(mem)));
+  }
+
+  g_stop = 0;
+  auto old_int = std::signal(SIGINT, OnSignal);
+  auto old_term = std::signal(SIGTERM, OnSignal);
+  std::size_t n_workers = sched.devices.size();
+  log::Info("running " + std::to_string(todo.size()) + " cases on " + std::to_string(n_workers) + " worker(s)");
+  {
+    ProgressBar bar("collect " + rt.backend, todo.size());
+    RunCases(
+        registry, rt.backend, todo, sched, *journal,
+        [&](const JournalRecord& r) {
+          if (IsFailure(r.status))
+            log::Write(log::Level::kDebug, r.id + ": " + std::string(ToString(r.status)) + " [" +
+                                                  std::string(ToString(r.failure_class)) + "] " + r.message);
+        },
+        [&](const SchedulerProgress& p) { bar.Update(p.done, p.failed); }, [] { return g_stop != 0; });
+    bar.Finish();
+  }
+  std::signal(SIGINT, old_int);
+  std::signal(SIGTERM, old_term);
+  journal.reset();
+  bool interrupted = g_stop != 0;
+
+  JournalContents all = ReadJournal(journal_path);
+  RunSummary summary = Summarize(plan, all.records);
+  Json extra{{"interrupted", interrupted}, {"run_dir", run_dir}, {"finished_at", UtcNow()}};
+  WriteSummaryFiles(run_dir, header, plan, summary, extra);
+  std::printf("%s", FormatSummary(plan, summary).c_str());
+
+  FinalizeResult fin = Finalize({run_dir}, opt.out_root);
+  for (const auto& [t, o] : fin.tables)
+    std::printf("%s: %zu rows (+%zu from this run) -> %s [%s, %zu of %zu planned keys missing]\n", t.c_str(),
+                o.rows_after, o.rows_added, o.path.c_str(), o.status.c_str(), o.missing, o.planned);
+  std::printf("summary: %s/collection_summary_%s.json\n", run_dir.c_str(), rt.backend.c_str());
+  log::CloseFile();
+  if (interrupted) {
+    std::fprintf(stderr, "interrupted: finished cases are saved; continue with --resume --run-dir %s\n", run_dir.c_str());
+    return kExitCaseFailures;
+  }
+  return summary.ok() ? kExitOk : kExitCaseFailures;
+}
+
+}  // namespace servecast::collect

@@ -1,0 +1,293 @@
+#include "collect/finalize.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <unordered_map>
+
+#include "core/build_info.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/log.h"
+#include "core/yaml_util.h"
+
+namespace servecast::collect {
+namespace {
+
+namespace fs = std::filesystem;
+
+int CompareValues(const Value& a, const Value& b) {
+  if (IsNumeric(a) && IsNumeric(b)) {
+    double x = AsDouble(a), y = AsDouble(b);
+    return x < y ? -1 : (x > y ? 1 : 0);
+  }
+  std::string x = ToString(a), y = ToString(b);
+  return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+// Reads an existing table and conforms it to the expected columns (types by
+// spec); a different column set is an error naming both.
+Table LoadExisting(const std::string& path, const std::vector<ColumnSpec>& cols) {
+  Table raw = Table::ReadCsv(path);
+  std::vector<std::string> have, want;
+  for (const auto& c : raw.columns()) have.push_back(c.name);
+  for (const auto& c : cols) want.push_back(c.name);
+  std::vector<std::string> hs = have, ws = want;
+  std::sort(hs.begin(), hs.end());
+  std::sort(ws.begin(), ws.end());
+  if (hs != ws) {
+    auto join = [](const std::vector<std::string>& v) {
+      std::string s;
+      for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+      return s;
+    };
+    throw DataError(path + ": existing columns (" + join(have) + ") differ from this run's (" + join(want) +
+                    "); a table holds one schema (e.g. --measure-power on or off for all its rows): use "
+                    "another --out or the same flags");
+  }
+  Table out(cols);
+  for (std::size_t r = 0; r < raw.num_rows(); ++r) {
+    std::vector<Value> row;
+    for (const auto& c : cols) {
+      Value v = raw.Get(r, raw.ColumnIndex(c.name));
+      if (c.type == ValueType::kDouble && TypeOf(v) == ValueType::kInt64) v = static_cast<double>(std::get<std::int64_t>(v));
+      else if (c.type == ValueType::kString && TypeOf(v) != ValueType::kString) v = ToString(v);
+      row.push_back(std::move(v));
+    }
+    out.AppendRow(std::move(row));
+  }
+  return out;
+}
+
+Params RowParams(const Table& t, std::size_t r) {
+  Params p;
+  for (std::size_t c = 0; c < t.num_columns(); ++c) p.Set(t.columns()[c].name, t.Get(r, c));
+  return p;
+}
+
+}  // namespace
+
+std::string RowIdentity(const TableSpec& table, const Params& row) {
+  std::string key;
+  for (const auto& name : table.IdentityColumns()) {
+    key += ToString(row.Get(name));
+    key += '|';
+  }
+  return key;
+}
+
+void WritePlanFile(const std::string& path, const Registry& registry, const Plan& plan, const PlanOptions& opt,
+                   const std::vector<Case>& supported) {
+  std::string out;
+  bool partial = opt.limit >= 0 || !opt.models.empty() || !opt.case_filters.empty();
+  Json head{{"type", "plan"}, {"backend", plan.backend}, {"plan_hash", plan.plan_hash}, {"partial_selection", partial}};
+  out += head.dump() + "\n";
+  std::set<std::string> chosen;
+  for (const auto& c : plan.cases) chosen.insert(c.id);
+  for (const auto& c : supported) {
+    const Op* op = registry.FindOp(plan.backend, c.op);
+    Params key;
+    key.Set("op_name", c.op);
+    for (const auto& col : op->table().key_columns) key.Set(col.name, c.params.Get(col.name));
+    Json j{{"op", c.op}, {"id", c.id}, {"table", op->table().name}, {"key", ParamsToJson(key)},
+            {"selected", chosen.count(c.id) > 0}};
+    out += j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+  }
+  WriteFileAtomic(path, out);
+}
+
+PlanFile ReadPlanFile(const std::string& path) {
+  std::string text = ReadFile(path);
+  PlanFile pf;
+  std::size_t pos = 0;
+  int line = 0;
+  while (pos < text.size()) {
+    ++line;
+    std::size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    std::string where = path + ":" + std::to_string(line);
+    try {
+      Json j = Json::parse(std::string_view(text.data() + pos, nl - pos));
+      if (line == 1) {
+        if (j.at("type") != "plan") throw DataError(where + ": expected the plan header");
+        pf.backend = j.at("backend").get<std::string>();
+        pf.plan_hash = j.at("plan_hash").get<std::string>();
+        pf.partial_selection = j.value("partial_selection", false);
+      } else {
+        PlanFile::Entry e;
+        e.op = j.at("op").get<std::string>();
+        e.id = j.at("id").get<std::string>();
+        e.table = j.at("table").get<std::string>();
+        e.key = ParamsFromJson(j.at("key"), where);
+        e.selected = j.value("selected", false);
+        pf.entries.push_back(std::move(e));
+      }
+    } catch (const Json::exception& e) {
+      throw DataError(where + ": malformed plan line (" + std::string(e.what()) + "); expected JSON written by servecast");
+    }
+    pos = nl + 1;
+  }
+  if (line == 0) throw DataError(path + ": empty plan file");
+  return pf;
+}
+
+FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::string& out_root) {
+  if (run_dirs.empty()) throw UsageError("finalize needs at least one run dir");
+  FinalizeResult result;
+  JournalHeader header;
+  std::vector<PlanFile> plans;
+  std::unordered_map<std::string, JournalRecord> latest;  // id -> newest record
+  std::set<int> shards_seen;
+  int shard_count = 1;
+  std::string commits;
+  for (std::size_t i = 0; i < run_dirs.size(); ++i) {
+    const std::string& dir = run_dirs[i];
+    JournalContents jc = ReadJournal(dir + "/journal.jsonl");
+    if (i == 0) {
+      header = jc.header;
+      shard_count = header.shard_count;
+    } else {
+      JournalHeader h = jc.header;
+      h.shard_index = header.shard_index;  // shards differ only in their index
+      std::string diff = header.Mismatch(h);
+      if (!diff.empty()) throw UsageError("run dirs " + run_dirs[0] + " and " + dir + " are not shards of one plan: " + diff);
+    }
+    if (!shards_seen.insert(jc.header.shard_index).second)
+      throw UsageError("two run dirs hold shard " + std::to_string(jc.header.shard_index) + "/" +
+                       std::to_string(shard_count) + "; pass each shard once");
+    for (auto& r : jc.records) latest[r.id] = std::move(r);
+    plans.push_back(ReadPlanFile(dir + "/plan.jsonl"));
+  }
+
+  // Planned keys per table (the union over shards' copies of the full plan) and op -> table.
+  std::map<std::string, std::map<std::string, const PlanFile::Entry*>> planned;  // table -> identity -> entry
+  std::map<std::string, std::string> op_table;
+  bool partial_selection = false;
+  for (const auto& pf : plans) {
+    partial_selection = partial_selection || pf.partial_selection;
+    for (const auto& e : pf.entries) {
+      const TableSpec* spec = FindTableSpec(e.table);
+      if (!spec) throw DataError("plan names unknown table '" + e.table + "'");
+      const PlanFile::Entry*& slot = planned[e.table][RowIdentity(*spec, e.key)];
+      if (!slot || e.selected) slot = &e;  // a shard that selected the case speaks for it
+      op_table[e.op] = e.table;
+    }
+  }
+
+  // New rows per table, and per-table case counts.
+  std::map<std::string, std::vector<Params>> new_rows;
+  std::map<std::string, std::map<std::string, std::size_t>> counts;  // table -> status -> n
+  bool with_power = false, power_known = false;
+  for (const auto& [id, r] : latest) {
+    auto it = op_table.find(r.op);
+    if (it == op_table.end()) throw DataError("journal case '" + id + "' belongs to no op of the plan");
+    counts[it->second][std::string(ToString(r.status))]++;
+    if (r.status != Disposition::kPassed) continue;
+    for (const auto& row : r.rows) {
+      bool p = row.Has("power");
+      if (power_known && p != with_power) throw DataError("journal mixes rows with and without power columns");
+      with_power = p;
+      power_known = true;
+      new_rows[it->second].push_back(row);
+    }
+  }
+
+  std::string base = header.system + "/";
+  for (const auto& [table_name, keys] : planned) {
+    const TableSpec* spec = FindTableSpec(table_name);
+    std::string dir = out_root + "/" + header.system + "/" + spec->family + "/" + header.backend + "/" + header.version;
+    result.data_dir = out_root + "/" + header.system;
+    std::string path = dir + "/" + table_name + ".csv";
+    std::vector<ColumnSpec> cols = spec->AllColumns(with_power);
+    Table merged(cols);
+    std::map<std::string, std::vector<Value>> by_key;
+    TableOutcome outcome;
+    outcome.path = path;
+    if (PathExists(path)) {
+      Table old = LoadExisting(path, cols);
+      outcome.rows_before = old.num_rows();
+      for (std::size_t r = 0; r < old.num_rows(); ++r) by_key[RowIdentity(*spec, RowParams(old, r))] = old.Row(r);
+    }
+    for (const auto& row : new_rows[table_name]) {
+      std::vector<Value> cells;
+      for (const auto& c : cols) {
+        const Value& v = row.Get(c.name);
+        if (c.type == ValueType::kDouble && TypeOf(v) == ValueType::kInt64) cells.emplace_back(static_cast<double>(std::get<std::int64_t>(v)));
+        else cells.push_back(v);
+      }
+      by_key[RowIdentity(*spec, row)] = std::move(cells);
+      ++outcome.rows_added;
+    }
+    // Sorted by identity so that the committed CSV diffs cleanly.
+    std::vector<std::vector<Value>> rows;
+    for (auto& [_, cells] : by_key) rows.push_back(std::move(cells));
+    std::vector<std::size_t> id_cols;
+    for (const auto& name : spec->IdentityColumns())
+      for (std::size_t c = 0; c < cols.size(); ++c)
+        if (cols[c].name == name) id_cols.push_back(c);
+    std::sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) {
+      for (std::size_t c : id_cols)
+        if (int cmp = CompareValues(a[c], b[c]); cmp != 0) return cmp < 0;
+      return false;
+    });
+    for (auto& cells : rows) merged.AppendRow(std::move(cells));
+    outcome.rows_after = merged.num_rows();
+    outcome.planned = keys.size();
+    for (const auto& [k, entry] : keys) {
+      bool have = by_key.count(k) > 0;
+      if (!have) ++outcome.missing;
+      if (entry->selected) {
+        ++outcome.selected;
+        if (!have) ++outcome.missing_selected;
+      }
+    }
+    outcome.status = outcome.missing == 0 ? "complete" : "partial";
+    if (outcome.rows_after == 0) {
+      log::Warn(table_name + ": no rows collected; table not written");
+      outcome.status = "partial";
+      result.tables[table_name] = outcome;
+      continue;
+    }
+    merged.WriteCsv(path);
+    result.tables[table_name] = outcome;
+
+    // collection_meta.yaml beside the tables: merge this table's entry.
+    std::string meta_path = dir + "/collection_meta.yaml";
+    YAML::Node meta = PathExists(meta_path) ? LoadYamlFile(meta_path) : YAML::Node(YAML::NodeType::Map);
+    meta["schema_version"] = 1;
+    meta["servecast"]["version"] = std::string(BuildVersion());
+    meta["servecast"]["commit"] = std::string(BuildCommit());
+    meta["backend"] = header.backend;
+    meta["backend_version"] = header.version;
+    meta["device"] = header.device;
+    meta["arch"] = header.arch;
+    meta["sm"] = header.sm;
+    meta["system"] = header.system;
+    YAML::Node t = meta["tables"][table_name];
+    t["file"] = table_name + ".csv";
+    t["collected_at"] = UtcNow();
+    t["collector_commit"] = std::string(BuildCommit());
+    t["plan_hash"] = "sha256:" + header.plan_hash;
+    t["shards"] = std::to_string(shards_seen.size()) + "/" + std::to_string(shard_count);
+    t["planned"] = static_cast<long long>(outcome.planned);
+    t["rows"] = static_cast<long long>(outcome.rows_after);
+    t["missing"] = static_cast<long long>(outcome.missing);
+    t["selection"] = partial_selection ? "narrowed" : "full";
+    t["selected"] = static_cast<long long>(outcome.selected);
+    t["missing_selected"] = static_cast<long long>(outcome.missing_selected);
+    YAML::Node cases;
+    for (const auto& [status, n] : counts[table_name]) cases[status] = static_cast<long long>(n);
+    t["cases"] = cases;
+    t["status"] = outcome.status;
+    if (partial_selection && outcome.status == "partial")
+      t["note"] = "the run was narrowed by --limit/--smoke/--model/--case-filter; the table does not cover the full plan";
+    YAML::Emitter em;
+    em << meta;
+    WriteFileAtomic(meta_path, std::string("# Provenance of the perf tables in this folder; written by servecast.\n") +
+                                   em.c_str() + "\n");
+  }
+  (void)base;
+  return result;
+}
+
+}  // namespace servecast::collect

@@ -1,0 +1,56 @@
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "collect/journal.h"
+#include "collect/plan.h"
+#include "collect/registry.h"
+
+namespace servecast::collect {
+
+// The supported plan of a run (all shards, before --limit), stored in the run
+// dir as plan.jsonl so that finalize and `check --plan` know every planned key.
+struct PlanFile {
+  std::string backend;
+  std::string plan_hash;
+  bool partial_selection = false;  // --limit / --smoke / --case-filter / --model narrowed the run
+  struct Entry {
+    std::string op, id, table;
+    Params key;             // the table identity: op_name + key columns
+    bool selected = false;  // in this run's final list (after shard and --limit)
+  };
+  std::vector<Entry> entries;
+};
+
+void WritePlanFile(const std::string& path, const Registry& registry, const Plan& plan, const PlanOptions& options,
+                   const std::vector<Case>& supported);
+PlanFile ReadPlanFile(const std::string& path);
+
+// The identity of a row of `table` as text ("op_name|k1|k2..."), from any row
+// that has the columns.
+std::string RowIdentity(const TableSpec& table, const Params& row);
+
+struct TableOutcome {
+  std::string path;
+  std::size_t rows_before = 0, rows_added = 0, rows_after = 0;
+  std::size_t planned = 0, missing = 0;
+  std::size_t selected = 0, missing_selected = 0;  // of the cases this run set out to collect
+  std::string status;  // complete | partial
+};
+
+struct FinalizeResult {
+  std::string data_dir;
+  std::map<std::string, TableOutcome> tables;
+};
+
+// Merges the rows of the runs' journals into the tables under
+// <out_root>/<system>/<family>/<backend>/<version>/ (newest row per key wins,
+// atomic writes) and updates collection_meta.yaml there. Several run dirs are the
+// shards of one plan: they must agree on backend, library stack, device, system
+// and plan hash. Throws Error when they do not, or when a table's columns differ
+// from this run's (e.g. power measured in one and not the other).
+FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::string& out_root);
+
+}  // namespace servecast::collect

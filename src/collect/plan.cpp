@@ -1,0 +1,489 @@
+#include "collect/plan.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <filesystem>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "core/hash.h"
+#include "core/yaml_util.h"
+
+namespace servecast::collect {
+namespace {
+
+namespace fs = std::filesystem;
+
+Value ScalarValue(const std::string& file, const YAML::Node& n, const std::string& key) {
+  if (!n.IsScalar()) throw ConfigError(YamlWhere(file, n, key), "not a scalar", "a number or a string");
+  const std::string& s = n.Scalar();
+  std::int64_t iv;
+  auto res = std::from_chars(s.data(), s.data() + s.size(), iv);
+  if (!s.empty() && res.ec == std::errc() && res.ptr == s.data() + s.size()) return iv;
+  char* end = nullptr;
+  double dv = std::strtod(s.c_str(), &end);
+  if (!s.empty() && end == s.c_str() + s.size()) return dv;
+  return s;
+}
+
+std::vector<Value> ValueList(const std::string& file, const YAML::Node& n, const std::string& key) {
+  std::vector<Value> out;
+  if (n.IsScalar()) return {ScalarValue(file, n, key)};
+  if (!n.IsSequence() || n.size() == 0)
+    throw ConfigError(YamlWhere(file, n, key), "not a non-empty list", "a list of values");
+  for (const auto& item : n) out.push_back(ScalarValue(file, item, key));
+  return out;
+}
+
+// One correlated tuple of structural parameters.
+using Profile = std::vector<std::pair<std::string, Value>>;
+
+std::vector<Profile> ReadProfiles(const std::string& file, const YAML::Node& n, const std::string& key) {
+  std::vector<Profile> out;
+  if (!n.IsDefined() || n.IsNull()) return out;
+  if (!n.IsSequence()) throw ConfigError(YamlWhere(file, n, key), "not a list", "a list of mappings");
+  for (const auto& item : n) {
+    if (!item.IsMap()) throw ConfigError(YamlWhere(file, item, key), "profile is not a mapping", "{name: value, ...}");
+    Profile p;
+    for (const auto& kv : item) {
+      std::string name = kv.first.as<std::string>();
+      p.emplace_back(name, ScalarValue(file, kv.second, key + "." + name));
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+struct Sweep {
+  std::string file;
+  int line = 0;
+  std::string op;
+  std::vector<std::string> backends;
+  std::vector<std::pair<std::string, std::vector<Value>>> axes;
+  std::vector<Profile> profiles;
+  Profile fixed;
+  std::vector<Expr> where;
+  bool model_shapes = false;
+};
+
+struct ModelShapes {
+  std::string file;
+  std::string model;
+  std::vector<std::string> aliases;
+  std::map<std::string, std::vector<Profile>> profiles;  // op -> profiles
+};
+
+std::vector<std::string> SortedYamlFiles(const std::string& dir) {
+  std::vector<std::string> files;
+  if (!fs::is_directory(dir)) return files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    auto ext = e.path().extension().string();
+    if (e.is_regular_file() && (ext == ".yaml" || ext == ".yml")) files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::vector<Sweep> LoadBaseOps(const std::string& dir) {
+  std::vector<Sweep> sweeps;
+  for (const auto& file : SortedYamlFiles(dir)) {
+    YamlReader top(file, LoadYamlFile(file));
+    top.AllowOnlyKeys({"op", "description", "sweeps"});
+    std::string op = top.RequiredString("op");
+    YAML::Node list = top.node()["sweeps"];
+    if (!list.IsDefined() || !list.IsSequence())
+      throw ConfigError(top.Where("sweeps"), "missing or not a list", "a list of sweeps");
+    int idx = 0;
+    for (const auto& sn : list) {
+      std::string path = "sweeps[" + std::to_string(idx++) + "]";
+      YamlReader s(file, sn, path);
+      s.AllowOnlyKeys({"backends", "axes", "profiles", "fixed", "where", "model_shapes", "description"});
+      Sweep sw;
+      sw.file = file;
+      sw.line = YamlWhere(file, sn).line;
+      sw.op = op;
+      sw.backends = s.StringList("backends");
+      if (sw.backends.empty()) throw ConfigError(s.Where("backends"), "missing", "a list of backends (cpu, cuda)");
+      if (s.Has("axes")) {
+        for (const auto& kv : sn["axes"]) {
+          std::string name = kv.first.as<std::string>();
+          sw.axes.emplace_back(name, ValueList(file, kv.second, path + ".axes." + name));
+        }
+      }
+      sw.profiles = ReadProfiles(file, sn["profiles"], path + ".profiles");
+      if (s.Has("fixed")) {
+        if (!sn["fixed"].IsMap()) throw ConfigError(s.Where("fixed"), "not a mapping", "{name: value}");
+        for (const auto& kv : sn["fixed"]) {
+          std::string name = kv.first.as<std::string>();
+          sw.fixed.emplace_back(name, ScalarValue(file, kv.second, path + ".fixed." + name));
+        }
+      }
+      for (const auto& text : s.StringList("where")) {
+        try {
+          sw.where.push_back(Expr::Parse(text));
+        } catch (const Error& e) {
+          throw ConfigError(s.Where("where"), e.what(), "a valid expression");
+        }
+      }
+      sw.model_shapes = s.OptionalBool("model_shapes", false);
+      sweeps.push_back(std::move(sw));
+    }
+  }
+  return sweeps;
+}
+
+std::vector<ModelShapes> LoadModels(const std::string& dir) {
+  std::vector<ModelShapes> models;
+  for (const auto& file : SortedYamlFiles(dir)) {
+    YamlReader top(file, LoadYamlFile(file));
+    top.AllowOnlyKeys({"model", "aliases", "description", "ops"});
+    ModelShapes m;
+    m.file = file;
+    m.model = top.RequiredString("model");
+    m.aliases = top.StringList("aliases");
+    YAML::Node ops = top.node()["ops"];
+    if (!ops.IsDefined() || !ops.IsMap())
+      throw ConfigError(top.Where("ops"), "missing or not a mapping", "ops: {<op>: {profiles: [...]}}");
+    for (const auto& kv : ops) {
+      std::string op = kv.first.as<std::string>();
+      YamlReader o(file, kv.second, "ops." + op);
+      o.AllowOnlyKeys({"profiles"});
+      m.profiles[op] = ReadProfiles(file, kv.second["profiles"], "ops." + op + ".profiles");
+    }
+    models.push_back(std::move(m));
+  }
+  return models;
+}
+
+// Orders case parameters: table key columns first (in table order), then the rest by name.
+Params OrderParams(const Op& op, const Profile& raw) {
+  Params out;
+  for (const auto& col : op.table().key_columns)
+    for (const auto& [k, v] : raw)
+      if (k == col.name) out.Set(k, v);
+  Profile rest;
+  for (const auto& [k, v] : raw)
+    if (!out.Has(k)) rest.emplace_back(k, v);
+  std::sort(rest.begin(), rest.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [k, v] : rest) out.Set(k, v);
+  return out;
+}
+
+struct Candidate {
+  Case c;
+  std::set<std::string> models;  // models whose shapes produced it
+  bool from_base = false;
+};
+
+// Expands a sweep, crossed with the given profiles, into cases.
+void Expand(const Sweep& sw, const Op& op, const std::vector<Profile>& profiles, const std::string& owner,
+            const std::string& model, std::vector<Candidate>& out) {
+  std::vector<Profile> profs = profiles.empty() ? std::vector<Profile>{Profile{}} : profiles;
+  std::vector<std::size_t> idx(sw.axes.size(), 0);
+  for (const auto& prof : profs) {
+    std::fill(idx.begin(), idx.end(), 0);
+    for (;;) {
+      Profile raw = sw.fixed;
+      for (const auto& kv : prof) raw.push_back(kv);
+      for (std::size_t a = 0; a < sw.axes.size(); ++a) raw.emplace_back(sw.axes[a].first, sw.axes[a].second[idx[a]]);
+      // A name given twice (profile and axis) is a plan error.
+      for (std::size_t i = 0; i < raw.size(); ++i)
+        for (std::size_t j = i + 1; j < raw.size(); ++j)
+          if (raw[i].first == raw[j].first)
+            throw ConfigError(SourceLocation{sw.file, sw.line, raw[i].first},
+                              "parameter given twice (fixed, profile or axis)", "each parameter once per case");
+      Params params = OrderParams(op, raw);
+      for (const auto& need : op.required_params())
+        if (!params.Has(need))
+          throw ConfigError(SourceLocation{sw.file, sw.line, need},
+                            "op '" + op.name() + "' needs parameter '" + need + "' (from " + owner + ")",
+                            "it in axes, profiles or fixed");
+      bool keep = true;
+      for (const auto& w : sw.where) {
+        try {
+          keep = keep && w.Test(params);
+        } catch (const Error& e) {
+          throw ConfigError(SourceLocation{sw.file, sw.line, "where"}, e.what(), "parameters the case has");
+        }
+        if (!keep) break;
+      }
+      if (keep) {
+        Candidate cand;
+        cand.c.op = op.name();
+        cand.c.params = params;
+        cand.c.id = MakeCaseId(op.name(), params);
+        cand.c.owner = owner;
+        if (model.empty()) cand.from_base = true;
+        else cand.models.insert(model);
+        out.push_back(std::move(cand));
+      }
+      std::size_t a = 0;
+      for (; a < idx.size(); ++a) {
+        if (++idx[a] < sw.axes[a].second.size()) break;
+        idx[a] = 0;
+      }
+      if (a == idx.size()) break;
+    }
+  }
+}
+
+bool MatchesModel(const ModelShapes& m, const std::string& name) {
+  if (m.model == name) return true;
+  for (const auto& a : m.aliases)
+    if (a == name) return true;
+  return fs::path(m.file).stem().string() == name;
+}
+
+}  // namespace
+
+bool InShard(std::size_t index, int shard_index, int shard_count) {
+  return shard_count <= 1 || static_cast<int>(index % static_cast<std::size_t>(shard_count)) == shard_index;
+}
+
+std::vector<SkipRule> LoadSkips(const std::string& path) {
+  std::vector<SkipRule> rules;
+  if (!fs::exists(path)) return rules;
+  YamlReader top(path, LoadYamlFile(path));
+  top.AllowOnlyKeys({"skips"});
+  YAML::Node list = top.node()["skips"];
+  if (!list.IsDefined() || list.IsNull()) return rules;
+  if (!list.IsSequence()) throw ConfigError(top.Where("skips"), "not a list", "a list of skip entries");
+  int idx = 0;
+  for (const auto& n : list) {
+    std::string path_key = "skips[" + std::to_string(idx++) + "]";
+    YamlReader r(path, n, path_key);
+    r.AllowOnlyKeys({"op", "backend", "when", "sm", "reason", "source"});
+    SkipRule rule;
+    rule.where = YamlWhere(path, n).ToString();
+    rule.op = r.RequiredString("op");
+    rule.backend = r.OptionalString("backend", "");
+    rule.reason = r.RequiredString("reason");
+    rule.source = r.RequiredString("source");
+    if (rule.reason.empty()) throw ConfigError(r.Where("reason"), "empty", "why the case must not run");
+    if (rule.source.empty()) throw ConfigError(r.Where("source"), "empty", "what proves it");
+    if (r.Has("when")) {
+      try {
+        rule.when = Expr::Parse(r.RequiredString("when"));
+      } catch (const Error& e) {
+        throw ConfigError(r.Where("when"), e.what(), "a valid expression");
+      }
+    }
+    if (r.Has("sm")) {
+      YAML::Node sm = n["sm"];
+      if (!sm.IsSequence() || sm.size() != 2)
+        throw ConfigError(r.Where("sm"), "not a [min, max] pair", "[min_sm, max_sm], 0 for unbounded");
+      rule.min_sm = static_cast<int>(YamlToInt(path, sm[0], path_key + ".sm"));
+      rule.max_sm = static_cast<int>(YamlToInt(path, sm[1], path_key + ".sm"));
+    }
+    if (!rule.when && rule.min_sm == 0 && rule.max_sm == 0)
+      throw ConfigError(r.Where(), "skip entry without a predicate would skip the whole op",
+                        "a narrow 'when' expression or an 'sm' range");
+    rules.push_back(std::move(rule));
+  }
+  return rules;
+}
+
+Plan BuildPlan(const Registry& registry, const PlanOptions& opt, const RuntimeInfo& rt) {
+  Plan plan;
+  plan.backend = opt.backend;
+  if (!registry.FindBackend(opt.backend)) {
+    std::string have;
+    for (const auto& b : registry.BackendNames()) have += (have.empty() ? "" : ", ") + b;
+    throw UsageError("unknown backend '" + opt.backend + "'; expected one of: " + have);
+  }
+  std::vector<std::string> all_ops = registry.OpNames(opt.backend);
+  plan.ops = opt.ops.empty() ? all_ops : opt.ops;
+  for (const auto& op : plan.ops) {
+    if (!registry.FindOp(opt.backend, op)) {
+      std::string have;
+      for (const auto& o : all_ops) have += (have.empty() ? "" : ", ") + o;
+      throw UsageError("unknown op '" + op + "' for backend '" + opt.backend + "'; expected one of: " + have);
+    }
+  }
+  std::set<std::string> wanted(plan.ops.begin(), plan.ops.end());
+
+  auto sweeps = LoadBaseOps(opt.cases_dir + "/base_ops");
+  auto models = LoadModels(opt.cases_dir + "/models");
+  auto skips = LoadSkips(opt.cases_dir + "/skips.yaml");
+  for (const auto& name : opt.models) {
+    bool found = false;
+    for (const auto& m : models) found = found || MatchesModel(m, name);
+    if (!found) {
+      std::string have;
+      for (const auto& m : models) have += (have.empty() ? "" : ", ") + m.model;
+      throw UsageError("unknown model '" + name + "' (no file in " + opt.cases_dir + "/models matches it); known: " +
+                       (have.empty() ? "none" : have));
+    }
+  }
+  for (const auto& m : models)
+    for (const auto& [op, _] : m.profiles) {
+      bool any = false;
+      for (const auto& b : registry.BackendNames()) any = any || registry.FindOp(b, op);
+      if (!any) throw ConfigError(SourceLocation{m.file, 0, "ops." + op}, "no backend registers op '" + op + "'", "a known op");
+    }
+
+  // Stage 1: raw grid = base sweeps plus model shapes, per op.
+  std::map<std::string, std::vector<Candidate>> raw;
+  for (const auto& sw : sweeps) {
+    if (std::find(sw.backends.begin(), sw.backends.end(), opt.backend) == sw.backends.end()) continue;
+    if (!wanted.count(sw.op)) continue;
+    Op* op = registry.FindOp(opt.backend, sw.op);
+    if (!op)
+      throw ConfigError(SourceLocation{sw.file, sw.line, "backends"},
+                        "backend '" + opt.backend + "' has no op '" + sw.op + "'", "an op the backend registers");
+    std::string owner = fs::path(sw.file).filename().string() + ":" + std::to_string(sw.line);
+    Expand(sw, *op, sw.profiles, owner, "", raw[sw.op]);
+    if (sw.model_shapes) {
+      for (const auto& m : models) {
+        auto it = m.profiles.find(sw.op);
+        if (it == m.profiles.end() || it->second.empty()) continue;
+        Expand(sw, *op, it->second, fs::path(m.file).filename().string(), m.model, raw[sw.op]);
+      }
+    }
+  }
+
+  std::vector<Case> supported_all;
+  std::map<std::string, std::vector<Case>> supported_by_op;
+  for (const auto& op_name : plan.ops) {
+    Op* op = registry.FindOp(opt.backend, op_name);
+    StageCounts& cnt = plan.counts[op_name];
+    // De-duplicate on the case identity; merge model ownership.
+    std::vector<Candidate> uniq;
+    std::unordered_map<std::string, std::size_t> by_id;
+    for (auto& cand : raw[op_name]) {
+      auto it = by_id.find(cand.c.id);
+      if (it == by_id.end()) {
+        by_id[cand.c.id] = uniq.size();
+        uniq.push_back(std::move(cand));
+      } else {
+        Candidate& have = uniq[it->second];
+        have.models.insert(cand.models.begin(), cand.models.end());
+        have.from_base = have.from_base || cand.from_base;
+      }
+    }
+    // Two different invocations that map to one table key are a plan error.
+    std::unordered_map<std::string, std::size_t> by_key;
+    for (std::size_t i = 0; i < uniq.size(); ++i) {
+      std::string key = op_name;
+      for (const auto& col : op->table().key_columns) key += "|" + ToString(uniq[i].c.params.Get(col.name));
+      auto [it, fresh] = by_key.emplace(key, i);
+      if (!fresh) {
+        const Case& a = uniq[it->second].c;
+        const Case& b = uniq[i].c;
+        throw ConfigError("plan error: cases '" + a.id + "' (from " + a.owner + ") and '" + b.id + "' (from " +
+                          b.owner + ") write the same " + op->table().name +
+                          " key; expected each table key to have one invocation");
+      }
+    }
+    cnt.raw = static_cast<std::int64_t>(uniq.size());
+
+    // Stage 2: model selection and case filters.
+    std::vector<Candidate> selected;
+    for (auto& cand : uniq) {
+      bool keep = true;
+      if (!opt.models.empty()) {
+        keep = false;
+        for (const auto& m : models)
+          for (const auto& name : opt.models)
+            if (MatchesModel(m, name) && cand.models.count(m.model)) keep = true;
+      }
+      std::map<std::string, bool> by_filter_key;
+      for (const auto& [k, v] : opt.case_filters) {
+        const Value* have = cand.c.params.Find(k);
+        bool match = have && ToString(*have) == v;
+        by_filter_key[k] = by_filter_key[k] || match;
+      }
+      for (const auto& [_, ok] : by_filter_key) keep = keep && ok;
+      if (keep) selected.push_back(std::move(cand));
+    }
+    cnt.selected = static_cast<std::int64_t>(selected.size());
+
+    // Stage 3: skips.yaml.
+    std::vector<Case> after_skips;
+    for (auto& cand : selected) {
+      const SkipRule* hit = nullptr;
+      for (const auto& rule : skips) {
+        if (rule.op != op_name) continue;
+        if (!rule.backend.empty() && rule.backend != opt.backend) continue;
+        if (rule.min_sm && rt.sm < rule.min_sm) continue;
+        if (rule.max_sm && rt.sm > rule.max_sm) continue;
+        bool match = true;
+        if (rule.when) {
+          try {
+            match = rule.when->Test(cand.c.params);
+          } catch (const Error& e) {
+            throw ConfigError(rule.where + ": " + e.what());
+          }
+        }
+        if (match) {
+          hit = &rule;
+          break;
+        }
+      }
+      if (hit) plan.dropped.push_back({cand.c, "skips", hit->reason + " (source: " + hit->source + ")"});
+      else after_skips.push_back(std::move(cand.c));
+    }
+    cnt.after_skips = static_cast<std::int64_t>(after_skips.size());
+
+    // Stage 4: maturity markers.
+    std::vector<Case> mature;
+    for (auto& c : after_skips) {
+      if (op->unverified() && !opt.include_unverified)
+        plan.dropped.push_back({c, "maturity", "op '" + op_name + "' is marked unverified (use --include-unverified)"});
+      else mature.push_back(std::move(c));
+    }
+    cnt.after_maturity = static_cast<std::int64_t>(mature.size());
+
+    // Stage 5: runtime requirements.
+    auto reqs = op->requirements();
+    std::vector<std::optional<Expr>> req_when;
+    for (const auto& r : reqs) req_when.push_back(r.applies_when.empty() ? std::nullopt : std::optional(Expr::Parse(r.applies_when)));
+    for (auto& c : mature) {
+      std::optional<std::string> unmet;
+      for (std::size_t i = 0; i < reqs.size() && !unmet; ++i)
+        if (!req_when[i] || req_when[i]->Test(c.params)) unmet = reqs[i].Check(rt);
+      if (unmet) plan.dropped.push_back({c, "requirements", *unmet});
+      else supported_by_op[op_name].push_back(std::move(c));
+    }
+    cnt.supported = static_cast<std::int64_t>(supported_by_op[op_name].size());
+  }
+
+  // Plan hash over the supported plan, shard-independent.
+  std::vector<std::string> ids;
+  for (const auto& [_, cases] : supported_by_op)
+    for (const auto& c : cases) ids.push_back(c.id);
+  std::sort(ids.begin(), ids.end());
+  Sha256 h;
+  h.Update(opt.backend + "\n");
+  for (const auto& id : ids) {
+    h.Update(id);
+    h.Update("\n");
+  }
+  plan.plan_hash = h.HexDigest();
+  plan.supported_total = static_cast<std::int64_t>(ids.size());
+  for (const auto& op_name : plan.ops)
+    for (const auto& c : supported_by_op[op_name]) plan.supported.push_back(c);
+
+  // Stage 6: shard, by position in the sorted supported plan.
+  std::unordered_map<std::string, std::size_t> pos;
+  for (std::size_t i = 0; i < ids.size(); ++i) pos[ids[i]] = i;
+  for (const auto& op_name : plan.ops) {
+    StageCounts& cnt = plan.counts[op_name];
+    std::vector<Case> mine;
+    for (auto& c : supported_by_op[op_name])
+      if (InShard(pos[c.id], opt.shard_index, opt.shard_count)) mine.push_back(std::move(c));
+    cnt.after_shard = static_cast<std::int64_t>(mine.size());
+    // Stage 7: shuffle and limit, per op.
+    if (opt.shuffle) {
+      SplitMix64 rng(opt.seed ^ Fnv1a64(op_name));
+      for (std::size_t i = mine.size(); i > 1; --i) std::swap(mine[i - 1], mine[rng.Below(i)]);
+    }
+    if (opt.limit >= 0 && static_cast<std::int64_t>(mine.size()) > opt.limit) mine.resize(static_cast<std::size_t>(opt.limit));
+    cnt.final = static_cast<std::int64_t>(mine.size());
+    for (auto& c : mine) plan.cases.push_back(std::move(c));
+  }
+  return plan;
+}
+
+}  // namespace servecast::collect

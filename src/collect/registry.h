@@ -1,0 +1,45 @@
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collect/op.h"
+
+namespace servecast::collect {
+
+// A collector backend: how to detect its runtime and set up a worker.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Detects the library stack and device. Throws StartupError (exit 3) when the
+  // backend cannot run here (no GPU, missing library).
+  virtual RuntimeInfo DetectRuntime() const = 0;
+  // Worker slots used when --gpus is not given.
+  virtual std::vector<int> DefaultDevices() const = 0;
+  // The system name (systems/<name>.yaml) that the detected device maps to.
+  virtual std::string DefaultSystem(const RuntimeInfo& rt) const = 0;
+  // Runs in the worker process before its first case.
+  virtual void InitWorker(int device) const = 0;
+};
+
+// Every backend and op the binary knows. Filled once at start-up by explicit
+// registration functions (RegisterCpuBackend, ...), never by static initializers.
+class Registry {
+ public:
+  void AddBackend(std::unique_ptr<Backend> backend);
+  void AddOp(const std::string& backend, std::unique_ptr<Op> op);
+
+  const Backend* FindBackend(const std::string& name) const;
+  Op* FindOp(const std::string& backend, const std::string& op) const;
+  std::vector<std::string> BackendNames() const;
+  std::vector<std::string> OpNames(const std::string& backend) const;  // sorted
+
+ private:
+  std::map<std::string, std::unique_ptr<Backend>> backends_;
+  std::map<std::string, std::map<std::string, std::unique_ptr<Op>>> ops_;
+};
+
+}  // namespace servecast::collect

@@ -1,0 +1,309 @@
+#include "collect/scheduler.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+
+#include "collect/worker.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace servecast::collect {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Slot {
+  int device = 0;
+  pid_t pid = -1;
+  int to_worker = -1;    // write end of the worker's stdin
+  int from_worker = -1;  // read end of the worker's stdout
+  std::string buffer;
+  std::deque<std::size_t> inflight;  // case indices, in the order sent
+  Clock::time_point head_started;
+  int restarts = 0;
+  bool retired = false;
+};
+
+void CloseFd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+void Spawn(Slot& s, const SchedulerOptions& opt, const std::string& backend) {
+  int in_pipe[2], out_pipe[2];
+  if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0)
+    throw SystemError("cannot create worker pipes", errno);
+  std::vector<std::string> args = {opt.worker_exe, "__worker", "--backend", backend, "--device",
+                                   std::to_string(s.device)};
+  args.insert(args.end(), opt.worker_args.begin(), opt.worker_args.end());
+  pid_t pid = ::fork();
+  if (pid < 0) throw SystemError("cannot fork a worker", errno);
+  if (pid == 0) {
+    ::dup2(in_pipe[0], STDIN_FILENO);
+    ::dup2(out_pipe[1], STDOUT_FILENO);
+    if (!opt.worker_log.empty()) {
+      int log = ::open(opt.worker_log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (log >= 0) ::dup2(log, STDERR_FILENO);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(opt.worker_exe.c_str(), argv.data());
+    std::fprintf(stderr, "cannot exec %s: %s\n", opt.worker_exe.c_str(), std::strerror(errno));
+    std::_Exit(127);
+  }
+  ::close(in_pipe[0]);
+  ::close(out_pipe[1]);
+  s.pid = pid;
+  s.to_worker = in_pipe[1];
+  s.from_worker = out_pipe[0];
+  s.buffer.clear();
+  s.inflight.clear();
+}
+
+bool SendCase(Slot& s, const Case& c) {
+  Json msg{{"id", c.id}, {"op", c.op}, {"params", ParamsToJson(c.params)}};
+  std::string line = msg.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+  const char* p = line.data();
+  std::size_t left = line.size();
+  while (left > 0) {
+    ssize_t n = ::write(s.to_worker, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;  // EPIPE: the worker died; its exit is handled by the reader side
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+std::string DescribeExit(int status) {
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return std::string("worker killed by signal ") + std::to_string(sig) + " (" + ::strsignal(sig) + ")";
+  }
+  if (WIFEXITED(status)) return "worker exited with code " + std::to_string(WEXITSTATUS(status));
+  return "worker ended abnormally";
+}
+
+}  // namespace
+
+std::size_t RunCases(const Registry& registry, const std::string& backend, const std::vector<Case>& cases,
+                     const SchedulerOptions& opt, JournalWriter& journal,
+                     const std::function<void(const JournalRecord&)>& on_record,
+                     const std::function<void(const SchedulerProgress&)>& on_progress,
+                     const std::function<bool()>& stop) {
+  ::signal(SIGPIPE, SIG_IGN);
+  std::deque<std::size_t> pending;
+  for (std::size_t i = 0; i < cases.size(); ++i) pending.push_back(i);
+  std::vector<Slot> slots(opt.devices.size());
+  for (std::size_t i = 0; i < slots.size(); ++i) slots[i].device = opt.devices[i];
+
+  SchedulerProgress progress;
+  progress.total = cases.size();
+  std::size_t recorded = 0;
+  std::vector<JournalRecord> batch;
+
+  auto timeout_of = [&](std::size_t idx) {
+    if (opt.timeout_s > 0) return opt.timeout_s;
+    Op* op = registry.FindOp(backend, cases[idx].op);
+    return op ? op->default_timeout_s() : 120.0;
+  };
+  auto record = [&](std::size_t idx, Disposition d, FailureClass cls, std::string type, std::string message,
+                    std::vector<Params> rows, int worker, double elapsed) {
+    JournalRecord r;
+    r.id = cases[idx].id;
+    r.op = cases[idx].op;
+    r.params = cases[idx].params;
+    r.status = d;
+    r.failure_class = cls;
+    r.error_type = std::move(type);
+    r.message = std::move(message);
+    r.rows = std::move(rows);
+    r.worker = worker;
+    r.elapsed_s = elapsed;
+    r.at = UtcNow();
+    batch.push_back(std::move(r));
+  };
+  // A dead worker: its running case is charged with `why`; cases queued behind it go back to the queue front.
+  auto bury = [&](Slot& s, int status, bool timed_out) {
+    CloseFd(s.to_worker);
+    CloseFd(s.from_worker);
+    s.pid = -1;
+    double elapsed = std::chrono::duration<double>(Clock::now() - s.head_started).count();
+    bool clean_restart = WIFEXITED(status) && WEXITSTATUS(status) == kWorkerExitRestart;
+    if (!s.inflight.empty()) {
+      std::size_t head = s.inflight.front();
+      s.inflight.pop_front();
+      if (timed_out) {
+        record(head, Disposition::kTimeout, FailureClass::kTimeout, "Timeout",
+               "exceeded the per-case limit of " + std::to_string(timeout_of(head)) + " s; worker killed", {},
+               s.device, elapsed);
+      } else {
+        Disposition d = Disposition::kCrashed;
+        FailureClass cls = FailureClass::kCollectorBug;
+        std::string type = WIFSIGNALED(status) ? "WorkerSignalCrash" : "WorkerAbnormalExit";
+        // Killed by the kernel's OOM killer or over its memory limit.
+        if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+          cls = FailureClass::kResource;
+          type = "WorkerKilled";
+        }
+        record(head, d, cls, type, DescribeExit(status) + " while running this case", {}, s.device, elapsed);
+      }
+    }
+    for (auto it = s.inflight.rbegin(); it != s.inflight.rend(); ++it) pending.push_front(*it);
+    s.inflight.clear();
+    if (!clean_restart) ++s.restarts;
+    if (s.restarts > opt.max_restarts_per_slot) {
+      s.retired = true;
+      log::Error("worker slot " + std::to_string(s.device) + " restarted more than " +
+                 std::to_string(opt.max_restarts_per_slot) + " times; retiring it");
+    }
+  };
+  auto commit = [&] {
+    if (batch.empty()) return;
+    for (const auto& r : batch) journal.Add(r);
+    journal.Commit();
+    for (const auto& r : batch) {
+      ++recorded;
+      ++progress.done;
+      if (IsFailure(r.status)) ++progress.failed;
+      if (on_record) on_record(r);
+    }
+    batch.clear();
+    if (on_progress) on_progress(progress);
+  };
+
+  bool stopping = false;
+  for (;;) {
+    if (!stopping && stop && stop()) stopping = true;
+    bool any_inflight = false;
+    for (auto& s : slots) any_inflight = any_inflight || !s.inflight.empty();
+    if (stopping || (pending.empty() && !any_inflight)) break;
+
+    // Start workers and keep each one's queue topped up.
+    bool any_alive = false;
+    for (auto& s : slots) {
+      if (s.retired) continue;
+      if (s.pid < 0 && !pending.empty()) Spawn(s, opt, backend);
+      if (s.pid < 0) continue;
+      any_alive = true;
+      while (!pending.empty() && s.inflight.size() < static_cast<std::size_t>(1 + opt.prefetch)) {
+        std::size_t idx = pending.front();
+        if (s.inflight.empty()) s.head_started = Clock::now();
+        if (!SendCase(s, cases[idx])) break;
+        pending.pop_front();
+        s.inflight.push_back(idx);
+      }
+    }
+    if (!any_alive && !pending.empty() && !any_inflight) {
+      // Every slot retired: the rest can never run.
+      for (std::size_t idx : pending)
+        record(idx, Disposition::kFailed, FailureClass::kCollectorBug, "WorkerOrphanedTask",
+               "no worker slot left to run this case", {}, -1, 0);
+      pending.clear();
+      commit();
+      break;
+    }
+
+    // Wait for results or the nearest deadline.
+    std::vector<pollfd> fds;
+    std::vector<Slot*> owners;
+    auto now = Clock::now();
+    double wait_s = 0.25;
+    for (auto& s : slots) {
+      if (s.pid < 0) continue;
+      fds.push_back(pollfd{s.from_worker, POLLIN, 0});
+      owners.push_back(&s);
+      if (!s.inflight.empty()) {
+        double left = timeout_of(s.inflight.front()) - std::chrono::duration<double>(now - s.head_started).count();
+        wait_s = std::min(wait_s, std::max(0.0, left));
+      }
+    }
+    int rc = ::poll(fds.data(), fds.size(), static_cast<int>(wait_s * 1000) + 1);
+    if (rc < 0 && errno != EINTR) throw SystemError("poll on workers failed", errno);
+
+    for (std::size_t f = 0; f < fds.size() && rc > 0; ++f) {
+      Slot& s = *owners[f];
+      if (!(fds[f].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[65536];
+      ssize_t n = ::read(s.from_worker, buf, sizeof(buf));
+      if (n > 0) {
+        s.buffer.append(buf, static_cast<std::size_t>(n));
+        std::size_t nl;
+        while ((nl = s.buffer.find('\n')) != std::string::npos) {
+          std::string line = s.buffer.substr(0, nl);
+          s.buffer.erase(0, nl + 1);
+          if (s.inflight.empty()) continue;
+          std::size_t idx = s.inflight.front();
+          try {
+            Json j = Json::parse(line);
+            if (j.at("id").get<std::string>() != cases[idx].id)
+              throw Error("result for '" + j.at("id").get<std::string>() + "' while '" + cases[idx].id + "' was running");
+            auto st = ParseDisposition(j.at("status").get<std::string>());
+            auto cls = ParseFailureClass(j.at("class").get<std::string>());
+            if (!st || !cls) throw Error("unknown status or class in worker result");
+            std::vector<Params> rows;
+            for (const auto& row : j.at("rows")) rows.push_back(ParamsFromJson(row, "worker result"));
+            record(idx, *st, *cls, j.value("error_type", ""), j.value("message", ""), std::move(rows), s.device,
+                   j.value("elapsed_s", 0.0));
+          } catch (const std::exception& e) {
+            record(idx, Disposition::kFailed, FailureClass::kCollectorBug, "ProtocolError",
+                   std::string("bad worker result: ") + e.what(), {}, s.device, 0);
+          }
+          s.inflight.pop_front();
+          s.head_started = Clock::now();
+        }
+      } else if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+        int status = 0;
+        ::waitpid(s.pid, &status, 0);
+        bury(s, status, false);
+      }
+    }
+
+    // Per-case timeouts.
+    now = Clock::now();
+    for (auto& s : slots) {
+      if (s.pid < 0 || s.inflight.empty()) continue;
+      double ran = std::chrono::duration<double>(now - s.head_started).count();
+      if (ran >= timeout_of(s.inflight.front())) {
+        ::kill(s.pid, SIGKILL);
+        int status = 0;
+        ::waitpid(s.pid, &status, 0);
+        bury(s, status, true);
+      }
+    }
+    commit();
+  }
+  commit();
+
+  // Shut down: closing stdin ends a worker's loop; a stuck one is killed.
+  for (auto& s : slots) CloseFd(s.to_worker);
+  for (auto& s : slots) {
+    if (s.pid < 0) continue;
+    if (stopping) ::kill(s.pid, SIGKILL);
+    int status = 0;
+    for (int i = 0; i < 100; ++i) {
+      if (::waitpid(s.pid, &status, WNOHANG) == s.pid) break;
+      if (i == 99) {
+        ::kill(s.pid, SIGKILL);
+        ::waitpid(s.pid, &status, 0);
+      }
+      ::usleep(20000);
+    }
+    CloseFd(s.from_worker);
+    s.pid = -1;
+  }
+  return recorded;
+}
+
+}  // namespace servecast::collect

@@ -1,0 +1,149 @@
+#include "collect/table_spec.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace servecast::collect {
+namespace {
+
+using VT = ValueType;
+
+// Keys that can attend: causal prefill of `s` queries over a window `w` (0 = full)
+// sums min(i + 1, w) over positions i.
+double CausalPairs(double s, double w) {
+  if (w <= 0 || w >= s) return s * (s + 1) / 2;
+  return w * (w + 1) / 2 + (s - w) * w;
+}
+
+OpCost GemmCost(const Params& p) {
+  double m = p.Num("m"), n = p.Num("n"), k = p.Num("k");
+  const std::string& dt = p.Str("gemm_dtype");
+  double in_bytes = DtypeBytes(dt);
+  double out_bytes = (dt == "float32") ? 4 : 2;  // fp8 GEMMs write bf16
+  return OpCost{2 * m * n * k, (m * k + k * n) * in_bytes + m * n * out_bytes, dt};
+}
+
+OpCost ContextAttentionCost(const Params& p) {
+  double b = p.Num("batch_size"), s = p.Num("isl"), n = p.Num("num_heads");
+  double kv = p.Num("num_key_value_heads"), h = p.Num("head_dim"), w = p.Num("window_size");
+  if (kv == 0) kv = n;  // AIC's tables may write 0 for MHA
+  const std::string& adt = p.Str("attn_dtype");
+  double q_bytes = DtypeBytes(adt), kv_bytes = DtypeBytes(p.Str("kv_cache_dtype"));
+  double flops = 4 * b * n * h * CausalPairs(s, w);
+  double bytes = b * s * h * (2 * n * q_bytes + 2 * kv * kv_bytes);
+  return OpCost{flops, bytes, adt};
+}
+
+OpCost GenerationAttentionCost(const Params& p) {
+  double b = p.Num("batch_size"), n = p.Num("num_heads");
+  double kv = p.Num("num_key_value_heads"), h = p.Num("head_dim"), w = p.Num("window_size");
+  if (kv == 0) kv = n;
+  double keys = p.Num("isl") + p.Num("step");
+  if (w > 0) keys = std::min(keys, w);
+  const std::string& adt = p.Str("attn_dtype");
+  double kv_bytes = DtypeBytes(p.Str("kv_cache_dtype"));
+  double flops = 4 * b * n * h * keys;
+  double bytes = b * keys * 2 * kv * h * kv_bytes + 2 * b * n * h * DtypeBytes(adt);
+  return OpCost{flops, bytes, adt};
+}
+
+OpCost ElementwiseCost(const Params& p) {
+  double t = p.Num("num_tokens"), w = p.Num("hidden_size");
+  const std::string& op = p.Str("op_name");
+  const std::string& dt = p.Str("dtype");
+  double e = DtypeBytes(dt);
+  if (op == "rmsnorm") return OpCost{4 * t * w, (2 * t * w + w) * e, dt};
+  if (op == "rmsnorm_residual") return OpCost{5 * t * w, (4 * t * w + w) * e, dt};
+  if (op == "silu_and_mul") return OpCost{5 * t * w, 3 * t * w * e, dt};
+  if (op == "residual_add") return OpCost{t * w, 3 * t * w * e, dt};
+  if (op == "rotary_embedding") return OpCost{3 * t * w, 2 * t * w * e, dt};
+  if (op == "embedding") return OpCost{0, 2 * t * w * e, dt};
+  throw Error("elementwise_perf: no cost model for op_name '" + op + "'");
+}
+
+std::vector<TableSpec> BuildSpecs() {
+  std::vector<TableSpec> specs;
+  specs.push_back(TableSpec{"gemm_perf",
+                            "gemm",
+                            {{"gemm_dtype", VT::kString}, {"m", VT::kInt64}, {"n", VT::kInt64}, {"k", VT::kInt64}},
+                            false,
+                            GemmCost});
+  std::vector<ColumnSpec> attention_keys = {
+      {"batch_size", VT::kInt64},          {"isl", VT::kInt64},         {"num_heads", VT::kInt64},
+      {"num_key_value_heads", VT::kInt64}, {"head_dim", VT::kInt64},    {"window_size", VT::kInt64},
+      {"beam_width", VT::kInt64},          {"attn_dtype", VT::kString}, {"kv_cache_dtype", VT::kString},
+      {"step", VT::kInt64}};
+  specs.push_back(TableSpec{"context_attention_perf", "attention", attention_keys, false, ContextAttentionCost});
+  specs.push_back(
+      TableSpec{"generation_attention_perf", "attention", attention_keys, false, GenerationAttentionCost});
+  specs.push_back(TableSpec{"elementwise_perf",
+                            "elementwise",
+                            {{"dtype", VT::kString}, {"num_tokens", VT::kInt64}, {"hidden_size", VT::kInt64}},
+                            false,
+                            ElementwiseCost});
+  return specs;
+}
+
+}  // namespace
+
+const std::vector<ColumnSpec>& PrefixColumns() {
+  static const std::vector<ColumnSpec> cols = {{"framework", VT::kString},
+                                               {"version", VT::kString},
+                                               {"device", VT::kString},
+                                               {"op_name", VT::kString},
+                                               {"kernel_source", VT::kString}};
+  return cols;
+}
+
+const std::vector<ColumnSpec>& MetricColumns() {
+  static const std::vector<ColumnSpec> cols = {
+      {"latency", VT::kDouble},          {"latency_p10", VT::kDouble},     {"latency_p90", VT::kDouble},
+      {"samples", VT::kInt64},           {"rsd", VT::kDouble},             {"timing", VT::kString},
+      {"l2", VT::kString},               {"clock_mhz_before", VT::kDouble}, {"clock_mhz_after", VT::kDouble},
+      {"throttled", VT::kInt64}};
+  return cols;
+}
+
+const std::vector<ColumnSpec>& PowerColumns() {
+  static const std::vector<ColumnSpec> cols = {{"power", VT::kDouble}, {"power_limit", VT::kDouble}};
+  return cols;
+}
+
+std::vector<ColumnSpec> TableSpec::AllColumns(bool with_power) const {
+  std::vector<ColumnSpec> cols = PrefixColumns();
+  cols.insert(cols.end(), key_columns.begin(), key_columns.end());
+  const auto& metrics = MetricColumns();
+  cols.insert(cols.end(), metrics.begin(), metrics.end());
+  if (with_power) cols.insert(cols.end(), PowerColumns().begin(), PowerColumns().end());
+  return cols;
+}
+
+std::vector<std::string> TableSpec::IdentityColumns() const {
+  std::vector<std::string> out = {"op_name"};
+  for (const auto& c : key_columns) out.push_back(c.name);
+  return out;
+}
+
+const std::vector<TableSpec>& AllTableSpecs() {
+  static const std::vector<TableSpec> specs = BuildSpecs();
+  return specs;
+}
+
+const TableSpec* FindTableSpec(std::string_view name) {
+  for (const auto& s : AllTableSpecs())
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+double DtypeBytes(std::string_view dtype) {
+  if (dtype == "float32") return 4;
+  if (dtype == "bfloat16" || dtype == "float16") return 2;
+  if (dtype == "fp8" || dtype == "fp8_block" || dtype == "int8") return 1;
+  if (dtype == "nvfp4") return 0.5625;  // 4 bits plus one 8-bit scale per 16 values
+  throw Error("unknown dtype '" + std::string(dtype) +
+              "'; expected one of float32, bfloat16, float16, fp8, fp8_block, int8, nvfp4");
+}
+
+}  // namespace servecast::collect

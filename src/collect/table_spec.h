@@ -1,0 +1,52 @@
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "collect/params.h"
+#include "core/table.h"
+
+namespace servecast::collect {
+
+// What the op behind one row costs, for speed-of-light bounds and the
+// "no row beats physics" gate. `compute_dtype` names the peak FLOP/s to use
+// (a key of the system spec's peak table: float32, bfloat16, fp8, ...).
+struct OpCost {
+  double flops = 0;
+  double bytes = 0;  // minimum bytes moved to/from device memory
+  std::string compute_dtype;
+};
+
+// One perf table: its name, family, key columns (after the common prefix) and the
+// cost of a row from its key columns. Shared by every backend that writes it.
+struct TableSpec {
+  std::string name;    // "gemm_perf"
+  std::string family;  // "gemm"
+  std::vector<ColumnSpec> key_columns;
+  bool zero_latency_legal = false;
+  std::function<OpCost(const Params& key)> cost;
+
+  // prefix + key columns + metric columns, in file order.
+  std::vector<ColumnSpec> AllColumns(bool with_power) const;
+  // The names that identify a row: op_name plus the key columns.
+  std::vector<std::string> IdentityColumns() const;
+};
+
+// Columns every table starts with.
+const std::vector<ColumnSpec>& PrefixColumns();
+// Timing columns after the keys: latency (median, ms), latency_p10, latency_p90,
+// samples, rsd, timing, l2, clock_mhz_before, clock_mhz_after, throttled.
+const std::vector<ColumnSpec>& MetricColumns();
+// Present only when the run measured power: power (W), power_limit (W).
+const std::vector<ColumnSpec>& PowerColumns();
+
+// All table specs servecast knows; FindTableSpec returns nullptr for unknown names.
+const std::vector<TableSpec>& AllTableSpecs();
+const TableSpec* FindTableSpec(std::string_view name);
+
+// Bytes per element of a dtype name (float32 4, bfloat16/float16 2, fp8 1, ...);
+// throws Error for an unknown dtype.
+double DtypeBytes(std::string_view dtype);
+
+}  // namespace servecast::collect

@@ -1,0 +1,68 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/value.h"
+
+namespace servecast {
+
+struct ColumnSpec {
+  std::string name;
+  ValueType type = ValueType::kString;
+  bool operator==(const ColumnSpec&) const = default;
+};
+
+// An in-memory table with typed columns, stored column-wise. Columns are always
+// resolved by name, so tables with extra or reordered columns read the same.
+class Table {
+ public:
+  Table() = default;
+  explicit Table(std::vector<ColumnSpec> columns);
+
+  const std::vector<ColumnSpec>& columns() const { return specs_; }
+  std::size_t num_columns() const { return specs_.size(); }
+  std::size_t num_rows() const { return num_rows_; }
+
+  std::optional<std::size_t> FindColumn(std::string_view name) const;
+  // Throws DataError naming the missing column and the columns present.
+  std::size_t ColumnIndex(std::string_view name) const;
+
+  // Appends a row given in column order. Integers are widened to double for
+  // double columns; any other type mismatch throws DataError.
+  void AppendRow(std::vector<Value> row);
+  // Appends rows of another table, matching its columns by name. Columns this
+  // table lacks are an error; columns the other table lacks are an error too.
+  void AppendByName(const Table& other, std::size_t row);
+
+  Value Get(std::size_t row, std::size_t col) const;
+  std::int64_t GetInt(std::size_t row, std::size_t col) const;
+  double GetDouble(std::size_t row, std::size_t col) const;  // int columns widen
+  const std::string& GetString(std::size_t row, std::size_t col) const;
+  std::vector<Value> Row(std::size_t row) const;
+
+  // Keeps the rows whose index is listed, in that order.
+  Table Select(const std::vector<std::size_t>& rows) const;
+
+  // CSV with a header line. Types are inferred per column: int64 when every
+  // non-empty cell is an integer, double when every one is a number, else string.
+  // An empty numeric cell is an error that names file, line and column.
+  static Table ReadCsv(const std::string& path);
+  static Table ParseCsv(std::string_view text, const std::string& origin);
+  std::string ToCsv() const;
+  // Writes atomically: a temp file beside the target, fsync, rename.
+  void WriteCsv(const std::string& path) const;
+
+ private:
+  using ColumnData = std::variant<std::vector<std::int64_t>, std::vector<double>, std::vector<std::string>>;
+  std::vector<ColumnSpec> specs_;
+  std::vector<ColumnData> data_;
+  std::size_t num_rows_ = 0;
+};
+
+}  // namespace servecast

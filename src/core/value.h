@@ -1,0 +1,27 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+
+namespace servecast {
+
+// A typed cell: table cells, case parameters and expression values.
+using Value = std::variant<std::int64_t, double, std::string>;
+
+enum class ValueType { kInt64, kDouble, kString };
+
+ValueType TypeOf(const Value& v);
+const char* TypeName(ValueType t);
+// Canonical text: integers in decimal, doubles with the shortest round-trip form,
+// strings as they are.
+std::string ToString(const Value& v);
+// Numeric view (int64 or double); throws Error for strings.
+double AsDouble(const Value& v);
+bool IsNumeric(const Value& v);
+
+// Formats a double with the shortest representation that parses back to the
+// same value ("0.1", "1e-05", "3").
+std::string FormatDouble(double d);
+
+}  // namespace servecast
