@@ -153,8 +153,9 @@ void CheckVersionDir(const std::string& dir, const CheckOptions& opt, const Plan
       Json examples = Json::array();
       auto rsd_col = t.FindColumn("rsd");
       auto thr_col = t.FindColumn("throttled");
-      auto l2_col = t.FindColumn("l2");
-      if (l2_col && t.columns()[*l2_col].type != ValueType::kString) l2_col.reset();
+      // Index of a string `l2` column (cold / warm), or npos when the table has none.
+      std::size_t l2_col = std::string::npos;
+      if (auto c = t.FindColumn("l2"); c && t.columns()[*c].type == ValueType::kString) l2_col = *c;
       for (std::size_t r = 0; r < t.num_rows(); ++r) {
         double l = t.GetDouble(r, lat);
         Params key = RowKey(t, r, idc);
@@ -171,7 +172,7 @@ void CheckVersionDir(const std::string& dir, const CheckOptions& opt, const Plan
           double t_compute = cost.flops > 0 ? cost.flops / systems::PeakFlops(sys, cost.compute_dtype) : 0;
           // A warm-cache row whose working set fits in L2 may outrun DRAM; bound
           // only rows that had to stream from memory.
-          bool cached = cost.bytes <= sys.gpu.l2_bytes && !(l2_col && t.GetString(r, *l2_col) == "cold");
+          bool cached = cost.bytes <= sys.gpu.l2_bytes && !(l2_col != std::string::npos && t.GetString(r, l2_col) == "cold");
           double t_memory = cached ? 0 : cost.bytes / sys.gpu.mem_bw_bytes_per_s;
           double bound_ms = 1e3 * std::max(t_compute, t_memory);
           if (l > 0 && l < bound_ms * (1 - opt.physics_tolerance)) {

@@ -100,6 +100,8 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
   if (opt.format != "csv")
     throw UsageError("--format " + opt.format + ": this build writes csv only (Parquet arrives with the perf database)");
 
+  if (opt.measure_power && opt.plan.backend == "cpu")
+    throw UsageError("--measure-power: the cpu backend has no power sensor to read; collect without it");
   RuntimeInfo rt = backend->DetectRuntime();
   std::string system = opt.system.empty() ? backend->DefaultSystem(rt) : opt.system;
   systems::LoadSystemByName(opt.systems_dir, system);  // a typo fails here, before any work

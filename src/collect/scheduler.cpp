@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,6 +48,8 @@ void Spawn(Slot& s, const SchedulerOptions& opt, const std::string& backend) {
   pid_t pid = ::fork();
   if (pid < 0) throw SystemError("cannot fork a worker", errno);
   if (pid == 0) {
+    // A worker never outlives its parent (kill -9 of the collector included).
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::dup2(in_pipe[0], STDIN_FILENO);
     ::dup2(out_pipe[1], STDOUT_FILENO);
     if (!opt.worker_log.empty()) {

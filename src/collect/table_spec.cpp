@@ -126,9 +126,18 @@ std::vector<std::string> TableSpec::IdentityColumns() const {
   return out;
 }
 
-const std::vector<TableSpec>& AllTableSpecs() {
-  static const std::vector<TableSpec> specs = BuildSpecs();
+namespace {
+std::vector<TableSpec>& MutableSpecs() {
+  static std::vector<TableSpec> specs = BuildSpecs();
   return specs;
+}
+}  // namespace
+
+const std::vector<TableSpec>& AllTableSpecs() { return MutableSpecs(); }
+
+void AddTableSpec(TableSpec spec) {
+  if (FindTableSpec(spec.name)) throw Error("table '" + spec.name + "' is already defined");
+  MutableSpecs().push_back(std::move(spec));
 }
 
 const TableSpec* FindTableSpec(std::string_view name) {

@@ -43,6 +43,9 @@ const std::vector<ColumnSpec>& PowerColumns();
 
 // All table specs servecast knows; FindTableSpec returns nullptr for unknown names.
 const std::vector<TableSpec>& AllTableSpecs();
+// Adds a table at start-up (before any lookup threads exist); used by test-only ops.
+// Throws Error when the name is taken.
+void AddTableSpec(TableSpec spec);
 const TableSpec* FindTableSpec(std::string_view name);
 
 // Bytes per element of a dtype name (float32 4, bfloat16/float16 2, fp8 1, ...);

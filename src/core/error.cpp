@@ -6,10 +6,10 @@ namespace servecast {
 
 std::string SourceLocation::ToString() const {
   std::string out = file;
-  if (line > 0) out += ":" + std::to_string(line);
+  if (line > 0) out.append(":").append(std::to_string(line));
   if (!key.empty()) {
-    if (!out.empty()) out += ": ";
-    out += "key '" + key + "'";
+    if (!out.empty()) out.append(": ");
+    out.append("key '").append(key).append("'");
   }
   return out;
 }

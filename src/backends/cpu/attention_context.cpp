@@ -50,8 +50,8 @@ void FlashPrefillImpl(const AttentionShape& sh, const float* __restrict q, const
               const std::int64_t hi = std::min(k1, pos + 1);
               if (lo >= hi) continue;
               const float* qi = q + ((b * S + pos) * N + hq) * H;
-              for (std::int64_t j = lo; j < hi; ++j)
-                scores[j - lo] = scale * DotLanes<H>(qi, k + ((b * S + j) * KV + g) * H);
+              ScoreKeys<H>(
+                  qi, [&](std::int64_t j) { return k + ((b * S + lo + j) * KV + g) * H; }, hi - lo, scale, scores);
               const std::int64_t r = hh * kPrefillQueryTile + i;
               OnlineSoftmaxUpdate<H>(
                   scores, hi - lo, [&](std::int64_t j) { return v + ((b * S + lo + j) * KV + g) * H; },

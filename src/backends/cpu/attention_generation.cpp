@@ -51,7 +51,8 @@ void PagedDecodeImpl(const AttentionShape& sh, const float* __restrict q, const 
         const float* v_page = v_pool + head_offset;
         for (std::int64_t hh = 0; hh < G; ++hh) {
           const float* qh = q + (b * N + g * G + hh) * H;
-          for (std::int64_t t = t0; t < t1; ++t) scores[t - t0] = scale * DotLanes<H>(qh, k_page + t * H);
+          ScoreKeys<H>(
+              qh, [&](std::int64_t j) { return k_page + (t0 + j) * H; }, t1 - t0, scale, scores);
           OnlineSoftmaxUpdate<H>(
               scores, t1 - t0, [&](std::int64_t j) { return v_page + (t0 + j) * H; }, row_max[hh], row_sum[hh],
               acc + hh * H);

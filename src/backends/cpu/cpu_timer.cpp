@@ -78,9 +78,17 @@ double CurrentCpuMhz() {
   return CpuMhzFromCpuinfo(text.str(), cpu);
 }
 
-collect::TimingStats TimeCpu(const std::function<void()>& fn, const collect::TimingConfig& cfg) {
+bool StopSampling(const std::vector<double>& per_call_ms, double spent_s, double longest_sample_s,
+                  const collect::TimingConfig& cfg) {
   const int min_samples = std::max(1, cfg.min_samples);
   const int max_samples = std::max(min_samples, cfg.max_samples);
+  const int n = static_cast<int>(per_call_ms.size());
+  if (n >= max_samples) return true;
+  if (n >= min_samples && collect::RelativeStdDev(per_call_ms) < cfg.target_rsd) return true;
+  return spent_s >= cfg.budget_s && (n >= min_samples || longest_sample_s > cfg.budget_s);
+}
+
+collect::TimingStats TimeCpu(const std::function<void()>& fn, const collect::TimingConfig& cfg) {
 
   collect::TimingStats stats;
   stats.method = "cpu";
@@ -111,15 +119,12 @@ collect::TimingStats TimeCpu(const std::function<void()>& fn, const collect::Tim
 
   std::vector<double> ms;
   double longest_sample = 0;
-  while (static_cast<int>(ms.size()) < max_samples) {
+  do {
     double t = TimeCalls(fn, calls);
     spent += t;
     longest_sample = std::max(longest_sample, t);
     ms.push_back(t * 1e3 / static_cast<double>(calls));
-    int n = static_cast<int>(ms.size());
-    if (n >= min_samples && collect::RelativeStdDev(ms) < cfg.target_rsd) break;
-    if (spent >= cfg.budget_s && (n >= min_samples || longest_sample > cfg.budget_s)) break;
-  }
+  } while (!StopSampling(ms, spent, longest_sample, cfg));
 
   collect::ComputeStats(std::move(ms), stats);
   stats.calls_per_sample = static_cast<int>(calls);

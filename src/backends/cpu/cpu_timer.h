@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string_view>
+#include <vector>
 
 #include "collect/timing.h"
 
@@ -30,6 +31,11 @@ inline void ClobberMemory() { asm volatile("" : : : "memory"); }
 // resident between calls); CPU clock of the current core before and after
 // (/proc/cpuinfo "cpu MHz", 0 when unavailable), throttled = after < 0.9·before.
 collect::TimingStats TimeCpu(const std::function<void()>& fn, const collect::TimingConfig& cfg);
+
+// The stop rule of step 3 after each sample: `per_call_ms` holds the samples so
+// far, `spent_s` their total time, `longest_sample_s` the longest one.
+bool StopSampling(const std::vector<double>& per_call_ms, double spent_s, double longest_sample_s,
+                  const collect::TimingConfig& cfg);
 
 // "cpu MHz" of `cpu` in /proc/cpuinfo-formatted text; 0 when absent.
 double CpuMhzFromCpuinfo(std::string_view cpuinfo, int cpu);

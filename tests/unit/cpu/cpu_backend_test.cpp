@@ -65,8 +65,11 @@ TEST(CpuBackend, InitWorkerUsesOneThreadAndPinsTheProcess) {
   ASSERT_EQ(sched_getaffinity(0, sizeof after, &after), 0);
   EXPECT_EQ(CPU_COUNT(&after), 1);
   // The pinned core is one the process was allowed to use.
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-    if (CPU_ISSET(cpu, &after)) EXPECT_TRUE(CPU_ISSET(cpu, &before)) << cpu;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &after)) {
+      EXPECT_TRUE(CPU_ISSET(cpu, &before)) << cpu;
+    }
+  }
   sched_setaffinity(0, sizeof before, &before);  // leave the test process as it was
 }
 

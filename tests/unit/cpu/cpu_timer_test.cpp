@@ -77,13 +77,31 @@ TEST(TimeCpu, OneSampleOverBudgetStopsAtOnce) {
   EXPECT_GE(s.median_ms, 20.0);
 }
 
-TEST(TimeCpu, KeepsMinSamplesWhenTheBudgetRunsOut) {
-  collect::TimingConfig cfg = Config();
-  cfg.min_samples = 12;
-  cfg.target_rsd = 0;   // never satisfied
-  cfg.budget_s = 0.002;  // spent after about 4 samples; no single sample exceeds it
-  collect::TimingStats s = TimeCpu([] { Spin(0.0005); }, cfg);
-  EXPECT_EQ(s.samples, 12);
+// The stop rule on its own, with made-up times (the machine's timing noise must
+// not decide a test).
+TEST(StopSampling, FollowsTheRule) {
+  collect::TimingConfig cfg;
+  cfg.min_samples = 4;
+  cfg.max_samples = 6;
+  cfg.target_rsd = 0.01;
+  cfg.budget_s = 1.0;
+  const std::vector<double> steady = {2.0, 2.0, 2.0, 2.0};
+  const std::vector<double> noisy = {1.0, 3.0, 1.0, 3.0};
+  // Enough samples with a small spread: done.
+  EXPECT_TRUE(StopSampling(steady, 0.1, 0.01, cfg));
+  // Too few samples, whatever the spread: go on.
+  EXPECT_FALSE(StopSampling({2.0, 2.0, 2.0}, 0.1, 0.01, cfg));
+  // Noisy within the budget: go on.
+  EXPECT_FALSE(StopSampling(noisy, 0.5, 0.2, cfg));
+  // Noisy after the budget with min_samples: done.
+  EXPECT_TRUE(StopSampling(noisy, 1.0, 0.3, cfg));
+  // Budget spent but fewer than min_samples, each sample under the budget: go on.
+  EXPECT_FALSE(StopSampling({1.0, 3.0}, 1.2, 0.6, cfg));
+  // ... unless one sample alone exceeded the budget.
+  EXPECT_TRUE(StopSampling({1.0, 3.0}, 1.6, 1.2, cfg));
+  EXPECT_TRUE(StopSampling({3.0}, 1.2, 1.2, cfg));
+  // max_samples caps everything.
+  EXPECT_TRUE(StopSampling({1.0, 3.0, 1.0, 3.0, 1.0, 3.0}, 0.1, 0.01, cfg));
 }
 
 TEST(TimeCpu, CapsAtMaxSamples) {

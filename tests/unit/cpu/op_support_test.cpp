@@ -6,6 +6,8 @@
 #include <limits>
 #include <set>
 
+#include "core/error.h"
+
 namespace servecast::cpu {
 namespace {
 

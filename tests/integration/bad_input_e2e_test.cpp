@@ -1,0 +1,138 @@
+// Malformed YAML, unknown op, bad flag, corrupt journal: exit 2 with a message
+// naming the file, the line and what was expected; never a crash.
+#include <filesystem>
+
+#include "e2e_common.h"
+
+namespace servecast::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(BadInputE2E, MalformedYamlNamesFileAndLine) {
+  std::string dir = MakeTempDir("sc_badyaml_");
+  WriteText(dir + "/cases/base_ops/rmsnorm.yaml",
+            "op: rmsnorm\nsweeps:\n  - backends: [cpu]\n    axes:\n      num_tokens: [1, 2\n      hidden_size: [8]\n");
+  auto r = RunProcess(CollectArgs(kBin, {"--ops", "rmsnorm", "--plan-only"}, dir + "/cases"));
+  EXPECT_EQ(r.exit_code, 2) << Describe(r);
+  EXPECT_NE(r.err.find("rmsnorm.yaml:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("expected"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
+TEST(BadInputE2E, WrongValueAndUnknownKeyNameTheLine) {
+  std::string dir = MakeTempDir("sc_badkey_");
+  WriteText(dir + "/cases/base_ops/rmsnorm.yaml",
+            "op: rmsnorm\nsweeps:\n  - backends: [cpu]\n    axis:\n      num_tokens: [1]\n");
+  auto r = RunProcess(CollectArgs(kBin, {"--ops", "rmsnorm", "--plan-only"}, dir + "/cases"));
+  EXPECT_EQ(r.exit_code, 2) << Describe(r);
+  EXPECT_NE(r.err.find("rmsnorm.yaml:4"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("axis"), std::string::npos) << r.err;
+  // A missing required parameter names the op and the parameter.
+  WriteText(dir + "/cases/base_ops/rmsnorm.yaml",
+            "op: rmsnorm\nsweeps:\n  - backends: [cpu]\n    axes:\n      dtype: [float32]\n      num_tokens: [1]\n");
+  auto m = RunProcess(CollectArgs(kBin, {"--ops", "rmsnorm", "--plan-only"}, dir + "/cases"));
+  EXPECT_EQ(m.exit_code, 2) << Describe(m);
+  EXPECT_NE(m.err.find("rmsnorm.yaml:3"), std::string::npos) << m.err;
+  EXPECT_NE(m.err.find("hidden_size"), std::string::npos) << m.err;
+  // A skip entry without a reason is refused.
+  WriteText(dir + "/cases/base_ops/rmsnorm.yaml",
+            "op: rmsnorm\nsweeps:\n  - backends: [cpu]\n    axes: {dtype: [float32], num_tokens: [1], hidden_size: [8]}\n");
+  WriteText(dir + "/cases/skips.yaml", "skips:\n  - op: rmsnorm\n    when: num_tokens > 4\n    source: a test\n");
+  auto s = RunProcess(CollectArgs(kBin, {"--ops", "rmsnorm", "--plan-only"}, dir + "/cases"));
+  EXPECT_EQ(s.exit_code, 2) << Describe(s);
+  EXPECT_NE(s.err.find("skips.yaml:2"), std::string::npos) << s.err;
+  EXPECT_NE(s.err.find("reason"), std::string::npos) << s.err;
+  fs::remove_all(dir);
+}
+
+TEST(BadInputE2E, UnknownOpAndBadFlag) {
+  auto r = RunProcess(CollectArgs(kBin, {"--ops", "gemmm", "--plan-only"}));
+  EXPECT_EQ(r.exit_code, 2) << Describe(r);
+  EXPECT_NE(r.err.find("unknown op 'gemmm'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("gemm"), std::string::npos);
+  auto f = RunProcess({kBin, "collect", "--backend", "cpu", "--no-such-flag"});
+  EXPECT_EQ(f.exit_code, 2) << Describe(f);
+  EXPECT_NE(f.err.find("no-such-flag"), std::string::npos) << f.err;
+  auto b = RunProcess(CollectArgs(kBin, {"--shard", "3/2", "--plan-only"}));
+  EXPECT_EQ(b.exit_code, 2) << Describe(b);
+  EXPECT_NE(b.err.find("I/N"), std::string::npos) << b.err;
+  auto u = RunProcess({kBin, "collect", "--backend", "tpu", "--cases", kCases, "--systems", kSystems});
+  EXPECT_EQ(u.exit_code, 2) << Describe(u);
+  EXPECT_NE(u.err.find("unknown backend 'tpu'"), std::string::npos) << u.err;
+}
+
+TEST(BadInputE2E, CorruptJournalNamesFileAndLine) {
+  std::string dir = MakeTempDir("sc_corrupt_");
+  std::vector<std::string> base = {"--ops", "rmsnorm", "--limit", "3", "--timing-budget-s", "0.02",
+                                   "--out", dir + "/data", "--run-dir", dir + "/run"};
+  auto r = RunProcess(CollectArgs(kBin, base));
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  std::string journal = ReadText(dir + "/run/journal.jsonl");
+  // Damage the second record (line 3) in the middle of the file.
+  std::size_t l2 = journal.find('\n') + 1;
+  std::size_t l3 = journal.find('\n', l2) + 1;
+  journal.replace(l3, 10, "{not json ");
+  WriteText(dir + "/run/journal.jsonl", journal);
+  auto resume = base;
+  resume.push_back("--resume");
+  auto c = RunProcess(CollectArgs(kBin, resume));
+  EXPECT_EQ(c.exit_code, 2) << Describe(c);
+  EXPECT_NE(c.err.find("journal.jsonl:3"), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find("expected"), std::string::npos) << c.err;
+  fs::remove_all(dir);
+}
+
+TEST(BadInputE2E, TornLastRecordIsDroppedAndReRun) {
+  std::string dir = MakeTempDir("sc_torn_");
+  std::vector<std::string> base = {"--ops", "rmsnorm", "--limit", "3", "--timing-budget-s", "0.02",
+                                   "--out", dir + "/data", "--run-dir", dir + "/run"};
+  auto r = RunProcess(CollectArgs(kBin, base));
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  std::string journal = ReadText(dir + "/run/journal.jsonl");
+  // A crash mid-append leaves the last record without its newline.
+  WriteText(dir + "/run/journal.jsonl", journal.substr(0, journal.size() - 20));
+  auto resume = base;
+  resume.push_back("--resume");
+  auto c = RunProcess(CollectArgs(kBin, resume));
+  EXPECT_EQ(c.exit_code, 0) << Describe(c);
+  EXPECT_NE(c.err.find("torn"), std::string::npos) << c.err;
+  auto j = ReadText(dir + "/run/journal.jsonl");
+  EXPECT_EQ(std::count(j.begin(), j.end(), '\n'), 4);  // header + 3 records, the torn one re-run once
+  fs::remove_all(dir);
+}
+
+TEST(BadInputE2E, CheckRejectsBadTables) {
+  std::string dir = MakeTempDir("sc_badtable_");
+  auto r = RunProcess(CollectArgs(kBin, {"--ops", "rmsnorm", "--timing-budget-s", "0.02", "--out", dir + "/data",
+                                         "--run-dir", dir + "/run"}));
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  auto tables = FindTables(dir + "/data");
+  ASSERT_EQ(tables.size(), 1u);
+  std::string csv = ReadText(tables[0]);
+  // Duplicate the last row and make one latency impossible: faster than the memory can move its bytes.
+  std::size_t last = csv.rfind('\n', csv.size() - 2) + 1;
+  std::string dup = csv.substr(last);
+  Table t = Table::ReadCsv(tables[0]);
+  std::string bad = csv.substr(0, last) + dup + dup;
+  WriteText(tables[0], bad);
+  auto c = RunProcess({kBin, "check", dir + "/data", "--systems", kSystems, "--json"});
+  EXPECT_EQ(c.exit_code, 1) << Describe(c);
+  auto doc = nlohmann::json::parse(c.out);
+  EXPECT_FALSE(doc["ok"].get<bool>());
+  EXPECT_NE(c.out.find("duplicate"), std::string::npos);
+  // Physics: a 4096 x 8192 float32 rmsnorm in 1 ns.
+  std::string fast = csv;
+  std::size_t pos = fast.find("rmsnorm,float32,4096,8192,");
+  ASSERT_NE(pos, std::string::npos);
+  std::size_t lat = pos + std::string("rmsnorm,float32,4096,8192,").size();
+  fast.replace(lat, fast.find(',', lat) - lat, "0.000001");
+  WriteText(tables[0], fast);
+  auto p = RunProcess({kBin, "check", dir + "/data", "--systems", kSystems});
+  EXPECT_EQ(p.exit_code, 1) << Describe(p);
+  EXPECT_NE(p.out.find("faster than physics"), std::string::npos) << p.out;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace servecast::testing
