@@ -196,7 +196,11 @@ Value Arith(const std::string& op, const Value& a, const Value& b, const std::st
 
 Value Compare(const std::string& op, const Value& a, const Value& b, const std::string& text) {
   int c = 0;
-  if (IsNumeric(a) && IsNumeric(b)) {
+  auto* ia = std::get_if<std::int64_t>(&a);
+  auto* ib = std::get_if<std::int64_t>(&b);
+  if (ia && ib) {
+    c = *ia < *ib ? -1 : (*ia > *ib ? 1 : 0);  // exact beyond 2^53
+  } else if (IsNumeric(a) && IsNumeric(b)) {
     double x = AsDouble(a), y = AsDouble(b);
     c = x < y ? -1 : (x > y ? 1 : 0);
   } else if (!IsNumeric(a) && !IsNumeric(b)) {

@@ -28,7 +28,7 @@ int CompareValues(const Value& a, const Value& b) {
 // Reads an existing table and conforms it to the expected columns (types by
 // spec); a different column set is an error naming both.
 Table LoadExisting(const std::string& path, const std::vector<ColumnSpec>& cols) {
-  Table raw = Table::ReadCsv(path);
+  Table raw = Table::ReadCsv(path, cols);
   std::vector<std::string> have, want;
   for (const auto& c : raw.columns()) have.push_back(c.name);
   for (const auto& c : cols) want.push_back(c.name);
@@ -50,8 +50,6 @@ Table LoadExisting(const std::string& path, const std::vector<ColumnSpec>& cols)
     std::vector<Value> row;
     for (const auto& c : cols) {
       Value v = raw.Get(r, raw.ColumnIndex(c.name));
-      if (c.type == ValueType::kDouble && TypeOf(v) == ValueType::kInt64) v = static_cast<double>(std::get<std::int64_t>(v));
-      else if (c.type == ValueType::kString && TypeOf(v) != ValueType::kString) v = ToString(v);
       row.push_back(std::move(v));
     }
     out.AppendRow(std::move(row));
@@ -192,7 +190,6 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
     }
   }
 
-  std::string base = header.system + "/";
   for (const auto& [table_name, keys] : planned) {
     const TableSpec* spec = FindTableSpec(table_name);
     std::string dir = out_root + "/" + header.system + "/" + spec->family + "/" + header.backend + "/" + header.version;
@@ -286,7 +283,6 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
     WriteFileAtomic(meta_path, std::string("# Provenance of the perf tables in this folder; written by servecast.\n") +
                                    em.c_str() + "\n");
   }
-  (void)base;
   return result;
 }
 

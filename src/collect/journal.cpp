@@ -78,8 +78,12 @@ JournalHeader JournalHeader::FromJson(const Json& j, const std::string& where) {
     std::string shard = j.at("shard").get<std::string>();
     auto slash = shard.find('/');
     if (slash == std::string::npos) throw DataError(where + ": shard '" + shard + "'; expected I/N");
-    h.shard_index = std::stoi(shard.substr(0, slash));
-    h.shard_count = std::stoi(shard.substr(slash + 1));
+    try {
+      h.shard_index = std::stoi(shard.substr(0, slash));
+      h.shard_count = std::stoi(shard.substr(slash + 1));
+    } catch (const std::exception&) {
+      throw DataError(where + ": shard '" + shard + "'; expected I/N with integers I and N");
+    }
     h.servecast_commit = j.value("servecast_commit", "");
     h.created_at = j.value("created_at", "");
   } catch (const Json::exception& e) {

@@ -10,7 +10,8 @@ std::optional<std::string> Requirement::Check(const RuntimeInfo& rt) const {
   if (!library.empty()) {
     auto it = rt.libraries.find(library);
     if (it == rt.libraries.end())
-      return "requires " + library + " >= " + min_version + "; found no " + library + " in the runtime";
+      return "requires " + library + (min_version.empty() ? "" : " >= " + min_version) + "; found no " + library +
+             " in the runtime";
     if (!min_version.empty() && Version::Parse(it->second) < Version::Parse(min_version))
       return "requires " + library + " >= " + min_version + "; found " + it->second;
   }

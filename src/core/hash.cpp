@@ -99,7 +99,7 @@ std::string Sha256Hex(std::string_view data) {
 }
 
 std::uint64_t Fnv1a64(std::string_view data) {
-  std::uint64_t h = 1469598103934665603ULL;
+  std::uint64_t h = 14695981039346656037ULL;
   for (unsigned char c : data) {
     h ^= c;
     h *= 1099511628211ULL;

@@ -188,7 +188,7 @@ Table Table::Select(const std::vector<std::size_t>& rows) const {
   return out;
 }
 
-Table Table::ParseCsv(std::string_view text, const std::string& origin) {
+Table Table::ParseCsv(std::string_view text, const std::string& origin, const std::vector<ColumnSpec>& types) {
   std::vector<int> lines;
   auto records = SplitCsv(text, origin, lines);
   if (records.empty()) throw DataError(SourceLocation{origin, 1, ""}, "empty file", "a header line");
@@ -200,22 +200,27 @@ Table Table::ParseCsv(std::string_view text, const std::string& origin) {
                       "row has " + std::to_string(records[r].size()) + " fields",
                       std::to_string(ncol) + " fields as in the header");
   }
-  // Infer each column's type from all its cells.
+  // Each column's type: given, or inferred from its non-empty cells.
   std::vector<ColumnSpec> specs;
   for (std::size_t c = 0; c < ncol; ++c) {
-    bool all_int = true, all_num = true;
+    std::optional<ValueType> given;
+    for (const auto& t : types)
+      if (t.name == header[c]) given = t.type;
+    if (given) {
+      specs.push_back(ColumnSpec{header[c], *given});
+      continue;
+    }
+    bool all_int = true, all_num = true, any = false;
     std::int64_t iv;
     double dv;
-    for (std::size_t r = 1; r < records.size(); ++r) {
+    for (std::size_t r = 1; r < records.size() && all_num; ++r) {
       const std::string& cell = records[r][c];
+      if (cell.empty()) continue;
+      any = true;
       if (all_int && !ParseInt(cell, iv)) all_int = false;
-      if (all_num && !ParseDouble(cell, dv)) all_num = false;
-      if (!all_num) break;
+      if (!ParseDouble(cell, dv)) all_num = false;
     }
-    ValueType t = records.size() == 1 ? ValueType::kString
-                  : all_int           ? ValueType::kInt64
-                  : all_num           ? ValueType::kDouble
-                                      : ValueType::kString;
+    ValueType t = !any ? ValueType::kString : all_int ? ValueType::kInt64 : all_num ? ValueType::kDouble : ValueType::kString;
     specs.push_back(ColumnSpec{header[c], t});
   }
   Table table(std::move(specs));
@@ -224,16 +229,22 @@ Table Table::ParseCsv(std::string_view text, const std::string& origin) {
     row.reserve(ncol);
     for (std::size_t c = 0; c < ncol; ++c) {
       const std::string& cell = records[r][c];
-      switch (table.specs_[c].type) {
+      ValueType t = table.specs_[c].type;
+      auto fail = [&](const char* what) {
+        throw DataError(SourceLocation{origin, lines[r], header[c]},
+                        cell.empty() ? std::string("empty cell") : "'" + cell + "' is not " + what,
+                        std::string(what) + " like the rest of the column");
+      };
+      switch (t) {
         case ValueType::kInt64: {
           std::int64_t v = 0;
-          ParseInt(cell, v);
+          if (!ParseInt(cell, v)) fail("an integer");
           row.emplace_back(v);
           break;
         }
         case ValueType::kDouble: {
           double v = 0;
-          ParseDouble(cell, v);
+          if (!ParseDouble(cell, v)) fail("a number");
           row.emplace_back(v);
           break;
         }
@@ -245,7 +256,9 @@ Table Table::ParseCsv(std::string_view text, const std::string& origin) {
   return table;
 }
 
-Table Table::ReadCsv(const std::string& path) { return ParseCsv(ReadFile(path), path); }
+Table Table::ReadCsv(const std::string& path, const std::vector<ColumnSpec>& types) {
+  return ParseCsv(ReadFile(path), path, types);
+}
 
 std::string Table::ToCsv() const {
   std::string out;

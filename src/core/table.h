@@ -50,10 +50,13 @@ class Table {
   Table Select(const std::vector<std::size_t>& rows) const;
 
   // CSV with a header line. Types are inferred per column: int64 when every
-  // non-empty cell is an integer, double when every one is a number, else string.
-  // An empty numeric cell is an error that names file, line and column.
-  static Table ReadCsv(const std::string& path);
-  static Table ParseCsv(std::string_view text, const std::string& origin);
+  // non-empty cell is an integer, double when every one is a number, else string
+  // (a column with no non-empty cell is a string column). An empty cell in a
+  // numeric column is an error that names file, line and column. Columns named in
+  // `types` take that type instead of the inferred one (a string column keeps its
+  // text, "12.0" stays "12.0"); a cell that does not parse as its type is an error.
+  static Table ReadCsv(const std::string& path, const std::vector<ColumnSpec>& types = {});
+  static Table ParseCsv(std::string_view text, const std::string& origin, const std::vector<ColumnSpec>& types = {});
   std::string ToCsv() const;
   // Writes atomically: a temp file beside the target, fsync, rename.
   void WriteCsv(const std::string& path) const;

@@ -29,8 +29,7 @@ AttentionParams ParseAttentionParams(const collect::Params& p, AttentionPhase ph
   if (s.num_kv_heads == 0) s.num_kv_heads = s.num_heads;  // AIC's tables write 0 for MHA
   if (s.num_heads % s.num_kv_heads != 0) {
     out.failure = InvalidParams(op, "num_heads " + std::to_string(s.num_heads) +
-                                        " is not a multiple of num_key_value_heads " +
-                                        std::to_string(s.num_kv_heads));
+                                        " is not a multiple of num_key_value_heads " + std::to_string(s.num_kv_heads));
     return out;
   }
   if (auto bad = CheckDtype("attn_dtype", attn_dtype, {"float32"})) {

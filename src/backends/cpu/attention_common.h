@@ -52,15 +52,32 @@ inline constexpr std::array<int, 8> kAttentionHeadDims = {32, 64, 80, 96, 128, 1
 template <class Fn>
 bool DispatchHeadDim(std::int64_t head_dim, Fn&& fn) {
   switch (head_dim) {
-    case 32: fn(std::integral_constant<int, 32>{}); return true;
-    case 64: fn(std::integral_constant<int, 64>{}); return true;
-    case 80: fn(std::integral_constant<int, 80>{}); return true;
-    case 96: fn(std::integral_constant<int, 96>{}); return true;
-    case 128: fn(std::integral_constant<int, 128>{}); return true;
-    case 160: fn(std::integral_constant<int, 160>{}); return true;
-    case 192: fn(std::integral_constant<int, 192>{}); return true;
-    case 256: fn(std::integral_constant<int, 256>{}); return true;
-    default: return false;
+    case 32:
+      fn(std::integral_constant<int, 32>{});
+      return true;
+    case 64:
+      fn(std::integral_constant<int, 64>{});
+      return true;
+    case 80:
+      fn(std::integral_constant<int, 80>{});
+      return true;
+    case 96:
+      fn(std::integral_constant<int, 96>{});
+      return true;
+    case 128:
+      fn(std::integral_constant<int, 128>{});
+      return true;
+    case 160:
+      fn(std::integral_constant<int, 160>{});
+      return true;
+    case 192:
+      fn(std::integral_constant<int, 192>{});
+      return true;
+    case 256:
+      fn(std::integral_constant<int, 256>{});
+      return true;
+    default:
+      return false;
   }
 }
 

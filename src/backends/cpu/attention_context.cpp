@@ -54,8 +54,8 @@ void FlashPrefillImpl(const AttentionShape& sh, const float* __restrict q, const
                   qi, [&](std::int64_t j) { return k + ((b * S + lo + j) * KV + g) * H; }, hi - lo, scale, scores);
               const std::int64_t r = hh * kPrefillQueryTile + i;
               OnlineSoftmaxUpdate<H>(
-                  scores, hi - lo, [&](std::int64_t j) { return v + ((b * S + lo + j) * KV + g) * H; },
-                  row_max[r], row_sum[r], acc + r * H);
+                  scores, hi - lo, [&](std::int64_t j) { return v + ((b * S + lo + j) * KV + g) * H; }, row_max[r],
+                  row_sum[r], acc + r * H);
             }
           }
         }
@@ -127,9 +127,8 @@ bool FlashPrefill(const AttentionShape& shape, const float* q, const float* k, c
   if (shape.num_kv_heads <= 0 || shape.num_heads % shape.num_kv_heads != 0)
     throw Error("FlashPrefill: num_heads " + std::to_string(shape.num_heads) + " is not a multiple of " +
                 std::to_string(shape.num_kv_heads) + " KV heads");
-  return DispatchHeadDim(shape.head_dim, [&](auto h) {
-    FlashPrefillImpl<decltype(h)::value>(shape, q, k, v, out, ws);
-  });
+  return DispatchHeadDim(shape.head_dim,
+                         [&](auto h) { FlashPrefillImpl<decltype(h)::value>(shape, q, k, v, out, ws); });
 }
 
 RefCheck CheckPrefill(const AttentionShape& sh, const float* q, const float* k, const float* v, const float* out,
@@ -168,6 +167,8 @@ RefCheck CheckPrefill(const AttentionShape& sh, const float* q, const float* k, 
   return check;
 }
 
-std::unique_ptr<collect::Op> MakeAttentionContextOp() { return std::make_unique<AttentionContextOp>(); }
+std::unique_ptr<collect::Op> MakeAttentionContextOp() {
+  return std::make_unique<AttentionContextOp>();
+}
 
 }  // namespace servecast::cpu

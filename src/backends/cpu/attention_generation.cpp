@@ -13,7 +13,9 @@
 namespace servecast::cpu {
 namespace {
 
-std::int64_t PagesFor(std::int64_t tokens) { return (tokens + kKvPageSize - 1) / kKvPageSize; }
+std::int64_t PagesFor(std::int64_t tokens) {
+  return (tokens + kKvPageSize - 1) / kKvPageSize;
+}
 
 // One (sequence, KV head) at a time: its G query heads walk the visible tokens
 // page by page, so each page of K and V is read from memory once and reused from
@@ -118,15 +120,14 @@ class AttentionGenerationOp : public collect::Op {
 
 }  // namespace
 
-double PagedKvCacheBytes(std::int64_t batch, std::int64_t tokens, std::int64_t num_kv_heads,
-                         std::int64_t head_dim) {
+double PagedKvCacheBytes(std::int64_t batch, std::int64_t tokens, std::int64_t num_kv_heads, std::int64_t head_dim) {
   double pages = static_cast<double>(batch * PagesFor(tokens));
   double page_floats = static_cast<double>(num_kv_heads * kKvPageSize * head_dim);
   return 2 * 4 * pages * page_floats + 4 * pages;
 }
 
-PagedKvCache MakePagedKvCache(std::int64_t batch, std::int64_t tokens, std::int64_t num_kv_heads,
-                              std::int64_t head_dim, Rng& rng) {
+PagedKvCache MakePagedKvCache(std::int64_t batch, std::int64_t tokens, std::int64_t num_kv_heads, std::int64_t head_dim,
+                              Rng& rng) {
   PagedKvCache cache;
   cache.num_kv_heads = num_kv_heads;
   cache.head_dim = head_dim;
@@ -150,8 +151,8 @@ bool PagedDecode(const AttentionShape& shape, const float* q, const PagedKvCache
   if (cache.num_kv_heads != shape.num_kv_heads || cache.head_dim != shape.head_dim ||
       cache.pages_per_seq * kKvPageSize < shape.step + 1 ||
       static_cast<std::int64_t>(cache.page_table.size()) < shape.batch * cache.pages_per_seq)
-    throw Error("PagedDecode: the KV cache does not match the shape (batch " + std::to_string(shape.batch) +
-                ", " + std::to_string(shape.step + 1) + " tokens, " + std::to_string(shape.num_kv_heads) +
+    throw Error("PagedDecode: the KV cache does not match the shape (batch " + std::to_string(shape.batch) + ", " +
+                std::to_string(shape.step + 1) + " tokens, " + std::to_string(shape.num_kv_heads) +
                 " KV heads, head_dim " + std::to_string(shape.head_dim) + ")");
   return DispatchHeadDim(shape.head_dim,
                          [&](auto h) { PagedDecodeImpl<decltype(h)::value>(shape, q, cache, out, ws); });
@@ -179,6 +180,8 @@ RefCheck CheckDecode(const AttentionShape& sh, const float* q, const PagedKvCach
   return check;
 }
 
-std::unique_ptr<collect::Op> MakeAttentionGenerationOp() { return std::make_unique<AttentionGenerationOp>(); }
+std::unique_ptr<collect::Op> MakeAttentionGenerationOp() {
+  return std::make_unique<AttentionGenerationOp>();
+}
 
 }  // namespace servecast::cpu

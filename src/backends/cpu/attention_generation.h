@@ -29,7 +29,7 @@ struct PagedKvCache {
   std::int64_t head_dim = 0;
   std::int64_t pages_per_seq = 0;
   std::int64_t num_pages = 0;
-  std::vector<float> k, v;                // num_pages · num_kv_heads · kKvPageSize · head_dim
+  std::vector<float> k, v;               // num_pages · num_kv_heads · kKvPageSize · head_dim
   std::vector<std::int32_t> page_table;  // [batch][pages_per_seq]
 
   std::int64_t Offset(std::int64_t b, std::int64_t pos, std::int64_t kv_head) const {
@@ -50,8 +50,8 @@ double PagedKvCacheBytes(std::int64_t batch, std::int64_t tokens, std::int64_t n
 // A cache with room for `batch` sequences of `tokens` tokens: exactly the pages
 // needed, assigned to sequences in a shuffled order drawn from `rng` (so that a
 // kernel ignoring the page table reads the wrong tokens). K and V are zero.
-PagedKvCache MakePagedKvCache(std::int64_t batch, std::int64_t tokens, std::int64_t num_kv_heads,
-                              std::int64_t head_dim, Rng& rng);
+PagedKvCache MakePagedKvCache(std::int64_t batch, std::int64_t tokens, std::int64_t num_kv_heads, std::int64_t head_dim,
+                              Rng& rng);
 
 struct DecodeWorkspace {
   std::vector<float> acc, row_max, row_sum, scores;

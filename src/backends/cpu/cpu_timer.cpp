@@ -89,20 +89,19 @@ bool StopSampling(const std::vector<double>& per_call_ms, double spent_s, double
 }
 
 collect::TimingStats TimeCpu(const std::function<void()>& fn, const collect::TimingConfig& cfg) {
-
   collect::TimingStats stats;
   stats.method = "cpu";
   stats.l2 = "warm";
   stats.clock_mhz_before = CurrentCpuMhz();
 
   // Warm-up; the fastest warm-up call estimates the cost of one call.
-  double spent = 0;
+  double warmup_s = 0;
   double fastest_call = 0;
   for (int i = 0; i < std::max(1, cfg.warmup_runs); ++i) {
     double t = TimeCalls(fn, 1);
     fastest_call = i == 0 ? t : std::min(fastest_call, t);
-    spent += t;
-    if (spent >= cfg.budget_s) break;
+    warmup_s += t;
+    if (warmup_s >= cfg.budget_s) break;
   }
 
   // Calibrate R: a short call is repeated until a sample lasts min_sample_s. The
@@ -110,13 +109,12 @@ collect::TimingStats TimeCpu(const std::function<void()>& fn, const collect::Tim
   std::int64_t calls = CallsFor(fastest_call, cfg.min_sample_s);
   while (calls > 1 && calls < kMaxCallsPerSample) {
     double t = TimeCalls(fn, calls);
-    spent += t;
     if (t >= cfg.min_sample_s) break;
     std::int64_t more = CallsFor(t / static_cast<double>(calls), cfg.min_sample_s);
     calls = std::max(more, calls + 1);
   }
-  spent = 0;  // the budget is for the timed samples
-
+  // Samples; the budget counts their time only.
+  double spent = 0;
   std::vector<double> ms;
   double longest_sample = 0;
   do {

@@ -17,7 +17,9 @@ inline void DoNotOptimize(const T& value) {
 }
 
 // A compiler barrier: memory written before it counts as observed.
-inline void ClobberMemory() { asm volatile("" : : : "memory"); }
+inline void ClobberMemory() {
+  asm volatile("" : : : "memory");
+}
 
 // Times `fn`:
 // 1. warm-up: cfg.warmup_runs calls (at least one; stops early once a warm-up has

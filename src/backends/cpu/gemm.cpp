@@ -41,7 +41,9 @@ using collect::CaseResult;
 using SbgemmFn = void (*)(CBLAS_ORDER, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE, blasint, blasint, blasint, float,
                           const std::uint16_t*, blasint, const std::uint16_t*, blasint, float, float*, blasint);
 
-SbgemmFn FindSbgemm() { return reinterpret_cast<SbgemmFn>(dlsym(RTLD_DEFAULT, "cblas_sbgemm")); }
+SbgemmFn FindSbgemm() {
+  return reinterpret_cast<SbgemmFn>(dlsym(RTLD_DEFAULT, "cblas_sbgemm"));
+}
 
 constexpr std::int64_t kCheckAllUpTo = 4096;
 constexpr std::int64_t kRandomChecks = 256;
@@ -115,9 +117,9 @@ class GemmOp : public collect::Op {
     }
     if (auto bad = CheckDtype("gemm_dtype", dtype, {"float32", "bfloat16"})) return *bad;
     if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
-      return NotSupported("ShapeTooLarge", "gemm: m, n and k must fit a 32-bit BLAS integer; got m=" +
-                                               std::to_string(m) + " n=" + std::to_string(n) +
-                                               " k=" + std::to_string(k));
+      return NotSupported("ShapeTooLarge",
+                          "gemm: m, n and k must fit a 32-bit BLAS integer; got m=" + std::to_string(m) +
+                              " n=" + std::to_string(n) + " k=" + std::to_string(k));
     if (dtype == "float32") return RunFloat32(c, ctx, m, n, k);
     return RunBfloat16(c, ctx, m, n, k);
   }
@@ -149,10 +151,10 @@ class GemmOp : public collect::Op {
     SbgemmFn sbgemm = FindSbgemm();
     if (!sbgemm) {
       const char* config = openblas_get_config();
-      return CaseResult::Failure(
-          collect::Disposition::kNotSupported, collect::FailureClass::kUnsupportedConfig, "MissingFeature",
-          "gemm bfloat16 needs cblas_sbgemm; found no cblas_sbgemm in the loaded OpenBLAS (" +
-              std::string(config ? config : "unknown config") + ")");
+      return CaseResult::Failure(collect::Disposition::kNotSupported, collect::FailureClass::kUnsupportedConfig,
+                                 "MissingFeature",
+                                 "gemm bfloat16 needs cblas_sbgemm; found no cblas_sbgemm in the loaded OpenBLAS (" +
+                                     std::string(config ? config : "unknown config") + ")");
     }
     std::vector<std::uint16_t> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n));
     std::vector<float> out(static_cast<std::size_t>(m * n), std::numeric_limits<float>::quiet_NaN());
@@ -161,8 +163,8 @@ class GemmOp : public collect::Op {
     for (auto& x : b) x = FloatToBf16(rb.Uniform(-1, 1));
     const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
     auto call = [&] {
-      sbgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mi, ni, ki, 1.0f, a.data(), ki, b.data(), ni, 0.0f,
-             out.data(), ni);
+      sbgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mi, ni, ki, 1.0f, a.data(), ki, b.data(), ni, 0.0f, out.data(),
+             ni);
     };
     call();
     RefCheck check = CheckGemm(
@@ -179,6 +181,8 @@ class GemmOp : public collect::Op {
 
 }  // namespace
 
-std::unique_ptr<collect::Op> MakeGemmOp() { return std::make_unique<GemmOp>(); }
+std::unique_ptr<collect::Op> MakeGemmOp() {
+  return std::make_unique<GemmOp>();
+}
 
 }  // namespace servecast::cpu

@@ -19,27 +19,13 @@ double Gamma(std::int64_t n) {
   return nu / (1 - nu);
 }
 
-std::uint64_t Rng::Next() {
-  std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 float Rng::Uniform(float lo, float hi) {
   float unit = static_cast<float>(Next() >> 40) * 0x1.0p-24f;  // [0, 1), exact
   return lo + (hi - lo) * unit;
 }
 
-std::uint64_t Rng::Below(std::uint64_t n) { return Next() % n; }
-
 std::uint64_t SeedFromCaseId(std::string_view case_id, std::uint64_t stream) {
-  std::uint64_t h = 0xCBF29CE484222325ULL;
-  for (unsigned char ch : case_id) {
-    h ^= ch;
-    h *= 0x100000001B3ULL;
-  }
-  Rng mix(h ^ (stream * 0xD6E8FEB86659FD93ULL));
+  SplitMix64 mix(Fnv1a64(case_id) ^ (stream * 0xD6E8FEB86659FD93ULL));
   return mix.Next();
 }
 
@@ -129,8 +115,8 @@ std::optional<CaseResult> CheckDtype(const std::string& param, const std::string
   } catch (const Error& e) {
     return InvalidParams(param, e.what());
   }
-  return NotSupported("UnsupportedDtype", param + " '" + dtype + "' has no kernel on the cpu backend (supported: " +
-                                              list + ")");
+  return NotSupported("UnsupportedDtype",
+                      param + " '" + dtype + "' has no kernel on the cpu backend (supported: " + list + ")");
 }
 
 ElementwiseParams ParseElementwiseParams(const std::string& op, const collect::Params& p) {

@@ -13,6 +13,7 @@
 
 #include "collect/case.h"
 #include "collect/op.h"
+#include "core/hash.h"
 
 namespace servecast::cpu {
 
@@ -24,19 +25,19 @@ inline constexpr double kFloat32Roundoff = 5.9604644775390625e-08;
 // error by gamma_n · Σ|term|).
 double Gamma(std::int64_t n);
 
-// SplitMix64: small, fast, and the same sequence on every machine, so a case's
-// inputs depend only on its ID.
+// Deterministic inputs: core's SplitMix64 plus uniform floats, the same sequence
+// on every machine, so a case's inputs depend only on its ID.
 class Rng {
  public:
-  explicit Rng(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t Next();
+  explicit Rng(std::uint64_t seed) : gen_(seed) {}
+  std::uint64_t Next() { return gen_.Next(); }
   // Uniform in [lo, hi) with 24 random bits.
   float Uniform(float lo, float hi);
   // Uniform in [0, n); n > 0.
-  std::uint64_t Below(std::uint64_t n);
+  std::uint64_t Below(std::uint64_t n) { return gen_.Below(n); }
 
  private:
-  std::uint64_t state_;
+  SplitMix64 gen_;
 };
 
 // The seed of one input stream of a case: FNV-1a of the case ID, mixed with `stream`

@@ -70,8 +70,7 @@ class RmsNormOp : public collect::Op {
       for (std::int64_t d = 0; d < Hd; ++d) {
         double ref = static_cast<double>(row[d]) * inv_rms * static_cast<double>(w[d]);
         double tol = std::max(rel_tol * std::fabs(ref), std::numeric_limits<double>::min());
-        check.Add(y[t * Hd + d], ref, tol,
-                  [&] { return "y[" + std::to_string(t) + "," + std::to_string(d) + "]"; });
+        check.Add(y[t * Hd + d], ref, tol, [&] { return "y[" + std::to_string(t) + "," + std::to_string(d) + "]"; });
       }
     }
     if (!check.ok()) return IncorrectOutput(name(), check, "y", "(gamma_hidden/2 + 8u) * |y|");
@@ -86,6 +85,8 @@ class RmsNormOp : public collect::Op {
 
 }  // namespace
 
-std::unique_ptr<collect::Op> MakeRmsNormOp() { return std::make_unique<RmsNormOp>(); }
+std::unique_ptr<collect::Op> MakeRmsNormOp() {
+  return std::make_unique<RmsNormOp>();
+}
 
 }  // namespace servecast::cpu

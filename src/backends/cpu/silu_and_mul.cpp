@@ -11,8 +11,7 @@
 
 namespace servecast::cpu {
 
-void SiluAndMul(const float* __restrict in, float* __restrict out, std::int64_t num_tokens,
-                std::int64_t hidden_size) {
+void SiluAndMul(const float* __restrict in, float* __restrict out, std::int64_t num_tokens, std::int64_t hidden_size) {
   for (std::int64_t t = 0; t < num_tokens; ++t) {
     const float* __restrict gate = in + t * 2 * hidden_size;
     const float* __restrict up = gate + hidden_size;
@@ -78,6 +77,8 @@ class SiluAndMulOp : public collect::Op {
 
 }  // namespace
 
-std::unique_ptr<collect::Op> MakeSiluAndMulOp() { return std::make_unique<SiluAndMulOp>(); }
+std::unique_ptr<collect::Op> MakeSiluAndMulOp() {
+  return std::make_unique<SiluAndMulOp>();
+}
 
 }  // namespace servecast::cpu

@@ -9,11 +9,13 @@ namespace servecast::collect {
 namespace {
 
 TEST(DispositionTest, NamesRoundTrip) {
-  const std::pair<Disposition, const char*> all[] = {
-      {Disposition::kPassed, "passed"},   {Disposition::kIncorrect, "incorrect"},
-      {Disposition::kNotSupported, "not_supported"}, {Disposition::kSkipped, "skipped"},
-      {Disposition::kFailed, "failed"},   {Disposition::kTimeout, "timeout"},
-      {Disposition::kCrashed, "crashed"}};
+  const std::pair<Disposition, const char*> all[] = {{Disposition::kPassed, "passed"},
+                                                     {Disposition::kIncorrect, "incorrect"},
+                                                     {Disposition::kNotSupported, "not_supported"},
+                                                     {Disposition::kSkipped, "skipped"},
+                                                     {Disposition::kFailed, "failed"},
+                                                     {Disposition::kTimeout, "timeout"},
+                                                     {Disposition::kCrashed, "crashed"}};
   std::set<std::string_view> names;
   for (const auto& [d, name] : all) {
     EXPECT_EQ(ToString(d), name);

@@ -19,7 +19,7 @@ namespace servecast::testing {
 class TempDir {
  public:
   TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "servecast_core_test_XXXXXX").string();
+    std::string tmpl = (std::filesystem::temp_directory_path() / "servecast_test_XXXXXX").string();
     std::vector<char> buf(tmpl.begin(), tmpl.end());
     buf.push_back('\0');
     if (::mkdtemp(buf.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + tmpl);

@@ -26,9 +26,10 @@ TEST(Sha256Test, Nist448BitMessage) {
 }
 
 TEST(Sha256Test, Nist896BitMessage) {
-  EXPECT_EQ(Sha256Hex("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmn"
-                      "opqrstnopqrstu"),
-            "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
+  EXPECT_EQ(
+      Sha256Hex("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmn"
+                "opqrstnopqrstu"),
+      "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
 }
 
 TEST(Sha256Test, OneMillionA) {
@@ -110,8 +111,10 @@ TEST(SplitMix64Test, BelowStaysUnderTheBoundAndReachesEveryValue) {
       ASSERT_LT(x, bound);
       seen.insert(x);
     }
-    if (bound <= 10) EXPECT_EQ(seen.size(), bound) << "bound " << bound;
-    else EXPECT_GT(seen.size(), bound * 9 / 10) << "bound " << bound;
+    if (bound <= 10)
+      EXPECT_EQ(seen.size(), bound) << "bound " << bound;
+    else
+      EXPECT_GT(seen.size(), bound * 9 / 10) << "bound " << bound;
   }
 }
 

@@ -47,8 +47,9 @@ TEST(TableTest, TypedGettersRefuseOtherColumnTypes) {
 }
 
 TEST(TableTest, DuplicateColumnNamesAreRefused) {
-  std::string msg =
-      ThrownMessage<DataError>([] { Table t({{"m", VT::kInt64}, {"n", VT::kInt64}, {"m", VT::kDouble}}); });
+  std::string msg = ThrownMessage<DataError>([] {
+    Table t({{"m", VT::kInt64}, {"n", VT::kInt64}, {"m", VT::kDouble}});
+  });
   EXPECT_TRUE(HasText(msg, "duplicate column 'm'"));
 }
 
@@ -62,8 +63,9 @@ TEST(TableTest, AppendRowWidensIntegersForDoubleColumns) {
 TEST(TableTest, AppendRowTypeErrorNamesColumnAndTypesAndLeavesNoTrace) {
   Table t = SmallTable();
   // The first cells are fine; the bad one is last, so a half-applied row would show.
-  std::string msg =
-      ThrownMessage<DataError>([&] { t.AppendRow({std::string("d"), std::int64_t{4}, std::string("fast")}); });
+  std::string msg = ThrownMessage<DataError>([&] {
+    t.AppendRow({std::string("d"), std::int64_t{4}, std::string("fast")});
+  });
   EXPECT_TRUE(HasText(msg, "column 'latency' is double; got string 'fast'"));
   EXPECT_EQ(t.num_rows(), 3u);
   EXPECT_EQ(t.ToCsv(), SmallTable().ToCsv());

@@ -14,16 +14,19 @@ namespace {
 using testing::HasText;
 using testing::ThrownMessage;
 
-Version V(const std::string& s) { return Version::Parse(s); }
+Version V(const std::string& s) {
+  return Version::Parse(s);
+}
 
 TEST(VersionTest, Pep440PhasesSortInOrder) {
   const std::vector<std::string> chain = {"1.0.dev1", "1.0a1",     "1.0b2",          "1.0rc1",
                                           "1.0",      "1.0.post1", "1.0.post1+local"};
   for (std::size_t i = 0; i < chain.size(); ++i) {
     for (std::size_t j = 0; j < chain.size(); ++j) {
-      if (i < j) EXPECT_LT(V(chain[i]), V(chain[j])) << chain[i] << " vs " << chain[j];
-      if (i == j) EXPECT_EQ(V(chain[i]), V(chain[j])) << chain[i];
-      if (i > j) EXPECT_GT(V(chain[i]), V(chain[j])) << chain[i] << " vs " << chain[j];
+      auto want = i <=> j;
+      EXPECT_EQ(V(chain[i]) <=> V(chain[j]), want) << chain[i] << " vs " << chain[j];
+      EXPECT_EQ(V(chain[i]) < V(chain[j]), i < j) << chain[i] << " vs " << chain[j];
+      EXPECT_EQ(V(chain[i]) == V(chain[j]), i == j) << chain[i] << " vs " << chain[j];
     }
   }
 }

@@ -16,23 +16,25 @@ using testing::TempDir;
 using testing::ThrownMessage;
 
 const char* kDoc =
-    "name: gemm\n"           // 1
-    "count: 12\n"            // 2
-    "big: 1e9\n"             // 3
-    "ratio: 0.25\n"          // 4
-    "flag: yes\n"            // 5
-    "off: false\n"           // 6
-    "nothing: ~\n"           // 7
-    "word: twelve\n"         // 8
-    "list: [a, b, c]\n"      // 9
-    "single: alone\n"        // 10
-    "nested:\n"              // 11
-    "  inner: 3\n"           // 12
-    "  deeper:\n"            // 13
-    "    leaf: x\n"          // 14
-    "frac: 2.5\n";           // 15
+    "name: gemm\n"       // 1
+    "count: 12\n"        // 2
+    "big: 1e9\n"         // 3
+    "ratio: 0.25\n"      // 4
+    "flag: yes\n"        // 5
+    "off: false\n"       // 6
+    "nothing: ~\n"       // 7
+    "word: twelve\n"     // 8
+    "list: [a, b, c]\n"  // 9
+    "single: alone\n"    // 10
+    "nested:\n"          // 11
+    "  inner: 3\n"       // 12
+    "  deeper:\n"        // 13
+    "    leaf: x\n"      // 14
+    "frac: 2.5\n";       // 15
 
-YamlReader Reader() { return YamlReader("conf.yaml", LoadYamlString(kDoc, "conf.yaml")); }
+YamlReader Reader() {
+  return YamlReader("conf.yaml", LoadYamlString(kDoc, "conf.yaml"));
+}
 
 TEST(YamlUtilTest, TypedRequiredValues) {
   YamlReader r = Reader();
@@ -120,13 +122,14 @@ TEST(YamlUtilTest, StringList) {
 }
 
 TEST(YamlUtilTest, AllowOnlyKeysNamesTheUnknownKeyAndItsLine) {
-  YamlReader top("sweep.yaml", LoadYamlString("op: gemm\nsweeps:\n  - backends: [cpu]\n    axess: {m: [1]}\n",
-                                              "sweep.yaml"));
+  YamlReader top("sweep.yaml",
+                 LoadYamlString("op: gemm\nsweeps:\n  - backends: [cpu]\n    axess: {m: [1]}\n", "sweep.yaml"));
   top.AllowOnlyKeys({"op", "sweeps"});
   YamlReader sweep("sweep.yaml", top.node()["sweeps"][0], "sweeps[0]");
   std::string msg = ThrownMessage<ConfigError>([&] { sweep.AllowOnlyKeys({"backends", "axes", "profiles"}); });
-  EXPECT_TRUE(HasText(msg, "sweep.yaml:4: key 'sweeps[0].axess': unknown key; expected one of: backends, axes, "
-                           "profiles"));
+  EXPECT_TRUE(HasText(msg,
+                      "sweep.yaml:4: key 'sweeps[0].axess': unknown key; expected one of: backends, axes, "
+                      "profiles"));
   msg = ThrownMessage<ConfigError>([&] { top.AllowOnlyKeys({"op"}); });
   EXPECT_TRUE(HasText(msg, "sweep.yaml:2: key 'sweeps': unknown key; expected one of: op"));
 }
@@ -147,8 +150,7 @@ TEST(YamlUtilTest, ScalarConvertersReportLocation) {
 }
 
 TEST(YamlUtilTest, MalformedYamlIsConfigErrorWithFileAndLine) {
-  std::string msg =
-      ThrownMessage<ConfigError>([] { LoadYamlString("a: 1\nb: 2\nc: [1, 2\nd: 4\n", "broken.yaml"); });
+  std::string msg = ThrownMessage<ConfigError>([] { LoadYamlString("a: 1\nb: 2\nc: [1, 2\nd: 4\n", "broken.yaml"); });
   EXPECT_TRUE(HasText(msg, "broken.yaml:"));
   EXPECT_TRUE(HasText(msg, "malformed YAML"));
   EXPECT_TRUE(HasText(msg, "expected valid YAML"));

@@ -31,8 +31,7 @@ PrefillInputs RandomInputs(const AttentionShape& s, std::uint64_t seed) {
   return in;
 }
 
-AttentionShape Shape(std::int64_t b, std::int64_t s, std::int64_t n, std::int64_t kv, std::int64_t h,
-                     std::int64_t w) {
+AttentionShape Shape(std::int64_t b, std::int64_t s, std::int64_t n, std::int64_t kv, std::int64_t h, std::int64_t w) {
   AttentionShape shape;
   shape.batch = b;
   shape.isl = s;
@@ -44,24 +43,24 @@ AttentionShape Shape(std::int64_t b, std::int64_t s, std::int64_t n, std::int64_
 }
 
 std::vector<double> Naive(const AttentionShape& s, const PrefillInputs& in) {
-  return testing::NaiveAttention({s.batch, s.isl, s.isl, s.num_heads, s.num_kv_heads, s.head_dim, s.window, 0},
-                                 in.q, in.k, in.v);
+  return testing::NaiveAttention({s.batch, s.isl, s.isl, s.num_heads, s.num_kv_heads, s.head_dim, s.window, 0}, in.q,
+                                 in.k, in.v);
 }
 
-TEST(FlashPrefill, MatchesNaiveAttentionOnOddShapes) {
+TEST(FlashPrefillTest, MatchesNaiveAttentionOnOddShapes) {
   const std::vector<AttentionShape> shapes = {
-      Shape(2, 37, 8, 2, 64, 0),    // isl not a multiple of either tile, GQA 8/2
-      Shape(1, 100, 4, 4, 128, 0),  // MHA, head_dim 128, several query and key tiles
-      Shape(1, 77, 8, 2, 64, 20),   // window < isl and < both tiles
+      Shape(2, 37, 8, 2, 64, 0),     // isl not a multiple of either tile, GQA 8/2
+      Shape(1, 100, 4, 4, 128, 0),   // MHA, head_dim 128, several query and key tiles
+      Shape(1, 77, 8, 2, 64, 20),    // window < isl and < both tiles
       Shape(2, 150, 6, 3, 128, 70),  // window > key tile: a query spans key tiles
-      Shape(3, 1, 2, 1, 32, 0),     // a single token
-      Shape(1, 65, 4, 1, 256, 64),  // MQA, window == key tile, head_dim 256
-      Shape(1, 33, 2, 2, 80, 0),    // head_dim 80
+      Shape(3, 1, 2, 1, 32, 0),      // a single token
+      Shape(1, 65, 4, 1, 256, 64),   // MQA, window == key tile, head_dim 256
+      Shape(1, 33, 2, 2, 80, 0),     // head_dim 80
   };
   for (const AttentionShape& s : shapes) {
-    SCOPED_TRACE("b=" + std::to_string(s.batch) + " s=" + std::to_string(s.isl) + " n=" +
-                 std::to_string(s.num_heads) + " kv=" + std::to_string(s.num_kv_heads) + " h=" +
-                 std::to_string(s.head_dim) + " w=" + std::to_string(s.window));
+    SCOPED_TRACE("b=" + std::to_string(s.batch) + " s=" + std::to_string(s.isl) + " n=" + std::to_string(s.num_heads) +
+                 " kv=" + std::to_string(s.num_kv_heads) + " h=" + std::to_string(s.head_dim) +
+                 " w=" + std::to_string(s.window));
     PrefillInputs in = RandomInputs(s, 11);
     std::vector<float> out(in.q.size(), std::numeric_limits<float>::quiet_NaN());
     PrefillWorkspace ws;
@@ -75,7 +74,7 @@ TEST(FlashPrefill, MatchesNaiveAttentionOnOddShapes) {
   }
 }
 
-TEST(FlashPrefill, CausalAndWindowSemantics) {
+TEST(FlashPrefillTest, CausalAndWindowSemantics) {
   // Zero queries make every visible key equally likely: each output is the mean of
   // the values it sees, which pins down the mask exactly.
   for (std::int64_t window : {0, 1, 3}) {
@@ -97,14 +96,14 @@ TEST(FlashPrefill, CausalAndWindowSemantics) {
   }
 }
 
-TEST(FlashPrefill, RejectsHeadDimWithoutKernel) {
+TEST(FlashPrefillTest, RejectsHeadDimWithoutKernel) {
   AttentionShape s = Shape(1, 4, 1, 1, 100, 0);
   std::vector<float> buf(400);
   PrefillWorkspace ws;
   EXPECT_FALSE(FlashPrefill(s, buf.data(), buf.data(), buf.data(), buf.data(), ws));
 }
 
-TEST(CheckPrefill, CatchesWrongOutputs) {
+TEST(CheckPrefillTest, CatchesWrongOutputs) {
   AttentionShape s = Shape(2, 40, 4, 2, 64, 0);
   PrefillInputs in = RandomInputs(s, 9);
   std::vector<float> out(in.q.size());
@@ -127,14 +126,19 @@ TEST(CheckPrefill, CatchesWrongOutputs) {
 
 collect::Params ContextParams(std::int64_t b, std::int64_t s, std::int64_t n, std::int64_t kv, std::int64_t h,
                               std::int64_t w) {
-  return {{"batch_size", b},      {"isl", s},
-          {"num_heads", n},       {"num_key_value_heads", kv},
-          {"head_dim", h},        {"window_size", w},
-          {"beam_width", std::int64_t{1}}, {"attn_dtype", std::string("float32")},
-          {"kv_cache_dtype", std::string("float32")}, {"step", std::int64_t{0}}};
+  return {{"batch_size", b},
+          {"isl", s},
+          {"num_heads", n},
+          {"num_key_value_heads", kv},
+          {"head_dim", h},
+          {"window_size", w},
+          {"beam_width", std::int64_t{1}},
+          {"attn_dtype", std::string("float32")},
+          {"kv_cache_dtype", std::string("float32")},
+          {"step", std::int64_t{0}}};
 }
 
-TEST(AttentionContextOp, PassesAndEmitsARow) {
+TEST(AttentionContextOpTest, PassesAndEmitsARow) {
   auto op = MakeAttentionContextOp();
   for (const collect::Params& p : {ContextParams(1, 37, 8, 2, 64, 0), ContextParams(2, 70, 4, 4, 128, 0),
                                    ContextParams(1, 90, 8, 2, 128, 33), ContextParams(1, 16, 4, 0, 64, 0)}) {
@@ -143,7 +147,7 @@ TEST(AttentionContextOp, PassesAndEmitsARow) {
   }
 }
 
-TEST(AttentionContextOp, UnsupportedConfigurationsAreNotSupported) {
+TEST(AttentionContextOpTest, UnsupportedConfigurationsAreNotSupported) {
   auto op = MakeAttentionContextOp();
   auto with = [](std::string name, Value v) {
     collect::Params p = ContextParams(1, 8, 2, 1, 64, 0);
@@ -173,7 +177,7 @@ TEST(AttentionContextOp, UnsupportedConfigurationsAreNotSupported) {
   EXPECT_NE(r.message.find("head_dim"), std::string::npos) << r.message;
 }
 
-TEST(AttentionContextOp, MemoryBytesCoversTensors) {
+TEST(AttentionContextOpTest, MemoryBytesCoversTensors) {
   auto op = MakeAttentionContextOp();
   double bytes = op->MemoryBytes(ContextParams(2, 100, 8, 2, 128, 0));
   double tensors = 4.0 * 2 * 100 * 128 * (2 * 8 + 2 * 2);

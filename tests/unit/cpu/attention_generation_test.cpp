@@ -64,11 +64,11 @@ DecodeInputs MakeInputs(const AttentionShape& s, std::uint64_t seed) {
 
 std::vector<double> Naive(const AttentionShape& s, const DecodeInputs& in) {
   // One query at position `step` over step + 1 keys.
-  return testing::NaiveAttention(
-      {s.batch, 1, s.step + 1, s.num_heads, s.num_kv_heads, s.head_dim, s.window, s.step}, in.q, in.k, in.v);
+  return testing::NaiveAttention({s.batch, 1, s.step + 1, s.num_heads, s.num_kv_heads, s.head_dim, s.window, s.step},
+                                 in.q, in.k, in.v);
 }
 
-TEST(PagedKvCache, PageTableIsAShuffledPermutation) {
+TEST(PagedKvCacheTest, PageTableIsAShuffledPermutation) {
   Rng rng(5);
   PagedKvCache cache = MakePagedKvCache(3, 130, 2, 64, rng);
   EXPECT_EQ(cache.pages_per_seq, 3);  // ceil(130 / 64)
@@ -86,20 +86,20 @@ TEST(PagedKvCache, PageTableIsAShuffledPermutation) {
   EXPECT_EQ(PagedKvCacheBytes(3, 130, 2, 64), 2.0 * 4 * 9 * 2 * 64 * 64 + 4.0 * 9);
 }
 
-TEST(PagedDecode, MatchesNaiveAttentionOnOddShapes) {
+TEST(PagedDecodeTest, MatchesNaiveAttentionOnOddShapes) {
   const std::vector<AttentionShape> shapes = {
-      DecodeShape(1, 0, 4, 4, 64, 0),      // one token: the output is its value
-      DecodeShape(2, 63, 8, 2, 64, 0),     // exactly one full page
-      DecodeShape(3, 64, 8, 2, 128, 0),    // one token into the second page
-      DecodeShape(2, 200, 8, 2, 128, 0),   // step not a multiple of the page size
-      DecodeShape(2, 200, 4, 1, 64, 50),   // window inside the last pages
+      DecodeShape(1, 0, 4, 4, 64, 0),       // one token: the output is its value
+      DecodeShape(2, 63, 8, 2, 64, 0),      // exactly one full page
+      DecodeShape(3, 64, 8, 2, 128, 0),     // one token into the second page
+      DecodeShape(2, 200, 8, 2, 128, 0),    // step not a multiple of the page size
+      DecodeShape(2, 200, 4, 1, 64, 50),    // window inside the last pages
       DecodeShape(1, 300, 6, 3, 128, 100),  // window spanning a page boundary
-      DecodeShape(2, 20, 2, 2, 256, 500),  // window larger than the sequence
+      DecodeShape(2, 20, 2, 2, 256, 500),   // window larger than the sequence
   };
   for (const AttentionShape& s : shapes) {
-    SCOPED_TRACE("b=" + std::to_string(s.batch) + " step=" + std::to_string(s.step) + " n=" +
-                 std::to_string(s.num_heads) + " kv=" + std::to_string(s.num_kv_heads) + " h=" +
-                 std::to_string(s.head_dim) + " w=" + std::to_string(s.window));
+    SCOPED_TRACE("b=" + std::to_string(s.batch) + " step=" + std::to_string(s.step) +
+                 " n=" + std::to_string(s.num_heads) + " kv=" + std::to_string(s.num_kv_heads) +
+                 " h=" + std::to_string(s.head_dim) + " w=" + std::to_string(s.window));
     DecodeInputs in = MakeInputs(s, 21);
     std::vector<float> out(in.q.size(), std::numeric_limits<float>::quiet_NaN());
     DecodeWorkspace ws;
@@ -112,7 +112,7 @@ TEST(PagedDecode, MatchesNaiveAttentionOnOddShapes) {
   }
 }
 
-TEST(PagedDecode, UsesThePageTable) {
+TEST(PagedDecodeTest, UsesThePageTable) {
   AttentionShape s = DecodeShape(2, 150, 4, 2, 64, 0);
   DecodeInputs in = MakeInputs(s, 8);
   std::vector<float> out(in.q.size());
@@ -128,7 +128,7 @@ TEST(PagedDecode, UsesThePageTable) {
   EXPECT_GT(diff, 1e-2);
 }
 
-TEST(CheckDecode, CatchesWrongOutputs) {
+TEST(CheckDecodeTest, CatchesWrongOutputs) {
   AttentionShape s = DecodeShape(2, 90, 4, 2, 64, 0);
   DecodeInputs in = MakeInputs(s, 4);
   std::vector<float> out(in.q.size());
@@ -145,14 +145,19 @@ TEST(CheckDecode, CatchesWrongOutputs) {
 
 collect::Params GenerationParams(std::int64_t b, std::int64_t step, std::int64_t n, std::int64_t kv, std::int64_t h,
                                  std::int64_t w) {
-  return {{"batch_size", b},      {"isl", std::int64_t{1}},
-          {"num_heads", n},       {"num_key_value_heads", kv},
-          {"head_dim", h},        {"window_size", w},
-          {"beam_width", std::int64_t{1}}, {"attn_dtype", std::string("float32")},
-          {"kv_cache_dtype", std::string("float32")}, {"step", step}};
+  return {{"batch_size", b},
+          {"isl", std::int64_t{1}},
+          {"num_heads", n},
+          {"num_key_value_heads", kv},
+          {"head_dim", h},
+          {"window_size", w},
+          {"beam_width", std::int64_t{1}},
+          {"attn_dtype", std::string("float32")},
+          {"kv_cache_dtype", std::string("float32")},
+          {"step", step}};
 }
 
-TEST(AttentionGenerationOp, PassesAndEmitsARow) {
+TEST(AttentionGenerationOpTest, PassesAndEmitsARow) {
   auto op = MakeAttentionGenerationOp();
   for (const collect::Params& p : {GenerationParams(4, 100, 8, 2, 128, 0), GenerationParams(2, 1000, 4, 4, 64, 0),
                                    GenerationParams(3, 300, 8, 1, 64, 128), GenerationParams(1, 0, 2, 2, 32, 0)}) {
@@ -161,7 +166,7 @@ TEST(AttentionGenerationOp, PassesAndEmitsARow) {
   }
 }
 
-TEST(AttentionGenerationOp, UnsupportedConfigurationsAreNotSupported) {
+TEST(AttentionGenerationOpTest, UnsupportedConfigurationsAreNotSupported) {
   auto op = MakeAttentionGenerationOp();
   auto with = [](std::string name, Value v) {
     collect::Params p = GenerationParams(1, 10, 2, 1, 64, 0);
@@ -179,7 +184,7 @@ TEST(AttentionGenerationOp, UnsupportedConfigurationsAreNotSupported) {
   EXPECT_EQ(r.disposition, Disposition::kFailed) << Describe(r);
 }
 
-TEST(AttentionGenerationOp, MemoryBytesCoversCacheAndQueries) {
+TEST(AttentionGenerationOpTest, MemoryBytesCoversCacheAndQueries) {
   auto op = MakeAttentionGenerationOp();
   double bytes = op->MemoryBytes(GenerationParams(16, 4095, 32, 8, 128, 0));
   double cache = PagedKvCacheBytes(16, 4096, 8, 128);

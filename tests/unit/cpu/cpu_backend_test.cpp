@@ -12,7 +12,7 @@
 namespace servecast::cpu {
 namespace {
 
-TEST(CpuBackend, DetectRuntimeReportsOpenBlasAndHost) {
+TEST(CpuBackendTest, DetectRuntimeReportsOpenBlasAndHost) {
   collect::RuntimeInfo rt = CpuBackend().DetectRuntime();
   EXPECT_EQ(rt.backend, "cpu");
   ASSERT_EQ(rt.version.rfind("openblas", 0), 0u) << rt.version;
@@ -31,7 +31,7 @@ TEST(CpuBackend, DetectRuntimeReportsOpenBlasAndHost) {
   EXPECT_EQ(rt.features.count("cblas_sbgemm") == 1, has_sbgemm);
 }
 
-TEST(CpuBackend, ParsesOpenBlasConfig) {
+TEST(CpuBackendTest, ParsesOpenBlasConfig) {
   const char* config = "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64";
   EXPECT_EQ(OpenBlasVersionFromConfig(config), "0.3.21");
   EXPECT_EQ(OpenBlasCoreFromConfig(config), "Haswell");
@@ -41,7 +41,7 @@ TEST(CpuBackend, ParsesOpenBlasConfig) {
   EXPECT_EQ(OpenBlasCoreFromConfig(""), "");
 }
 
-TEST(CpuBackend, ParsesCpuModelName) {
+TEST(CpuBackendTest, ParsesCpuModelName) {
   const char* cpuinfo =
       "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz  \n"
       "cpu MHz\t\t: 2200.000\n\nprocessor\t: 1\nmodel name\t: Other\n";
@@ -49,14 +49,14 @@ TEST(CpuBackend, ParsesCpuModelName) {
   EXPECT_EQ(CpuModelFromCpuinfo("processor\t: 0\nFeatures\t: fp asimd\n"), "unknown CPU");
 }
 
-TEST(CpuBackend, DefaultsAreOneWorkerOnCpuHost) {
+TEST(CpuBackendTest, DefaultsAreOneWorkerOnCpuHost) {
   CpuBackend backend;
   EXPECT_EQ(backend.name(), "cpu");
   EXPECT_EQ(backend.DefaultDevices(), std::vector<int>{0});
   EXPECT_EQ(backend.DefaultSystem(testing::Runtime()), "cpu_host");
 }
 
-TEST(CpuBackend, InitWorkerUsesOneThreadAndPinsTheProcess) {
+TEST(CpuBackendTest, InitWorkerUsesOneThreadAndPinsTheProcess) {
   cpu_set_t before;
   ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
   CpuBackend().InitWorker(1);
@@ -73,12 +73,12 @@ TEST(CpuBackend, InitWorkerUsesOneThreadAndPinsTheProcess) {
   sched_setaffinity(0, sizeof before, &before);  // leave the test process as it was
 }
 
-TEST(CpuBackend, RegistersBackendAndOps) {
+TEST(CpuBackendTest, RegistersBackendAndOps) {
   collect::Registry registry;
   RegisterCpuBackend(registry);
   ASSERT_NE(registry.FindBackend("cpu"), nullptr);
-  EXPECT_EQ(registry.OpNames("cpu"), (std::vector<std::string>{"attention_context", "attention_generation", "gemm",
-                                                               "rmsnorm", "silu_and_mul"}));
+  EXPECT_EQ(registry.OpNames("cpu"),
+            (std::vector<std::string>{"attention_context", "attention_generation", "gemm", "rmsnorm", "silu_and_mul"}));
   const std::map<std::string, std::string> tables = {{"gemm", "gemm_perf"},
                                                      {"attention_context", "context_attention_perf"},
                                                      {"attention_generation", "generation_attention_perf"},

@@ -46,8 +46,8 @@ inline collect::CaseResult RunCase(collect::Op& op, const collect::Params& param
 
 // Describes a result for assertion messages.
 inline std::string Describe(const collect::CaseResult& r) {
-  return std::string(collect::ToString(r.disposition)) + "/" + std::string(collect::ToString(r.failure_class)) +
-         " " + r.error_type + ": " + r.message;
+  return std::string(collect::ToString(r.disposition)) + "/" + std::string(collect::ToString(r.failure_class)) + " " +
+         r.error_type + ": " + r.message;
 }
 
 // The one row of a passed case: the common prefix, the key columns copied from

@@ -26,7 +26,7 @@ collect::TimingConfig Config() {
   return cfg;
 }
 
-TEST(TimeCpu, StatisticsAreOrderedAndLabelled) {
+TEST(TimeCpuTest, StatisticsAreOrderedAndLabelled) {
   collect::TimingStats s = TimeCpu([] { Spin(200e-6); }, Config());
   EXPECT_GE(s.samples, 5);
   EXPECT_LE(s.p10_ms, s.median_ms);
@@ -42,7 +42,7 @@ TEST(TimeCpu, StatisticsAreOrderedAndLabelled) {
   EXPECT_EQ(s.throttled, s.clock_mhz_before > 0 && s.clock_mhz_after < 0.9 * s.clock_mhz_before);
 }
 
-TEST(TimeCpu, RepeatsShortCallsWithinASample) {
+TEST(TimeCpuTest, RepeatsShortCallsWithinASample) {
   volatile double sink = 0;
   long calls = 0;
   collect::TimingConfig cfg = Config();
@@ -61,7 +61,7 @@ TEST(TimeCpu, RepeatsShortCallsWithinASample) {
   EXPECT_LE(s.median_ms, s.p90_ms);
 }
 
-TEST(TimeCpu, OneSampleOverBudgetStopsAtOnce) {
+TEST(TimeCpuTest, OneSampleOverBudgetStopsAtOnce) {
   int calls = 0;
   collect::TimingConfig cfg = Config();
   cfg.warmup_runs = 3;
@@ -79,7 +79,7 @@ TEST(TimeCpu, OneSampleOverBudgetStopsAtOnce) {
 
 // The stop rule on its own, with made-up times (the machine's timing noise must
 // not decide a test).
-TEST(StopSampling, FollowsTheRule) {
+TEST(StopSamplingTest, FollowsTheRule) {
   collect::TimingConfig cfg;
   cfg.min_samples = 4;
   cfg.max_samples = 6;
@@ -104,7 +104,7 @@ TEST(StopSampling, FollowsTheRule) {
   EXPECT_TRUE(StopSampling({1.0, 3.0, 1.0, 3.0, 1.0, 3.0}, 0.1, 0.01, cfg));
 }
 
-TEST(TimeCpu, CapsAtMaxSamples) {
+TEST(TimeCpuTest, CapsAtMaxSamples) {
   collect::TimingConfig cfg = Config();
   cfg.min_samples = 2;
   cfg.max_samples = 7;
@@ -114,7 +114,7 @@ TEST(TimeCpu, CapsAtMaxSamples) {
   EXPECT_EQ(s.samples, 7);
 }
 
-TEST(TimeCpu, StopsEarlyWhenSpreadIsSmall) {
+TEST(TimeCpuTest, StopsEarlyWhenSpreadIsSmall) {
   collect::TimingConfig cfg = Config();
   cfg.min_samples = 3;
   cfg.target_rsd = 10.0;  // any spread passes
@@ -123,7 +123,7 @@ TEST(TimeCpu, StopsEarlyWhenSpreadIsSmall) {
   EXPECT_EQ(s.samples, 3);
 }
 
-TEST(CpuMhz, ReadsTheLineOfTheGivenCore) {
+TEST(CpuMhzTest, ReadsTheLineOfTheGivenCore) {
   const char* cpuinfo =
       "processor\t: 0\nmodel name\t: X\ncpu MHz\t\t: 2200.500\n\n"
       "processor\t: 1\nmodel name\t: X\ncpu MHz\t\t: 3100.250\n\n";

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "collect/expr.h"
 #include "cpu_test_util.h"
 
 namespace servecast::cpu {
@@ -18,18 +19,18 @@ collect::Params GemmParams(const std::string& dtype, std::int64_t m, std::int64_
   return {{"gemm_dtype", dtype}, {"m", m}, {"n", n}, {"k", k}};
 }
 
-TEST(GemmOp, Float32PassesOnSmallAndOddShapes) {
+TEST(GemmOpTest, Float32PassesOnSmallAndOddShapes) {
   auto op = MakeGemmOp();
   // The last two have m·n > 4096, so only a sample of C is checked.
-  for (auto [m, n, k] : std::vector<std::array<std::int64_t, 3>>{
-           {1, 1, 1}, {7, 5, 3}, {64, 48, 33}, {1, 300, 257}, {100, 70, 129}}) {
+  for (auto [m, n, k] :
+       std::vector<std::array<std::int64_t, 3>>{{1, 1, 1}, {7, 5, 3}, {64, 48, 33}, {1, 300, 257}, {100, 70, 129}}) {
     collect::Params p = GemmParams("float32", m, n, k);
     collect::CaseResult r = testing::RunCase(*op, p);
     testing::ExpectPassedRow(r, *op, p, "openblas:sgemm");
   }
 }
 
-TEST(GemmOp, Bfloat16NeedsSbgemm) {
+TEST(GemmOpTest, Bfloat16NeedsSbgemm) {
   auto op = MakeGemmOp();
   collect::Params p = GemmParams("bfloat16", 16, 24, 40);
   collect::CaseResult r = testing::RunCase(*op, p);
@@ -45,7 +46,7 @@ TEST(GemmOp, Bfloat16NeedsSbgemm) {
   }
 }
 
-TEST(GemmOp, DeclaresTheSbgemmRequirementForBfloat16Only) {
+TEST(GemmOpTest, DeclaresTheSbgemmRequirementForBfloat16Only) {
   auto op = MakeGemmOp();
   auto reqs = op->requirements();
   ASSERT_EQ(reqs.size(), 1u);
@@ -57,9 +58,13 @@ TEST(GemmOp, DeclaresTheSbgemmRequirementForBfloat16Only) {
   with.features.insert("cblas_sbgemm");
   EXPECT_TRUE(reqs[0].Check(without).has_value());
   EXPECT_FALSE(reqs[0].Check(with).has_value());
+  // The condition is valid planner syntax and selects bfloat16 cases only.
+  collect::Expr when = collect::Expr::Parse(reqs[0].applies_when);
+  EXPECT_TRUE(when.Test(GemmParams("bfloat16", 4, 4, 4)));
+  EXPECT_FALSE(when.Test(GemmParams("float32", 4, 4, 4)));
 }
 
-TEST(GemmOp, RejectsBadParameters) {
+TEST(GemmOpTest, RejectsBadParameters) {
   auto op = MakeGemmOp();
   collect::CaseResult fp8 = testing::RunCase(*op, GemmParams("fp8", 8, 8, 8));
   EXPECT_EQ(fp8.disposition, Disposition::kNotSupported) << Describe(fp8);
@@ -79,14 +84,14 @@ TEST(GemmOp, RejectsBadParameters) {
   EXPECT_NE(missing.message.find("'n'"), std::string::npos) << missing.message;
 }
 
-TEST(GemmOp, MemoryBytesCountsAllBuffers) {
+TEST(GemmOpTest, MemoryBytesCountsAllBuffers) {
   auto op = MakeGemmOp();
   EXPECT_EQ(op->MemoryBytes(GemmParams("float32", 2, 3, 5)), 4.0 * (2 * 5 + 5 * 3 + 2 * 3));
   EXPECT_EQ(op->MemoryBytes(GemmParams("bfloat16", 2, 3, 5)), 2.0 * (2 * 5 + 5 * 3) + 4.0 * 2 * 3);
   EXPECT_EQ(op->MemoryBytes({{"m", std::int64_t{2}}}), 0);  // not declared: Run reports the bad case
 }
 
-TEST(Bf16, RoundsToNearestEven) {
+TEST(Bf16Test, RoundsToNearestEven) {
   EXPECT_EQ(FloatToBf16(1.0f), 0x3F80);
   EXPECT_EQ(Bf16ToFloat(0x3F80), 1.0f);
   EXPECT_EQ(Bf16ToFloat(FloatToBf16(-2.5f)), -2.5f);

@@ -11,7 +11,7 @@
 namespace servecast::cpu {
 namespace {
 
-TEST(Rng, IsDeterministicAndInRange) {
+TEST(CpuRngTest, IsDeterministicAndInRange) {
   Rng a(42), b(42), c(43);
   bool differs = false;
   for (int i = 0; i < 1000; ++i) {
@@ -32,13 +32,13 @@ TEST(Rng, IsDeterministicAndInRange) {
   for (int i = 0; i < 1000; ++i) ASSERT_LT(r.Below(5), 5u);
 }
 
-TEST(Rng, SeedsDependOnCaseIdAndStream) {
+TEST(CpuRngTest, SeedsDependOnCaseIdAndStream) {
   EXPECT_EQ(SeedFromCaseId("gemm:m=1", 1), SeedFromCaseId("gemm:m=1", 1));
   EXPECT_NE(SeedFromCaseId("gemm:m=1", 1), SeedFromCaseId("gemm:m=1", 2));
   EXPECT_NE(SeedFromCaseId("gemm:m=1", 1), SeedFromCaseId("gemm:m=2", 1));
 }
 
-TEST(SampleIndices, IncludesEndsAndIsSortedAndUnique) {
+TEST(CpuSampleIndicesTest, IncludesEndsAndIsSortedAndUnique) {
   Rng rng(1);
   auto all = SampleIndices(5, 10, rng);
   EXPECT_EQ(all, (std::vector<std::int64_t>{0, 1, 2, 3, 4}));
@@ -51,13 +51,13 @@ TEST(SampleIndices, IncludesEndsAndIsSortedAndUnique) {
   EXPECT_TRUE(SampleIndices(0, 4, rng).empty());
 }
 
-TEST(Gamma, MatchesNUOverOneMinusNU) {
+TEST(CpuGammaTest, MatchesNUOverOneMinusNU) {
   EXPECT_NEAR(Gamma(1000), 1000 * kFloat32Roundoff / (1 - 1000 * kFloat32Roundoff), 1e-18);
   EXPECT_GT(Gamma(2000), Gamma(1000));
   EXPECT_EQ(Gamma(std::int64_t{1} << 30), 1.0);
 }
 
-TEST(RefCheck, PassesWithinToleranceAndReportsTheWorstOutside) {
+TEST(CpuRefCheckTest, PassesWithinToleranceAndReportsTheWorstOutside) {
   RefCheck ok;
   ok.Add(1.0005, 1.0, 1e-3, [] { return "x[0]"; });
   ok.Add(2.0, 2.0, 1e-9, [] { return "x[1]"; });
@@ -77,7 +77,7 @@ TEST(RefCheck, PassesWithinToleranceAndReportsTheWorstOutside) {
   EXPECT_NE(msg.find("rule"), std::string::npos) << msg;
 }
 
-TEST(RefCheck, NanAndInfinityNeverPass) {
+TEST(CpuRefCheckTest, NanAndInfinityNeverPass) {
   RefCheck nan;
   nan.Add(std::numeric_limits<double>::quiet_NaN(), 1.0, 1e9, [] { return "n"; });
   EXPECT_FALSE(nan.ok());
@@ -88,7 +88,7 @@ TEST(RefCheck, NanAndInfinityNeverPass) {
   EXPECT_FALSE(empty.ok());  // nothing checked proves nothing
 }
 
-TEST(CheckDtype, SeparatesUnsupportedFromUnknown) {
+TEST(CpuCheckDtypeTest, SeparatesUnsupportedFromUnknown) {
   EXPECT_FALSE(CheckDtype("dtype", "float32", {"float32"}).has_value());
   auto bf16 = CheckDtype("dtype", "bfloat16", {"float32"});
   ASSERT_TRUE(bf16.has_value());
@@ -101,7 +101,7 @@ TEST(CheckDtype, SeparatesUnsupportedFromUnknown) {
   EXPECT_NE(junk->message.find("float33"), std::string::npos);
 }
 
-TEST(Params, PositiveAndNonNegativeIntegers) {
+TEST(CpuParamsTest, PositiveAndNonNegativeIntegers) {
   collect::Params p{{"a", std::int64_t{3}}, {"z", std::int64_t{0}}, {"s", std::string("x")}};
   EXPECT_EQ(PositiveInt(p, "a"), 3);
   EXPECT_THROW(PositiveInt(p, "z"), Error);

@@ -13,7 +13,7 @@ namespace {
 using collect::Disposition;
 using testing::Describe;
 
-TEST(RmsNorm, KnownValues) {
+TEST(RmsNormTest, KnownValues) {
   const float x[4] = {3, 4, -1, 1};
   const float w[2] = {1, 2};
   float y[4];
@@ -25,7 +25,7 @@ TEST(RmsNorm, KnownValues) {
   EXPECT_NEAR(y[3], 2 * r1, 1e-6);
 }
 
-TEST(RmsNorm, HandlesWidthsThatAreNotAMultipleOfTheLanes) {
+TEST(RmsNormTest, HandlesWidthsThatAreNotAMultipleOfTheLanes) {
   for (std::int64_t hidden : {1, 7, 13, 64, 1001}) {
     std::vector<float> x(static_cast<std::size_t>(3 * hidden)), w(static_cast<std::size_t>(hidden)), y(x.size());
     Rng rng(static_cast<std::uint64_t>(hidden));
@@ -48,7 +48,7 @@ collect::Params NormParams(std::int64_t tokens, std::int64_t hidden, std::string
   return {{"op_name", std::string("rmsnorm")}, {"dtype", dtype}, {"num_tokens", tokens}, {"hidden_size", hidden}};
 }
 
-TEST(RmsNormOp, PassesAndEmitsARow) {
+TEST(RmsNormOpTest, PassesAndEmitsARow) {
   auto op = MakeRmsNormOp();
   // The last shape exceeds 2^18 elements, so only sampled rows are checked.
   for (const collect::Params& p : {NormParams(1, 8), NormParams(5, 100), NormParams(64, 4096), NormParams(80, 4000)}) {
@@ -56,13 +56,12 @@ TEST(RmsNormOp, PassesAndEmitsARow) {
     testing::ExpectPassedRow(r, *op, p, "servecast_cpu_rmsnorm");
   }
   // op_name in the params is optional for the op itself.
-  collect::Params no_op_name{{"dtype", std::string("float32")},
-                             {"num_tokens", std::int64_t{3}},
-                             {"hidden_size", std::int64_t{16}}};
+  collect::Params no_op_name{
+      {"dtype", std::string("float32")}, {"num_tokens", std::int64_t{3}}, {"hidden_size", std::int64_t{16}}};
   EXPECT_EQ(testing::RunCase(*op, no_op_name).disposition, Disposition::kPassed);
 }
 
-TEST(RmsNormOp, OtherDtypesAreNotSupported) {
+TEST(RmsNormOpTest, OtherDtypesAreNotSupported) {
   auto op = MakeRmsNormOp();
   collect::CaseResult bf16 = testing::RunCase(*op, NormParams(4, 64, "bfloat16"));
   EXPECT_EQ(bf16.disposition, Disposition::kNotSupported) << Describe(bf16);
@@ -72,7 +71,7 @@ TEST(RmsNormOp, OtherDtypesAreNotSupported) {
   EXPECT_EQ(zero.disposition, Disposition::kFailed) << Describe(zero);
 }
 
-TEST(RmsNormOp, MemoryBytes) {
+TEST(RmsNormOpTest, MemoryBytes) {
   auto op = MakeRmsNormOp();
   EXPECT_EQ(op->MemoryBytes(NormParams(10, 100)), 4.0 * (2 * 10 * 100 + 100));
 }

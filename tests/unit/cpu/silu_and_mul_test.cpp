@@ -12,7 +12,7 @@ namespace {
 using collect::Disposition;
 using testing::Describe;
 
-TEST(SiluAndMul, KnownValues) {
+TEST(SiluAndMulTest, KnownValues) {
   // Two tokens, hidden 2: [gate0 gate1 up0 up1].
   const float in[8] = {0, 2, 5, 3, -20, 20, 1, 0.5f};
   float out[4];
@@ -27,7 +27,7 @@ collect::Params SiluParams(std::int64_t tokens, std::int64_t hidden, std::string
   return {{"op_name", std::string("silu_and_mul")}, {"dtype", dtype}, {"num_tokens", tokens}, {"hidden_size", hidden}};
 }
 
-TEST(SiluAndMulOp, PassesAndEmitsARow) {
+TEST(SiluAndMulOpTest, PassesAndEmitsARow) {
   auto op = MakeSiluAndMulOp();
   for (const collect::Params& p : {SiluParams(1, 1), SiluParams(7, 333), SiluParams(70, 4000)}) {
     collect::CaseResult r = testing::RunCase(*op, p);
@@ -35,7 +35,7 @@ TEST(SiluAndMulOp, PassesAndEmitsARow) {
   }
 }
 
-TEST(SiluAndMulOp, OtherDtypesAreNotSupported) {
+TEST(SiluAndMulOpTest, OtherDtypesAreNotSupported) {
   auto op = MakeSiluAndMulOp();
   collect::CaseResult r = testing::RunCase(*op, SiluParams(4, 64, "float16"));
   EXPECT_EQ(r.disposition, Disposition::kNotSupported) << Describe(r);
@@ -45,7 +45,7 @@ TEST(SiluAndMulOp, OtherDtypesAreNotSupported) {
   EXPECT_NE(m.message.find("hidden_size"), std::string::npos) << m.message;
 }
 
-TEST(SiluAndMulOp, MemoryBytes) {
+TEST(SiluAndMulOpTest, MemoryBytes) {
   auto op = MakeSiluAndMulOp();
   EXPECT_EQ(op->MemoryBytes(SiluParams(10, 100)), 4.0 * 3 * 10 * 100);
 }

@@ -1,0 +1,187 @@
+#include "collect/table_spec.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "../core/core_test_util.h"
+#include "core/error.h"
+
+namespace servecast::collect {
+namespace {
+
+using servecast::testing::HasText;
+using servecast::testing::ThrownMessage;
+
+const TableSpec& Spec(const std::string& name) {
+  const TableSpec* s = FindTableSpec(name);
+  if (!s) throw std::runtime_error("no table spec " + name);
+  return *s;
+}
+
+std::vector<std::string> Names(const std::vector<ColumnSpec>& cols) {
+  std::vector<std::string> out;
+  for (const auto& c : cols) out.push_back(c.name);
+  return out;
+}
+
+Params Attention(std::int64_t b, std::int64_t s, std::int64_t n, std::int64_t kv, std::int64_t h, std::int64_t w,
+                 std::int64_t step = 0) {
+  return Params{{"batch_size", b},
+                {"isl", s},
+                {"num_heads", n},
+                {"num_key_value_heads", kv},
+                {"head_dim", h},
+                {"window_size", w},
+                {"beam_width", std::int64_t{1}},
+                {"attn_dtype", std::string("bfloat16")},
+                {"kv_cache_dtype", std::string("bfloat16")},
+                {"step", step}};
+}
+
+TEST(TableSpecTest, DtypeBytes) {
+  EXPECT_EQ(DtypeBytes("float32"), 4);
+  EXPECT_EQ(DtypeBytes("bfloat16"), 2);
+  EXPECT_EQ(DtypeBytes("float16"), 2);
+  EXPECT_EQ(DtypeBytes("fp8"), 1);
+  EXPECT_EQ(DtypeBytes("fp8_block"), 1);
+  EXPECT_EQ(DtypeBytes("int8"), 1);
+  EXPECT_DOUBLE_EQ(DtypeBytes("nvfp4"), 0.5625);  // 4 bits + an 8-bit scale per 16 values
+  std::string msg = ThrownMessage<Error>([] { DtypeBytes("bf16"); });
+  EXPECT_TRUE(HasText(msg, "unknown dtype 'bf16'"));
+  EXPECT_TRUE(HasText(msg, "bfloat16"));
+}
+
+TEST(TableSpecTest, GemmCostIsTwoMnkFlops) {
+  const TableSpec& gemm = Spec("gemm_perf");
+  Params p{
+      {"gemm_dtype", std::string("bfloat16")}, {"m", std::int64_t{2}}, {"n", std::int64_t{3}}, {"k", std::int64_t{4}}};
+  OpCost c = gemm.cost(p);
+  EXPECT_DOUBLE_EQ(c.flops, 2.0 * 2 * 3 * 4);
+  EXPECT_DOUBLE_EQ(c.bytes, (2 * 4 + 4 * 3) * 2.0 + 2 * 3 * 2.0);  // A + B in, C out, all bf16
+  EXPECT_EQ(c.compute_dtype, "bfloat16");
+
+  OpCost big = gemm.cost(Params{{"gemm_dtype", std::string("fp8")},
+                                {"m", std::int64_t{8192}},
+                                {"n", std::int64_t{8192}},
+                                {"k", std::int64_t{8192}}});
+  EXPECT_DOUBLE_EQ(big.flops, 2.0 * 8192.0 * 8192.0 * 8192.0);
+  EXPECT_DOUBLE_EQ(big.bytes, 2.0 * 8192 * 8192 * 1 + 8192.0 * 8192 * 2);  // fp8 in, bf16 out
+  EXPECT_EQ(big.compute_dtype, "fp8");
+
+  OpCost f32 = gemm.cost(Params{
+      {"gemm_dtype", std::string("float32")}, {"m", std::int64_t{1}}, {"n", std::int64_t{1}}, {"k", std::int64_t{1}}});
+  EXPECT_DOUBLE_EQ(f32.bytes, 3 * 4.0);  // float32 writes float32
+}
+
+TEST(TableSpecTest, ContextAttentionCountsCausalPairsWithoutWindow) {
+  const TableSpec& ctx = Spec("context_attention_perf");
+  // s = 4 queries attend to 1+2+3+4 = 10 keys in all.
+  OpCost c = ctx.cost(Attention(1, 4, 2, 1, 8, 0));
+  EXPECT_DOUBLE_EQ(c.flops, 4.0 * 1 * 2 * 8 * 10);
+  // Q, O (n heads) and K, V (kv heads), all bf16: b*s*h*(2n*2 + 2kv*2).
+  EXPECT_DOUBLE_EQ(c.bytes, 1.0 * 4 * 8 * (2 * 2 * 2 + 2 * 1 * 2));
+  EXPECT_EQ(c.compute_dtype, "bfloat16");
+
+  OpCost c16k = ctx.cost(Attention(1, 16384, 32, 8, 128, 0));
+  EXPECT_DOUBLE_EQ(c16k.flops, 4.0 * 32 * 128 * (16384.0 * 16385.0 / 2));
+}
+
+TEST(TableSpecTest, ContextAttentionCountsCausalPairsWithWindow) {
+  const TableSpec& ctx = Spec("context_attention_perf");
+  // s = 4, window 2: keys per query min(i+1, 2) = 1, 2, 2, 2 -> 7.
+  EXPECT_DOUBLE_EQ(ctx.cost(Attention(1, 4, 2, 1, 8, 2)).flops, 4.0 * 2 * 8 * 7);
+  // s = 10, window 3: 1 + 2 + 3 + 7 * 3 = 27.
+  EXPECT_DOUBLE_EQ(ctx.cost(Attention(1, 10, 1, 1, 1, 3)).flops, 4.0 * 27);
+  // A window at least as long as the sequence is no window.
+  EXPECT_DOUBLE_EQ(ctx.cost(Attention(1, 4, 2, 1, 8, 4)).flops, ctx.cost(Attention(1, 4, 2, 1, 8, 0)).flops);
+  EXPECT_DOUBLE_EQ(ctx.cost(Attention(1, 4, 2, 1, 8, 100)).flops, ctx.cost(Attention(1, 4, 2, 1, 8, 0)).flops);
+  // Batch scales linearly.
+  EXPECT_DOUBLE_EQ(ctx.cost(Attention(3, 10, 1, 1, 1, 3)).flops, 3 * 4.0 * 27);
+}
+
+TEST(TableSpecTest, ZeroKvHeadsMeansMultiHeadAttention) {
+  const TableSpec& ctx = Spec("context_attention_perf");
+  EXPECT_DOUBLE_EQ(ctx.cost(Attention(1, 4, 2, 0, 8, 0)).bytes, ctx.cost(Attention(1, 4, 2, 2, 8, 0)).bytes);
+}
+
+TEST(TableSpecTest, GenerationAttentionReadsThePastKeysCappedByWindow) {
+  const TableSpec& gen = Spec("generation_attention_perf");
+  // isl 100 + step 28 = 128 keys.
+  OpCost c = gen.cost(Attention(2, 100, 4, 2, 16, 0, 28));
+  EXPECT_DOUBLE_EQ(c.flops, 4.0 * 2 * 4 * 16 * 128);
+  // KV read: b * keys * 2 (K and V) * kv * h * 2 bytes; plus q and o.
+  EXPECT_DOUBLE_EQ(c.bytes, 2.0 * 128 * 2 * 2 * 16 * 2 + 2.0 * 2 * 4 * 16 * 2);
+  OpCost w = gen.cost(Attention(2, 100, 4, 2, 16, 32, 28));
+  EXPECT_DOUBLE_EQ(w.flops, 4.0 * 2 * 4 * 16 * 32);
+}
+
+TEST(TableSpecTest, ElementwiseCostsPerOpAndUnknownOpThrows) {
+  const TableSpec& ew = Spec("elementwise_perf");
+  auto cost = [&](const std::string& op) {
+    return ew.cost(Params{{"op_name", op},
+                          {"dtype", std::string("bfloat16")},
+                          {"num_tokens", std::int64_t{10}},
+                          {"hidden_size", std::int64_t{100}}});
+  };
+  EXPECT_DOUBLE_EQ(cost("rmsnorm").bytes, (2.0 * 10 * 100 + 100) * 2);
+  EXPECT_DOUBLE_EQ(cost("silu_and_mul").bytes, 3.0 * 10 * 100 * 2);
+  EXPECT_DOUBLE_EQ(cost("embedding").flops, 0);
+  std::string msg = ThrownMessage<Error>([&] { cost("softmax"); });
+  EXPECT_TRUE(HasText(msg, "no cost model for op_name 'softmax'"));
+}
+
+TEST(TableSpecTest, AllColumnsArePrefixThenKeysThenMetrics) {
+  const TableSpec& gemm = Spec("gemm_perf");
+  const std::vector<std::string> want = {
+      "framework", "version", "device",           "op_name",         "kernel_source", "gemm_dtype", "m",
+      "n",         "k",       "latency",          "latency_p10",     "latency_p90",   "samples",    "rsd",
+      "timing",    "l2",      "clock_mhz_before", "clock_mhz_after", "throttled"};
+  EXPECT_EQ(Names(gemm.AllColumns(false)), want);
+  std::vector<std::string> with_power = want;
+  with_power.push_back("power");
+  with_power.push_back("power_limit");
+  EXPECT_EQ(Names(gemm.AllColumns(true)), with_power);
+
+  for (const auto& spec : AllTableSpecs()) {
+    auto cols = spec.AllColumns(false);
+    ASSERT_EQ(cols.size(), PrefixColumns().size() + spec.key_columns.size() + MetricColumns().size()) << spec.name;
+    for (std::size_t i = 0; i < PrefixColumns().size(); ++i) EXPECT_EQ(cols[i], PrefixColumns()[i]);
+    for (std::size_t i = 0; i < spec.key_columns.size(); ++i)
+      EXPECT_EQ(cols[PrefixColumns().size() + i], spec.key_columns[i]) << spec.name;
+    EXPECT_EQ(cols[PrefixColumns().size() + spec.key_columns.size()].name, "latency") << spec.name;
+  }
+}
+
+TEST(TableSpecTest, ColumnTypes) {
+  auto cols = Spec("gemm_perf").AllColumns(true);
+  auto type_of = [&](const std::string& name) {
+    for (const auto& c : cols)
+      if (c.name == name) return c.type;
+    throw std::runtime_error("no column " + name);
+  };
+  EXPECT_EQ(type_of("framework"), ValueType::kString);
+  EXPECT_EQ(type_of("gemm_dtype"), ValueType::kString);
+  EXPECT_EQ(type_of("m"), ValueType::kInt64);
+  EXPECT_EQ(type_of("latency"), ValueType::kDouble);
+  EXPECT_EQ(type_of("samples"), ValueType::kInt64);
+  EXPECT_EQ(type_of("throttled"), ValueType::kInt64);
+  EXPECT_EQ(type_of("power"), ValueType::kDouble);
+}
+
+TEST(TableSpecTest, IdentityColumnsAreOpNameAndKeys) {
+  EXPECT_EQ(Spec("gemm_perf").IdentityColumns(), (std::vector<std::string>{"op_name", "gemm_dtype", "m", "n", "k"}));
+}
+
+TEST(TableSpecTest, KnownTablesAndFamilies) {
+  EXPECT_EQ(Spec("gemm_perf").family, "gemm");
+  EXPECT_EQ(Spec("context_attention_perf").family, "attention");
+  EXPECT_EQ(Spec("generation_attention_perf").family, "attention");
+  EXPECT_EQ(Spec("elementwise_perf").family, "elementwise");
+  EXPECT_EQ(FindTableSpec("no_such_perf"), nullptr);
+  for (const auto& spec : AllTableSpecs()) EXPECT_TRUE(static_cast<bool>(spec.cost)) << spec.name;
+}
+
+}  // namespace
+}  // namespace servecast::collect
