@@ -8,6 +8,9 @@
 #include <iostream>
 
 #include "backends/cpu/register.h"
+#ifdef SERVECAST_HAVE_CUDA
+#include "backends/cuda/register.h"
+#endif
 #include "collect/check.h"
 #include "collect/collector.h"
 #include "collect/finalize.h"
@@ -68,6 +71,9 @@ std::vector<int> ParseDevices(const std::string& text) {
 int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& extra) {
   collect::Registry registry;
   cpu::RegisterCpuBackend(registry);
+#ifdef SERVECAST_HAVE_CUDA
+  cuda::RegisterCudaBackend(registry);
+#endif
   if (extra) extra(registry);
   std::string exe = SelfExe(argv[0]);
 
@@ -85,7 +91,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   bool smoke = false;
   std::vector<std::string> filters;
   auto* collect_cmd = app.add_subcommand("collect", "benchmark ops over their case plan and write perf tables");
-  collect_cmd->add_option("--backend", co.plan.backend, "collector backend: cpu (this build has no cuda backend yet)")->required();
+  collect_cmd->add_option("--backend", co.plan.backend, "collector backend: cpu, or cuda in builds with SERVECAST_CUDA")->required();
   collect_cmd->add_option("--ops", co.plan.ops, "ops to collect (default: every op of the backend)");
   collect_cmd->add_option("--system", co.system, "system name (systems/<name>.yaml); default: from the detected device");
   collect_cmd->add_flag("--smoke", smoke, "shuffle and run 4 cases per op: a gate before a full run");

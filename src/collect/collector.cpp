@@ -104,6 +104,17 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
     throw UsageError("--measure-power: the cpu backend has no power sensor to read; collect without it");
   RuntimeInfo rt = backend->DetectRuntime();
   std::string system = opt.system.empty() ? backend->DefaultSystem(rt) : opt.system;
+  if (system.empty()) {
+    // The system whose spec names the detected device.
+    for (const auto& name : systems::ListSystems(opt.systems_dir)) {
+      auto spec = systems::LoadSystemByName(opt.systems_dir, name);
+      for (const auto& alias : spec.gpu.device_name_aliases)
+        if (alias == rt.device_name && system.empty()) system = name;
+    }
+    if (system.empty())
+      throw UsageError("no system in " + opt.systems_dir + " lists the device '" + rt.device_name +
+                       "' among its device_name_aliases; pass --system NAME (and never relabel a nearby SKU)");
+  }
   systems::LoadSystemByName(opt.systems_dir, system);  // a typo fails here, before any work
   Plan plan = BuildPlan(registry, opt.plan, rt);
   if (opt.plan_only) {

@@ -63,6 +63,13 @@ OpCost ElementwiseCost(const Params& p) {
   throw Error("elementwise_perf: no cost model for op_name '" + op + "'");
 }
 
+// A compute_scale row is a difference of two timings (dynamic minus static
+// quantization), which has no physical floor above zero: no bound.
+OpCost ComputeScaleCost(const Params& p) {
+  DtypeBytes(p.Str("quant_dtype"));  // validates the dtype
+  return OpCost{0, 0, "bfloat16"};
+}
+
 std::vector<TableSpec> BuildSpecs() {
   std::vector<TableSpec> specs;
   specs.push_back(TableSpec{"gemm_perf",
@@ -83,6 +90,13 @@ std::vector<TableSpec> BuildSpecs() {
                             {{"dtype", VT::kString}, {"num_tokens", VT::kInt64}, {"hidden_size", VT::kInt64}},
                             false,
                             ElementwiseCost});
+  // compute_scale: the extra time of dynamic over static activation quantization
+  // (AIC's semantics, clamped at zero, so zero is legal).
+  specs.push_back(TableSpec{"computescale_perf",
+                            "quantize",
+                            {{"quant_dtype", VT::kString}, {"m", VT::kInt64}, {"k", VT::kInt64}},
+                            true,
+                            ComputeScaleCost});
   return specs;
 }
 

@@ -1,0 +1,10 @@
+#pragma once
+
+#include "collect/registry.h"
+
+namespace servecast::cuda {
+
+// Registers this family's ops on the "cuda" backend.
+void RegisterGemmOps(collect::Registry& r);
+
+}  // namespace servecast::cuda

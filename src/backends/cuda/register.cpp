@@ -1,0 +1,17 @@
+#include "backends/cuda/register.h"
+
+#include <memory>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/elementwise_ops.h"
+#include "backends/cuda/gemm_ops.h"
+
+namespace servecast::cuda {
+
+void RegisterCudaBackend(collect::Registry& registry) {
+  registry.AddBackend(std::make_unique<CudaBackend>());
+  RegisterGemmOps(registry);
+  RegisterElementwiseOps(registry);
+}
+
+}  // namespace servecast::cuda
