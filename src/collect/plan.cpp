@@ -180,19 +180,28 @@ struct Candidate {
 void Expand(const Sweep& sw, const Op& op, const std::vector<Profile>& profiles, const std::string& owner,
             const std::string& model, std::vector<Candidate>& out) {
   std::vector<Profile> profs = profiles.empty() ? std::vector<Profile>{Profile{}} : profiles;
-  std::vector<std::size_t> idx(sw.axes.size(), 0);
   for (const auto& prof : profs) {
-    std::fill(idx.begin(), idx.end(), 0);
+    // A profile fixes the parameters it names: an axis of the same name is not
+    // crossed for it (model shapes replace a sweep's n/k axes, for example).
+    std::vector<std::size_t> axes;
+    for (std::size_t a = 0; a < sw.axes.size(); ++a) {
+      bool named = false;
+      for (const auto& kv : prof) named = named || kv.first == sw.axes[a].first;
+      if (!named) axes.push_back(a);
+    }
+    std::vector<std::size_t> idx(axes.size(), 0);
     for (;;) {
       Profile raw = sw.fixed;
       for (const auto& kv : prof) raw.push_back(kv);
-      for (std::size_t a = 0; a < sw.axes.size(); ++a) raw.emplace_back(sw.axes[a].first, sw.axes[a].second[idx[a]]);
+      for (std::size_t i = 0; i < axes.size(); ++i)
+        raw.emplace_back(sw.axes[axes[i]].first, sw.axes[axes[i]].second[idx[i]]);
       // A name given twice (profile and axis) is a plan error.
       for (std::size_t i = 0; i < raw.size(); ++i)
         for (std::size_t j = i + 1; j < raw.size(); ++j)
           if (raw[i].first == raw[j].first)
             throw ConfigError(SourceLocation{sw.file, sw.line, raw[i].first},
-                              "parameter given twice (fixed, profile or axis)", "each parameter once per case");
+                              "parameter given twice (in fixed and in a profile or axis)",
+                              "each parameter once per case");
       Params params = OrderParams(op, raw);
       for (const auto& need : op.required_params())
         if (!params.Has(need))
@@ -220,7 +229,7 @@ void Expand(const Sweep& sw, const Op& op, const std::vector<Profile>& profiles,
       }
       std::size_t a = 0;
       for (; a < idx.size(); ++a) {
-        if (++idx[a] < sw.axes[a].second.size()) break;
+        if (++idx[a] < sw.axes[axes[a]].second.size()) break;
         idx[a] = 0;
       }
       if (a == idx.size()) break;

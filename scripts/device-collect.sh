@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs (or resumes) a CUDA collection on a GPU machine whose session is short-lived,
+# and packs everything needed to resume it elsewhere.
+#
+#   scripts/device-collect.sh NAME STOP_AFTER_S [collect flags...]
+#
+# - Builds servecast with the `gpu` preset (CUDA, sm_90).
+# - If runs/NAME.tar.zst exists (brought back from an earlier call and carried in),
+#   unpacks it and resumes that run; otherwise starts runs/NAME afresh.
+# - Stops the collector gracefully (SIGTERM: finished cases are kept, the tables are
+#   finalized) after STOP_AFTER_S seconds, so the call ends inside its time limit.
+# - Packs runs/NAME (journal, plan, log, summary, ledgers, tables) into
+#   $OUT/NAME.tar.zst and copies the summary beside it.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+name="$1"; stop_after="$2"; shift 2
+: "${OUT:?OUT must name the folder whose files come back}"
+export NCCL_NVLS_ENABLE=0
+
+cmake --preset gpu >"$OUT/build.log" 2>&1 && cmake --build --preset gpu -j "$(nproc)" --target servecast >>"$OUT/build.log" 2>&1 \
+  || { tail -40 "$OUT/build.log"; exit 1; }
+bin=build/gpu/bin/servecast
+
+mkdir -p runs
+resume=()
+if [ -f "runs/$name.tar.zst" ]; then
+  tar --zstd -xf "runs/$name.tar.zst" -C runs
+  resume=(--resume)
+fi
+nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
+  >"runs/$name.nvidia-smi.before.csv" 2>&1 || true
+
+timeout --signal=TERM --kill-after=60 "$stop_after" \
+  "$bin" collect --backend cuda --run-dir "runs/$name/run" --out "runs/$name/data" "${resume[@]}" "$@"
+rc=$?
+echo "collect exit code: $rc"
+nvidia-smi --query-gpu=index,clocks.sm,temperature.gpu,power.draw --format=csv >"runs/$name.nvidia-smi.after.csv" 2>&1 || true
+mv "runs/$name.nvidia-smi.before.csv" "runs/$name.nvidia-smi.after.csv" "runs/$name/" 2>/dev/null || true
+tar --zstd -cf "$OUT/$name.tar.zst" -C runs "$name"
+cp "runs/$name/run/collection_summary_cuda.json" "$OUT/" 2>/dev/null || true
+ls -la "$OUT"
+exit 0
