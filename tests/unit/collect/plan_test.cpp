@@ -209,6 +209,31 @@ sweeps:
   EXPECT_TRUE(HasText(msg, "tgemm.yaml:3: key 'm': parameter given twice"));
 }
 
+TEST_F(PlanTest, AProfileReplacesTheAxesItNames) {
+  // n and k are axes; a profile naming n and k fixes them instead of being crossed with them.
+  cases_.BaseOp("tgemm.yaml", R"(op: tgemm
+sweeps:
+  - backends: [test]
+    fixed: {gemm_dtype: bfloat16}
+    axes:
+      m: [1, 2]
+      n: [8, 16]
+      k: [32]
+    profiles:
+      - {}
+      - {n: 24, k: 2048}
+)");
+  Plan plan = Build(Options(cases_));
+  EXPECT_EQ(IdSet(plan.cases), (std::set<std::string>{
+                                   GemmId("tgemm", "bfloat16", 1, 8, 32),
+                                   GemmId("tgemm", "bfloat16", 2, 8, 32),
+                                   GemmId("tgemm", "bfloat16", 1, 16, 32),
+                                   GemmId("tgemm", "bfloat16", 2, 16, 32),
+                                   GemmId("tgemm", "bfloat16", 1, 24, 2048),
+                                   GemmId("tgemm", "bfloat16", 2, 24, 2048),
+                               }));
+}
+
 TEST_F(PlanTest, MissingRequiredParameterIsConfigErrorNamingIt) {
   cases_.BaseOp("tgemm.yaml", R"(op: tgemm
 sweeps:
