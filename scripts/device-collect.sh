@@ -4,13 +4,18 @@
 #
 #   scripts/device-collect.sh NAME STOP_AFTER_S [collect flags...]
 #
+# The tree sent to the GPU machine has no .git: before sending it, stamp the commit
+# with `git rev-parse --short=12 HEAD > .servecast-commit` (add -dirty if the tree
+# has changes) and carry that ignored file, so that provenance names the commit.
+#
 # - Builds servecast with the `gpu` preset (CUDA, sm_90).
-# - If runs/NAME.tar.zst exists (brought back from an earlier call and carried in),
-#   unpacks it and resumes that run; otherwise starts runs/NAME afresh.
+# - If runs/NAME.tar.gz exists (brought back from an earlier call and carried in),
+#   unpacks it; if runs/NAME holds a journal (unpacked, or left by an earlier call on
+#   the same machine), resumes that run; otherwise starts runs/NAME afresh.
 # - Stops the collector gracefully (SIGTERM: finished cases are kept, the tables are
 #   finalized) after STOP_AFTER_S seconds, so the call ends inside its time limit.
 # - Packs runs/NAME (journal, plan, log, summary, ledgers, tables) into
-#   $OUT/NAME.tar.zst and copies the summary beside it.
+#   $OUT/NAME.tar.gz (gzip: the GPU image has no zstd command) with the summary beside it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 name="$1"; stop_after="$2"; shift 2
@@ -23,10 +28,10 @@ bin=build/gpu/bin/servecast
 
 mkdir -p runs
 resume=()
-if [ -f "runs/$name.tar.zst" ]; then
-  tar --zstd -xf "runs/$name.tar.zst" -C runs
-  resume=(--resume)
+if [ -f "runs/$name.tar.gz" ] && [ ! -f "runs/$name/run/journal.jsonl" ]; then
+  tar -xzf "runs/$name.tar.gz" -C runs
 fi
+if [ -f "runs/$name/run/journal.jsonl" ]; then resume=(--resume); fi
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
   >"runs/$name.nvidia-smi.before.csv" 2>&1 || true
 
@@ -36,7 +41,7 @@ rc=$?
 echo "collect exit code: $rc"
 nvidia-smi --query-gpu=index,clocks.sm,temperature.gpu,power.draw --format=csv >"runs/$name.nvidia-smi.after.csv" 2>&1 || true
 mv "runs/$name.nvidia-smi.before.csv" "runs/$name.nvidia-smi.after.csv" "runs/$name/" 2>/dev/null || true
-tar --zstd -cf "$OUT/$name.tar.zst" -C runs "$name"
-cp "runs/$name/run/collection_summary_cuda.json" "$OUT/" 2>/dev/null || true
+tar -czf "$OUT/$name.tar.gz" -C runs "$name"
+cp "runs/$name/run/collection_summary_cuda.json" "$OUT/$name.summary.json" 2>/dev/null || true
 ls -la "$OUT"
 exit 0

@@ -108,7 +108,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   collect_cmd->add_flag("--retry-failed", co.retry_failed, "with --resume: re-run the failed cases too");
   collect_cmd->add_option("--gpus", gpus, "worker slots, one per device index (cpu backend: one worker per listed core)");
   collect_cmd->add_option("--timeout-s", co.timeout_s, "per-case time limit in seconds (default: the op's own)");
-  collect_cmd->add_flag("--measure-power", co.measure_power, "add power columns (GPU backends)");
+  collect_cmd->add_flag("--measure-power", co.measure_power, "add power columns: mean board power over >= 1 s of replays and the enforced limit (cuda backend; NVML)");
   collect_cmd->add_option("--format", co.format, "table format: csv")->capture_default_str();
   collect_cmd->add_option("--shard", shard, "I/N: collect the deterministic I-th of N slices of the plan (0-based)");
   collect_cmd->add_flag("--include-unverified", co.plan.include_unverified, "also run ops marked unverified");

@@ -237,6 +237,12 @@ void CheckVersionDir(const std::string& dir, const CheckOptions& opt, const Plan
       }
       if (!opt.against.empty()) {
         std::string other = FindAgainst(opt.against, name);
+        // A single file is compared only with the table whose key columns it has.
+        if (!other.empty() && fs::is_regular_file(opt.against)) {
+          Table header = Table::ReadCsv(other);
+          for (const auto& c : spec->key_columns)
+            if (!header.FindColumn(c.name)) other.clear();
+        }
         if (!other.empty()) tj["against"] = CompareAgainst(t, *spec, other);
       }
     }

@@ -4,7 +4,7 @@
 //   dynamic = quant_fp8_tensor_amax (amax -> scale) + quant_fp8_tensor_apply,
 //   static  = quant_fp8_tensor_apply with a given scale,
 //   latency = max(0, dynamic - static), separately for the median, p10 and p90.
-// docs/kernels_gemm.md has the details.
+// docs/kernels.md has the details.
 
 #include <algorithm>
 #include <cstdint>

@@ -1,6 +1,6 @@
 // Op `gemm` on the cuda backend (table gemm_perf): y[m x n] = x[m x k] · Wᵀ through
 // cuBLASLt, W being [n x k] like a linear layer's weight, bf16 output. What each
-// dtype's row includes is in docs/kernels_gemm.md.
+// dtype's row includes is in docs/kernels.md.
 //
 // cuBLASLt is column-major, so the call computes yᵀ (n x m, ld n) = op(A) · B with
 // A = W stored k x n (ld k, transposed: "T") and B = x stored k x m (ld k, "N"): the

@@ -1,7 +1,7 @@
 #pragma once
 
 // Internals of the CUDA GEMM family (ops `gemm` and `compute_scale`), shared by
-// gemm.cpp, compute_scale.cpp and the GPU tests. docs/kernels_gemm.md describes what
+// gemm.cpp, compute_scale.cpp and the GPU tests. docs/kernels.md describes what
 // each row measures.
 
 #include <cstdint>
