@@ -17,21 +17,6 @@
 
 namespace servecast::cpu {
 
-std::uint16_t FloatToBf16(float f) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  if (std::isnan(f)) return static_cast<std::uint16_t>((bits >> 16) | 0x40);  // quiet NaN
-  std::uint32_t rounding = 0x7FFF + ((bits >> 16) & 1);
-  return static_cast<std::uint16_t>((bits + rounding) >> 16);
-}
-
-float Bf16ToFloat(std::uint16_t b) {
-  std::uint32_t bits = static_cast<std::uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
 namespace {
 
 using collect::CaseResult;

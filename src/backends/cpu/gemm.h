@@ -1,5 +1,7 @@
 #pragma once
 
+#include "core/bf16.h"
+
 // Op `gemm` -> gemm_perf: C[m×n] = A[m×k] · B[k×n], all row-major (B is k×n, not
 // transposed), alpha 1, beta 0.
 //   float32:  cblas_sgemm, kernel_source "openblas:sgemm".
@@ -22,7 +24,7 @@ namespace servecast::cpu {
 std::unique_ptr<collect::Op> MakeGemmOp();
 
 // bfloat16 bits of a float, rounded to nearest even (NaN stays NaN).
-std::uint16_t FloatToBf16(float f);
-float Bf16ToFloat(std::uint16_t b);
+inline std::uint16_t FloatToBf16(float f) { return F32ToBf16(f); }
+inline float Bf16ToFloat(std::uint16_t b) { return Bf16ToF32(b); }
 
 }  // namespace servecast::cpu

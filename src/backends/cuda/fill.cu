@@ -1,6 +1,5 @@
 #include <cuda_bf16.h>
 
-#include <cstring>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/fill.h"
@@ -51,20 +50,5 @@ void FillUniformF32(float* dst, std::size_t n, std::uint64_t seed, float scale, 
 }
 
 void FillPoison(void* dst, std::size_t bytes, cudaStream_t stream) { SC_CUDA_CHECK(cudaMemsetAsync(dst, 0xFF, bytes, stream)); }
-
-std::uint16_t F32ToBf16(float f) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40);  // NaN stays NaN
-  std::uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<std::uint16_t>((bits + rounding) >> 16);
-}
-
-float Bf16ToF32(std::uint16_t b) {
-  std::uint32_t bits = static_cast<std::uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
 
 }  // namespace servecast::cuda

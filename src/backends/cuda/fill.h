@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/bf16.h"
+
 namespace servecast::cuda {
 
 // Deterministic pseudo-random fills on the device (a counter-based hash of
@@ -16,8 +18,8 @@ void FillUniformF32(float* dst, std::size_t n, std::uint64_t seed, float scale, 
 // unwritten outputs are caught by the reference check.
 void FillPoison(void* dst, std::size_t bytes, cudaStream_t stream);
 
-// Host-side bf16 helpers (round to nearest even).
-std::uint16_t F32ToBf16(float f);
-float Bf16ToF32(std::uint16_t b);
+// Host-side bf16 helpers (round to nearest even), from core.
+using ::servecast::Bf16ToF32;
+using ::servecast::F32ToBf16;
 
 }  // namespace servecast::cuda
