@@ -162,19 +162,19 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
             rt.backend + " " + rt.version + " on " + rt.device_name + " [" + rt.arch + "], system " + system);
   WritePlanFile(run_dir + "/plan.jsonl", registry, plan, opt.plan, plan.supported);
 
-  std::vector<Case> todo;
+  std::vector<Case> to_run;
   std::size_t skipped_done = 0, skipped_failed = 0;
   for (const auto& c : plan.cases) {
     auto it = done.find(c.id);
-    if (it == done.end()) todo.push_back(c);
-    else if (IsFailure(it->second) && opt.retry_failed) todo.push_back(c);
+    if (it == done.end()) to_run.push_back(c);
+    else if (IsFailure(it->second) && opt.retry_failed) to_run.push_back(c);
     else if (IsFailure(it->second)) ++skipped_failed;
     else ++skipped_done;
   }
   if (opt.resume)
     log::Info("resume: " + std::to_string(skipped_done) + " cases already done, " + std::to_string(skipped_failed) +
               " failed ones kept" + (opt.retry_failed ? "" : " (use --retry-failed to re-run them)") + ", " +
-              std::to_string(todo.size()) + " to run");
+              std::to_string(to_run.size()) + " to run");
 
   SchedulerOptions sched;
   sched.worker_exe = opt.worker_exe;
@@ -194,11 +194,11 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
   auto old_int = std::signal(SIGINT, OnSignal);
   auto old_term = std::signal(SIGTERM, OnSignal);
   std::size_t n_workers = sched.devices.size();
-  log::Info("running " + std::to_string(todo.size()) + " cases on " + std::to_string(n_workers) + " worker(s)");
+  log::Info("running " + std::to_string(to_run.size()) + " cases on " + std::to_string(n_workers) + " worker(s)");
   {
-    ProgressBar bar("collect " + rt.backend, todo.size());
+    ProgressBar bar("collect " + rt.backend, to_run.size());
     RunCases(
-        registry, rt.backend, todo, sched, *journal,
+        registry, rt.backend, to_run, sched, *journal,
         [&](const JournalRecord& r) {
           if (IsFailure(r.status))
             log::Write(log::Level::kDebug, r.id + ": " + std::string(ToString(r.status)) + " [" +
