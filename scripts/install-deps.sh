@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config git
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libopenblas-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libzstd-dev libgtest-dev libgmock-dev libbenchmark-dev
 )
 
 missing=()
