@@ -119,6 +119,25 @@ std::size_t Table::ColumnIndex(std::string_view name) const {
   throw DataError("no column '" + std::string(name) + "' (columns: " + have + ")");
 }
 
+Table Table::FromColumns(std::vector<ColumnSpec> specs, std::vector<ColumnData> data) {
+  if (specs.size() != data.size())
+    throw DataError(std::to_string(data.size()) + " columns of data for " + std::to_string(specs.size()) + " specs");
+  Table t(std::move(specs));
+  std::size_t rows = 0;
+  for (std::size_t c = 0; c < data.size(); ++c) {
+    if (static_cast<ValueType>(data[c].index()) != t.specs_[c].type)
+      throw DataError("column '" + t.specs_[c].name + "' is " + TypeName(t.specs_[c].type) + "; data of another type");
+    std::size_t n = std::visit([](const auto& v) { return v.size(); }, data[c]);
+    if (c == 0) rows = n;
+    else if (n != rows)
+      throw DataError("column '" + t.specs_[c].name + "' has " + std::to_string(n) + " rows; expected " +
+                      std::to_string(rows));
+  }
+  t.data_ = std::move(data);
+  t.num_rows_ = rows;
+  return t;
+}
+
 void Table::AppendRow(std::vector<Value> row) {
   if (row.size() != specs_.size())
     throw DataError("row has " + std::to_string(row.size()) + " cells; the table has " +

@@ -46,6 +46,11 @@ class Table {
   const std::string& GetString(std::size_t row, std::size_t col) const;
   std::vector<Value> Row(std::size_t row) const;
 
+  // Whole columns at once (readers that decode column-wise): one vector per
+  // spec, of the spec's type, all of one length; else DataError.
+  using ColumnData = std::variant<std::vector<std::int64_t>, std::vector<double>, std::vector<std::string>>;
+  static Table FromColumns(std::vector<ColumnSpec> specs, std::vector<ColumnData> data);
+
   // Keeps the rows whose index is listed, in that order.
   Table Select(const std::vector<std::size_t>& rows) const;
 
@@ -62,7 +67,6 @@ class Table {
   void WriteCsv(const std::string& path) const;
 
  private:
-  using ColumnData = std::variant<std::vector<std::int64_t>, std::vector<double>, std::vector<std::string>>;
   std::vector<ColumnSpec> specs_;
   std::vector<ColumnData> data_;
   std::size_t num_rows_ = 0;

@@ -1,0 +1,354 @@
+#include "perfdb/perf_database.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <unordered_map>
+
+namespace servecast::perfdb {
+namespace {
+
+bool StartsWith(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+bool IsMetaOrMetric(const std::string& c) {
+  static const std::set<std::string> kExact = {"framework", "version", "device", "kernel_source", "samples",
+                                               "rsd",       "timing",  "l2",     "throttled"};
+  return kExact.count(c) || StartsWith(c, "latency") || StartsWith(c, "power") || StartsWith(c, "energy") ||
+         StartsWith(c, "clock");
+}
+
+std::string Join(const std::vector<std::string>& v, const std::string& sep = ", ") {
+  std::string out;
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+const std::vector<std::string> kAttentionKey = {"batch_size", "isl",         "num_heads",  "num_key_value_heads",
+                                                "head_dim",   "window_size", "attn_dtype", "kv_cache_dtype",
+                                                "step"};
+
+// Column `name` of `t` or the optional default; throws DataError otherwise.
+struct ColumnRef {
+  std::optional<std::size_t> index;
+  Value fallback;
+};
+
+ColumnRef Resolve(const std::string& table_name, const servecast::Table& t, const std::string& name,
+                  const std::string& file) {
+  if (auto i = t.FindColumn(name)) return {i, {}};
+  const auto& defaults = OptionalKeyDefaults(table_name);
+  if (auto it = defaults.find(name); it != defaults.end()) return {std::nullopt, it->second};
+  std::vector<std::string> present;
+  for (const auto& c : t.columns()) present.push_back(c.name);
+  throw DataError(file + ": table " + table_name + " has no column '" + name + "'; columns present: " + Join(present));
+}
+
+}  // namespace
+
+std::vector<std::string> KeyColumns(const std::string& table_name, const servecast::Table& table) {
+  if (table_name == "gemm_perf") return {"gemm_dtype", "m", "n", "k"};
+  if (table_name == "context_attention_perf" || table_name == "generation_attention_perf") return kAttentionKey;
+  std::vector<std::string> key;
+  for (const auto& c : table.columns())
+    if (!IsMetaOrMetric(c.name)) key.push_back(c.name);
+  return key;
+}
+
+const std::map<std::string, Value>& OptionalKeyDefaults(const std::string& table_name) {
+  static const std::map<std::string, Value> kAttention = {{"window_size", Value(std::int64_t{0})}};
+  static const std::map<std::string, Value> kNone;
+  if (table_name == "context_attention_perf" || table_name == "generation_attention_perf") return kAttention;
+  return kNone;
+}
+
+const char* SourceKindName(SourceKind k) {
+  switch (k) {
+    case SourceKind::kPrimary:
+      return "primary";
+    case SourceKind::kReuse:
+      return "reuse";
+    case SourceKind::kOlderSibling:
+      return "older";
+  }
+  return "?";
+}
+
+PerfDatabase PerfDatabase::Open(std::vector<std::string> roots, std::string system, std::string backend,
+                                std::string version, OpenOptions options) {
+  auto tree = std::make_shared<DataTree>(DataTree::Scan(roots));
+  auto systems = tree->Systems();
+  if (std::find(systems.begin(), systems.end(), system) == systems.end())
+    throw MissingDataError("no perf data for system '" + system + "' under [" + Join(roots) +
+                           "]; systems with data: " + (systems.empty() ? "none" : Join(systems)));
+  auto backends = tree->Backends(system);
+  if (std::find(backends.begin(), backends.end(), backend) == backends.end())
+    throw MissingDataError("no perf data for backend '" + backend + "' on system '" + system +
+                           "'; backends with data: " + Join(backends));
+  auto with_tables = tree->BackendVersions(system, backend, /*with_tables_only=*/true);
+  if (version.empty()) {
+    if (with_tables.empty())
+      throw MissingDataError("backend '" + backend + "' on system '" + system +
+                             "' has only marker directories (no table files)");
+    version = with_tables.back();
+  } else {
+    auto all = tree->BackendVersions(system, backend, /*with_tables_only=*/false);
+    if (std::find(all.begin(), all.end(), version) == all.end())
+      throw MissingDataError("no version '" + version + "' of backend '" + backend + "' on system '" + system +
+                             "'; versions: " + Join(all));
+  }
+  PerfDatabase db;
+  db.tree_ = std::move(tree);
+  db.system_ = std::move(system);
+  db.backend_ = std::move(backend);
+  db.version_ = std::move(version);
+  db.options_ = std::move(options);
+  db.cache_ = std::make_shared<Cache>();
+  return db;
+}
+
+std::vector<std::string> PerfDatabase::TableNames() const {
+  std::set<std::string> names;
+  for (const auto& d : tree_->dirs()) {
+    if (d.system != system_) continue;
+    if (d.backend == backend_) {
+      for (const auto& [t, files] : d.tables) names.insert(t);
+      if (d.version == version_)
+        for (const auto& r : d.reuse) names.insert(r.table);
+    }
+    if (d.family == "comm" && d.backend == "nccl" && d.HasTable("nccl_perf")) names.insert("nccl_perf");
+  }
+  return {names.begin(), names.end()};
+}
+
+const LoadedTable& PerfDatabase::Table(const std::string& table_name) const {
+  std::lock_guard<std::mutex> lock(cache_->mu);
+  auto& slot = cache_->tables[table_name];
+  if (!slot) {
+    try {
+      slot = Load(table_name);
+    } catch (...) {
+      cache_->tables.erase(table_name);
+      throw;
+    }
+  }
+  return *slot;
+}
+
+std::unique_ptr<LoadedTable> PerfDatabase::Load(const std::string& table_name) const {
+  // The family holding the table: the one whose (backend) versions have it or
+  // whose requested-version reuse.yaml declares it.
+  std::string family;
+  for (const auto& d : tree_->dirs()) {
+    if (d.system != system_ || d.backend != backend_) continue;
+    bool declared = d.version == version_ && std::any_of(d.reuse.begin(), d.reuse.end(),
+                                                         [&](const ReuseEntry& r) { return r.table == table_name; });
+    if (d.HasTable(table_name) || declared) {
+      family = d.family;
+      break;
+    }
+  }
+  std::vector<TableSource> sources;
+  auto add = [&](SourceKind kind, const VersionDir& d, const std::string& reason) {
+    for (const auto& f : d.tables.at(table_name)) {
+      if (std::any_of(sources.begin(), sources.end(), [&](const TableSource& s) { return s.file == f; })) continue;
+      TableSource s;
+      s.kind = kind;
+      s.version = d.version;
+      s.backend = d.backend;
+      s.file = f;
+      s.reason = reason;
+      sources.push_back(std::move(s));
+    }
+  };
+  if (!family.empty()) {
+    const VersionDir* primary = tree_->Find(system_, family, backend_, version_);
+    if (primary && primary->HasTable(table_name)) add(SourceKind::kPrimary, *primary, "");
+    if (family != "comm") {
+      if (primary) {
+        bool declares = std::any_of(primary->reuse.begin(), primary->reuse.end(),
+                                    [&](const ReuseEntry& r) { return r.table == table_name; });
+        if (declares && !primary->reuse_error.empty()) throw ConfigError(primary->reuse_error);
+        for (const auto& r : primary->reuse) {
+          if (r.table != table_name) continue;
+          const VersionDir* donor = tree_->Find(system_, family, backend_, r.from_version);
+          if (!donor || !donor->HasTable(table_name))
+            throw ConfigError(r.file + ": reuse of table '" + table_name + "' from version '" + r.from_version +
+                              "', but " + system_ + "/" + family + "/" + backend_ + "/" + r.from_version + " has no " +
+                              table_name + " file");
+          add(SourceKind::kReuse, *donor,
+              r.reason + (r.approved_by.empty() ? "" : " (approved by " + r.approved_by + ")"));
+        }
+      }
+      auto versions = tree_->Versions(system_, family, backend_);
+      for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
+        const VersionDir& d = **it;
+        if (VersionDirLess(d.version, version_) && d.HasTable(table_name)) add(SourceKind::kOlderSibling, d, "");
+      }
+    }
+  }
+  if (sources.empty() && table_name == "nccl_perf") {
+    // NCCL is system-wide: <system>/comm/nccl/<version>.
+    auto versions = tree_->Versions(system_, "comm", "nccl");
+    const VersionDir* pick = nullptr;
+    for (const VersionDir* d : versions) {
+      if (!d->HasTable("nccl_perf")) continue;
+      if (options_.nccl_version.empty() || d->version == options_.nccl_version) pick = d;
+    }
+    if (pick) {
+      family = "comm";
+      add(SourceKind::kPrimary, *pick, "");
+    }
+  }
+  if (sources.empty()) {
+    std::string where = system_ + "/" + backend_ + "/" + version_;
+    auto names = TableNames();
+    std::string msg = "no table '" + table_name + "' for " + where;
+    if (!family.empty()) {
+      std::vector<std::string> have;
+      for (const VersionDir* d : tree_->Versions(system_, family, backend_))
+        if (d->HasTable(table_name)) have.push_back(d->version);
+      msg += " (family '" + family + "' has it only at versions: " + (have.empty() ? "none" : Join(have)) +
+             (family == "comm" ? "; comm tables are never taken from other versions" : "") + ")";
+    }
+    msg += "; tables that exist for backend '" + backend_ + "': " + (names.empty() ? "none" : Join(names));
+    throw MissingDataError(msg);
+  }
+
+  auto out = std::make_unique<LoadedTable>();
+  out->name = table_name;
+  out->family = family;
+  std::vector<servecast::Table> loaded;
+  for (auto& s : sources) {
+    loaded.push_back(LoadTableFile(s.file));
+    s.rows_read = loaded.back().num_rows();
+  }
+  // Columns: the first source's, in its order, plus absent optional key columns;
+  // a column that is int in one source and double in another becomes double.
+  std::vector<ColumnSpec> cols = loaded.front().columns();
+  for (const auto& [name, value] : OptionalKeyDefaults(table_name))
+    if (!loaded.front().FindColumn(name)) cols.push_back({name, TypeOf(value)});
+  // A non-key column some source lacks (AIC's optional `power`) reads as NaN there
+  // (an integer column becomes a double column) or as empty text.
+  std::vector<std::string> key_columns = KeyColumns(table_name, servecast::Table(cols));
+  auto is_key = [&](const std::string& name) {
+    return std::find(key_columns.begin(), key_columns.end(), name) != key_columns.end();
+  };
+  std::map<std::string, Value> fill;  // per non-key column absent somewhere: its fill value
+  for (auto& c : cols) {
+    bool absent = false;
+    for (const auto& t : loaded) {
+      auto i = t.FindColumn(c.name);
+      if (!i) absent = true;
+      if (i && t.columns()[*i].type == ValueType::kDouble && c.type == ValueType::kInt64) c.type = ValueType::kDouble;
+    }
+    if (absent && !is_key(c.name)) {
+      if (c.type == ValueType::kInt64) c.type = ValueType::kDouble;
+      fill[c.name] = c.type == ValueType::kString ? Value(std::string()) : Value(std::nan(""));
+    }
+  }
+  out->key_columns = key_columns;
+  // Pass 1: which rows of each source supply a new key (first source, first row wins).
+  std::unordered_map<std::string, std::size_t> seen;  // key -> source that supplied it
+  std::vector<std::vector<std::size_t>> keep(loaded.size());
+  std::size_t total_rows = 0;
+  for (const auto& t : loaded) total_rows += t.num_rows();
+  seen.reserve(total_rows);
+  std::string key;
+  for (std::size_t si = 0; si < loaded.size(); ++si) {
+    const servecast::Table& t = loaded[si];
+    std::vector<ColumnRef> key_refs;
+    for (const auto& k : out->key_columns) key_refs.push_back(Resolve(table_name, t, k, sources[si].file));
+    for (std::size_t r = 0; r < t.num_rows(); ++r) {
+      key.clear();
+      for (const auto& k : key_refs) {
+        // Numbers as their double bytes (an int 32 and a double 32.0 are one key).
+        bool is_string =
+            k.index ? t.columns()[*k.index].type == ValueType::kString : TypeOf(k.fallback) == ValueType::kString;
+        if (is_string) {
+          key += k.index ? t.GetString(r, *k.index) : std::get<std::string>(k.fallback);
+          key += '\x1f';
+        } else {
+          double d = k.index ? t.GetDouble(r, *k.index) : AsDouble(k.fallback);
+          key.append(reinterpret_cast<const char*>(&d), sizeof d);
+        }
+      }
+      auto [it, inserted] = seen.emplace(key, si);
+      if (!inserted) {
+        ++(it->second == si ? out->duplicate_rows_dropped : out->shadowed_rows);
+        continue;
+      }
+      keep[si].push_back(r);
+    }
+  }
+  // Pass 2: copy the kept rows. The first source is copied column-wise when its
+  // columns are the merged ones.
+  servecast::Table merged(cols);
+  std::size_t first_source = 0;
+  if (loaded.front().columns() == cols) {
+    if (keep.front().size() == loaded.front().num_rows())
+      merged = std::move(loaded.front());  // every row kept: no copy
+    else
+      merged = loaded.front().Select(keep.front());
+    out->row_source.assign(keep.front().size(), 0);
+    sources.front().rows_used = keep.front().size();
+    first_source = 1;
+  }
+  for (std::size_t si = first_source; si < loaded.size(); ++si) {
+    const servecast::Table& t = loaded[si];
+    std::vector<ColumnRef> refs;
+    for (const auto& c : cols) {
+      auto f = fill.find(c.name);
+      if (f != fill.end() && !t.FindColumn(c.name))
+        refs.push_back({std::nullopt, f->second});
+      else
+        refs.push_back(Resolve(table_name, t, c.name, sources[si].file));
+    }
+    for (std::size_t r : keep[si]) {
+      std::vector<Value> row;
+      row.reserve(refs.size());
+      for (const auto& ref : refs) row.push_back(ref.index ? t.Get(r, *ref.index) : ref.fallback);
+      merged.AppendRow(std::move(row));
+      out->row_source.push_back(static_cast<std::uint16_t>(si));
+    }
+    sources[si].rows_used = keep[si].size();
+  }
+  out->table = std::move(merged);
+  out->sources = std::move(sources);
+  return out;
+}
+
+std::vector<InventoryDir> Inventory(const DataTree& tree, bool count_rows) {
+  std::vector<InventoryDir> out;
+  for (const auto& d : tree.dirs()) {
+    InventoryDir inv;
+    inv.system = d.system;
+    inv.family = d.family;
+    inv.backend = d.backend;
+    inv.version = d.version;
+    inv.marker_only = d.marker_only();
+    inv.has_reuse_yaml = d.has_reuse_yaml;
+    inv.has_collection_meta = d.has_collection_meta;
+    inv.reuse = d.reuse;
+    for (const auto& [name, files] : d.tables) {
+      InventoryTable t;
+      t.name = name;
+      t.files = files;
+      if (count_rows) {
+        try {
+          std::int64_t rows = 0;
+          for (const auto& f : files) rows += static_cast<std::int64_t>(LoadTableFile(f).num_rows());
+          t.rows = rows;
+        } catch (const Error& e) {
+          t.error = e.what();
+        }
+      }
+      inv.tables.push_back(std::move(t));
+    }
+    out.push_back(std::move(inv));
+  }
+  return out;
+}
+
+}  // namespace servecast::perfdb

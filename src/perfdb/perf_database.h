@@ -1,0 +1,125 @@
+#pragma once
+
+// The perf database of one (system, backend, version): resolves each table from
+// its sources and loads it lazily (docs/perfdb.md, "Loading rules").
+//
+// Sources of one table, in priority order (first source containing a key wins):
+//   1. primary: <system>/<family>/<backend>/<version>/<table>.{parquet,csv}
+//   2. donors declared in that directory's reuse.yaml, in file order
+//   3. same-backend sibling versions strictly older than <version>, nearest first
+// The `comm` family takes only its primary source (never reuse, never siblings).
+// `nccl_perf` is system-wide: when the backend has none at <version>, it comes
+// from <system>/comm/nccl/<newest version> (or Options::nccl_version).
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/table.h"
+#include "perfdb/discovery.h"
+
+namespace servecast::perfdb {
+
+// A table (or a system, backend, version) that is not in the data. The message
+// names what was asked for and what exists.
+class MissingDataError : public Error {
+ public:
+  explicit MissingDataError(const std::string& message) : Error(message) {}
+};
+
+// Identity (key) columns of a table, resolved by name. Known tables have fixed
+// lists; any other table's key is every column that is neither metadata
+// (framework, version, device, kernel_source) nor a metric (latency*, power*,
+// energy*, samples, rsd, timing, l2, clock*, throttled).
+std::vector<std::string> KeyColumns(const std::string& table_name, const Table& table);
+// Key columns that may be absent from a file, with the value they take then.
+// (window_size of the attention tables -> 0).
+const std::map<std::string, Value>& OptionalKeyDefaults(const std::string& table_name);
+
+enum class SourceKind { kPrimary, kReuse, kOlderSibling };
+const char* SourceKindName(SourceKind k);  // "primary", "reuse", "older"
+
+struct TableSource {
+  SourceKind kind = SourceKind::kPrimary;
+  std::string version;  // the version directory it lives in
+  std::string backend;
+  std::string file;
+  std::string reason;         // reuse: reason and approver from reuse.yaml
+  std::size_t rows_read = 0;  // rows in the file
+  std::size_t rows_used = 0;  // rows that supplied a new key
+};
+
+struct LoadedTable {
+  std::string name;
+  std::string family;
+  Table table;                             // merged rows, first source's column order
+  std::vector<std::string> key_columns;    // identity columns, resolved by name
+  std::vector<TableSource> sources;        // priority order; each was read
+  std::vector<std::uint16_t> row_source;   // per row: index into `sources`
+  std::size_t shadowed_rows = 0;           // rows whose key an earlier source supplied
+  std::size_t duplicate_rows_dropped = 0;  // rows repeating a key of an earlier row of the same source
+};
+
+struct OpenOptions {
+  std::string nccl_version;  // empty: newest <system>/comm/nccl/<version>
+};
+
+class PerfDatabase {
+ public:
+  // Scans `roots` and selects (system, backend, version). An empty version means
+  // the newest version of the backend on that system that has table files.
+  // Throws MissingDataError naming what exists when the system, backend or
+  // version is not present.
+  static PerfDatabase Open(std::vector<std::string> roots, std::string system, std::string backend,
+                           std::string version = "", OpenOptions options = {});
+
+  const std::string& system() const { return system_; }
+  const std::string& backend() const { return backend_; }
+  const std::string& version() const { return version_; }
+  const DataTree& tree() const { return *tree_; }
+
+  // Names of the tables this database can resolve (over all families).
+  std::vector<std::string> TableNames() const;
+  // Loads the table on first use and caches it; thread-safe. Throws
+  // MissingDataError (naming the tables that exist) when no source has it, and
+  // DataError / ConfigError for unreadable files.
+  const LoadedTable& Table(const std::string& table_name) const;
+
+ private:
+  struct Cache {
+    std::mutex mu;
+    std::map<std::string, std::unique_ptr<LoadedTable>> tables;
+  };
+  std::unique_ptr<LoadedTable> Load(const std::string& table_name) const;
+
+  std::shared_ptr<const DataTree> tree_;
+  std::string system_, backend_, version_;
+  OpenOptions options_;
+  std::shared_ptr<Cache> cache_;
+};
+
+// What the data roots hold, for `servecast db inspect`.
+struct InventoryTable {
+  std::string name;
+  std::vector<std::string> files;
+  std::int64_t rows = -1;  // summed over files; -1 when a file could not be read
+  std::string error;       // why the rows are unknown
+};
+struct InventoryDir {
+  std::string system, family, backend, version;
+  bool marker_only = false;
+  bool has_reuse_yaml = false;
+  bool has_collection_meta = false;
+  std::vector<ReuseEntry> reuse;
+  std::vector<InventoryTable> tables;
+};
+// Every version directory under the roots (loads each table file to count rows;
+// `count_rows = false` skips that).
+std::vector<InventoryDir> Inventory(const DataTree& tree, bool count_rows = true);
+
+}  // namespace servecast::perfdb
