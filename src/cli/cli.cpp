@@ -18,6 +18,9 @@
 #include "core/build_info.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/parquet.h"
+#include "perfdb/discovery.h"
+#include "perfdb/perf_database.h"
 
 namespace servecast::cli {
 namespace {
@@ -109,7 +112,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   collect_cmd->add_option("--gpus", gpus, "worker slots, one per device index (cpu backend: one worker per listed core)");
   collect_cmd->add_option("--timeout-s", co.timeout_s, "per-case time limit in seconds (default: the op's own)");
   collect_cmd->add_flag("--measure-power", co.measure_power, "add power columns: mean board power over >= 1 s of replays and the enforced limit (cuda backend; NVML)");
-  collect_cmd->add_option("--format", co.format, "table format: csv")->capture_default_str();
+  collect_cmd->add_option("--format", co.format, "table format: csv (diffable; what the repository commits) or parquet (zstd; what AIC ships)")->capture_default_str();
   collect_cmd->add_option("--shard", shard, "I/N: collect the deterministic I-th of N slices of the plan (0-based)");
   collect_cmd->add_flag("--include-unverified", co.plan.include_unverified, "also run ops marked unverified");
   collect_cmd->add_option("--timing-budget-s", co.timing_budget_s, "timed seconds per case before the stop rule gives up on 1% spread")->capture_default_str();
@@ -133,6 +136,22 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   auto* fin_cmd = app.add_subcommand("finalize", "merge the journals of run dirs (e.g. the shards of one plan) into perf tables");
   fin_cmd->add_option("--run-dir", fin_dirs, "run dir; repeat for each shard")->required();
   fin_cmd->add_option("--out", fin_out, "data root")->capture_default_str();
+  std::string fin_format = "csv";
+  fin_cmd->add_option("--format", fin_format, "table format: csv or parquet")->capture_default_str();
+
+  // db: the perf database
+  auto* db_cmd = app.add_subcommand("db", "inspect and convert perf-data trees and tables");
+  db_cmd->require_subcommand(1);
+  std::vector<std::string> inspect_roots;
+  bool inspect_json = false;
+  auto* inspect_cmd = db_cmd->add_subcommand("inspect", "list systems, families, backends, versions and tables with row counts");
+  inspect_cmd->add_option("roots", inspect_roots, "data roots (e.g. systems/data); several are merged, the first wins")->required();
+  inspect_cmd->add_flag("--json", inspect_json, "print one JSON document");
+  std::string convert_in, convert_out, convert_codec = "zstd";
+  auto* convert_cmd = db_cmd->add_subcommand("convert", "convert one table between CSV and Parquet (by file extension)");
+  convert_cmd->add_option("in", convert_in, "input table (.csv or .parquet)")->required();
+  convert_cmd->add_option("out", convert_out, "output table (.csv or .parquet)")->required();
+  convert_cmd->add_option("--codec", convert_codec, "Parquet codec: zstd, snappy or none")->capture_default_str();
 
   // worker (internal)
   collect::WorkerOptions wo;
@@ -193,8 +212,58 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
       ch.systems_dir = systems_dir.empty() ? FindResource("systems", exe) : systems_dir;
       return collect::Check(ch);
     }
+    if (*inspect_cmd) {
+      auto tree = perfdb::DataTree::Scan(inspect_roots);
+      auto dirs = perfdb::Inventory(tree, true);
+      collect::Json doc = collect::Json::array();
+      for (const auto& d : dirs) {
+        collect::Json tables = collect::Json::array();
+        for (const auto& t : d.tables)
+          tables.push_back({{"table", t.name}, {"files", t.files}, {"rows", t.rows}, {"error", t.error}});
+        collect::Json reuse = collect::Json::array();
+        for (const auto& r : d.reuse) reuse.push_back({{"table", r.table}, {"from_version", r.from_version}});
+        doc.push_back({{"system", d.system}, {"family", d.family}, {"backend", d.backend}, {"version", d.version},
+                       {"marker_only", d.marker_only}, {"collection_meta", d.has_collection_meta},
+                       {"reuse", reuse}, {"tables", tables}});
+      }
+      if (inspect_json) {
+        std::printf("%s\n", collect::Json{{"dirs", doc}, {"problems", tree.problems()}}.dump(2).c_str());
+      } else {
+        for (const auto& d : dirs) {
+          std::printf("%s/%s/%s/%s%s%s\n", d.system.c_str(), d.family.c_str(), d.backend.c_str(), d.version.c_str(),
+                      d.marker_only ? "  (marker only)" : "", d.reuse.empty() ? "" : "  (reuse.yaml)");
+          for (const auto& r : d.reuse)
+            std::printf("    reuses %s from %s\n", r.table.c_str(), r.from_version.c_str());
+          for (const auto& t : d.tables) {
+            if (t.rows >= 0) std::printf("    %-34s %10lld rows\n", t.name.c_str(), static_cast<long long>(t.rows));
+            else std::printf("    %-34s  unreadable: %s\n", t.name.c_str(), t.error.c_str());
+          }
+        }
+        for (const auto& p : tree.problems()) std::printf("problem: %s\n", p.c_str());
+      }
+      return 0;
+    }
+    if (*convert_cmd) {
+      Table t = perfdb::LoadTableFile(convert_in);
+      auto ext = fs::path(convert_out).extension().string();
+      if (ext == ".csv") {
+        t.WriteCsv(convert_out);
+      } else if (ext == ".parquet") {
+        ParquetWriteOptions o;
+        if (convert_codec == "zstd") o.codec = ParquetWriteOptions::Codec::kZstd;
+        else if (convert_codec == "snappy") o.codec = ParquetWriteOptions::Codec::kSnappy;
+        else if (convert_codec == "none") o.codec = ParquetWriteOptions::Codec::kUncompressed;
+        else throw UsageError("--codec '" + convert_codec + "'; expected zstd, snappy or none");
+        WriteParquet(t, convert_out, o);
+      } else {
+        throw UsageError("db convert: output '" + convert_out + "' must end in .csv or .parquet");
+      }
+      std::printf("%s: %zu rows, %zu columns -> %s\n", convert_in.c_str(), t.num_rows(), t.num_columns(),
+                  convert_out.c_str());
+      return 0;
+    }
     if (*fin_cmd) {
-      auto res = collect::Finalize(fin_dirs, fin_out);
+      auto res = collect::Finalize(fin_dirs, fin_out, fin_format);
       for (const auto& [t, o] : res.tables)
         std::printf("%s: %zu rows -> %s [%s, %zu of %zu planned keys missing]\n", t.c_str(), o.rows_after,
                     o.path.c_str(), o.status.c_str(), o.missing, o.planned);

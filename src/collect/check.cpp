@@ -12,6 +12,7 @@
 #include "collect/table_spec.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/table_file.h"
 #include "core/yaml_util.h"
 #include "system/system_spec.h"
 
@@ -42,17 +43,18 @@ Params RowKey(const Table& t, std::size_t r, const std::vector<std::size_t>& col
 
 std::string KeyText(const Params& p) { return p.Canonical(); }
 
-// Finds the table to compare against: a CSV file, or <dir>/**/<table>.csv.
+// Finds the table to compare against: one table file, or <dir>/**/<table>.{csv,parquet}.
 std::string FindAgainst(const std::string& against, const std::string& table) {
   if (fs::is_regular_file(against)) return against;
   if (!fs::is_directory(against)) return "";
   for (const auto& e : fs::recursive_directory_iterator(against))
-    if (e.is_regular_file() && e.path().filename() == table + ".csv") return e.path().string();
+    if (e.is_regular_file() && (e.path().filename() == table + ".csv" || e.path().filename() == table + ".parquet"))
+      return e.path().string();
   return "";
 }
 
 Json CompareAgainst(const Table& ours, const TableSpec& spec, const std::string& path) {
-  Table theirs = Table::ReadCsv(path);
+  Table theirs = ReadTableFile(path);
   // Shared key columns: the spec's keys both tables have (AIC tables lack some of ours, e.g. op_name may differ).
   std::vector<std::string> keys;
   for (const auto& c : spec.key_columns)
@@ -102,7 +104,7 @@ void CheckVersionDir(const std::string& dir, const CheckOptions& opt, const Plan
   }
   // Every CSV table in the folder must be listed in the provenance.
   for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() != ".csv") continue;
+    if (!IsTableFile(e.path().string())) continue;
     std::string stem = e.path().stem().string();
     if (!tables[stem]) {
       rep.hard_failures++;
@@ -116,7 +118,8 @@ void CheckVersionDir(const std::string& dir, const CheckOptions& opt, const Plan
     Json tj{{"table", name}, {"dir", dir}};
     Json errors = Json::array(), warnings = Json::array();
     const TableSpec* spec = FindTableSpec(name);
-    std::string path = dir + "/" + tmeta.OptionalString("file", name + ".csv");
+    std::string fallback = PathExists(dir + "/" + name + ".parquet") ? name + ".parquet" : name + ".csv";
+    std::string path = dir + "/" + tmeta.OptionalString("file", fallback);
     tj["path"] = path;
     if (!spec) errors.push_back("unknown table '" + name + "'");
     else if (!PathExists(path)) errors.push_back("table file is missing");
@@ -128,7 +131,7 @@ void CheckVersionDir(const std::string& dir, const CheckOptions& opt, const Plan
     }
     Table t;
     try {
-      t = Table::ReadCsv(path);
+      t = ReadTableFile(path);
     } catch (const Error& e) {
       errors.push_back(std::string("does not parse: ") + e.what());
     }
@@ -239,7 +242,7 @@ void CheckVersionDir(const std::string& dir, const CheckOptions& opt, const Plan
         std::string other = FindAgainst(opt.against, name);
         // A single file is compared only with the table whose key columns it has.
         if (!other.empty() && fs::is_regular_file(opt.against)) {
-          Table header = Table::ReadCsv(other);
+          Table header = ReadTableFile(other);
           for (const auto& c : spec->key_columns)
             if (!header.FindColumn(c.name)) other.clear();
         }
@@ -267,7 +270,7 @@ int Check(const CheckOptions& opt) {
   Report rep;
   // Tables without any provenance beside them are data nobody can vouch for.
   for (const auto& e : fs::recursive_directory_iterator(opt.data_dir)) {
-    if (!e.is_regular_file() || e.path().extension() != ".csv") continue;
+    if (!e.is_regular_file() || !IsTableFile(e.path().string())) continue;
     if (!fs::exists(e.path().parent_path() / "collection_meta.yaml")) {
       rep.hard_failures++;
       rep.tables.push_back(Json{{"path", e.path().string()}, {"errors", Json::array({"no collection_meta.yaml beside it"})}});

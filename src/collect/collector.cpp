@@ -17,6 +17,7 @@
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "core/table_file.h"
 #include "system/system_spec.h"
 
 namespace servecast::collect {
@@ -74,16 +75,20 @@ void CheckExistingSchemas(const Registry& registry, const Plan& plan, const std:
   for (const auto& op : plan.ops) tables.insert(registry.FindOp(plan.backend, op)->table().name);
   for (const auto& t : tables) {
     const TableSpec* spec = FindTableSpec(t);
-    std::string path = data_dir_of_version + "/" + system + "/" + spec->family + "/" + rt.backend + "/" + rt.version +
-                       "/" + t + ".csv";
-    if (!PathExists(path)) continue;
-    std::ifstream in(path);
-    std::string header;
-    std::getline(in, header);
-    bool has_power = header.find(",power,") != std::string::npos || header.ends_with(",power_limit");
-    if (has_power != opt.measure_power)
-      throw UsageError(path + " was collected " + (has_power ? "with" : "without") +
-                       " --measure-power; collect into it with the same setting, or use another --out");
+    std::string stem = data_dir_of_version + "/" + system + "/" + spec->family + "/" + rt.backend + "/" + rt.version +
+                       "/" + t;
+    for (const char* ext : {".csv", ".parquet"}) {
+      std::string path = stem + ext;
+      if (!PathExists(path)) continue;
+      if (std::string(ext) != "." + opt.format)
+        throw UsageError(path + " holds this table in another format; collect with --format " +
+                         std::string(ext + 1) + ", or convert it with `servecast db convert`");
+      Table existing = ReadTableFile(path);
+      bool has_power = existing.FindColumn("power").has_value();
+      if (has_power != opt.measure_power)
+        throw UsageError(path + " was collected " + (has_power ? "with" : "without") +
+                         " --measure-power; collect into it with the same setting, or use another --out");
+    }
   }
 }
 
@@ -97,8 +102,8 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
     throw UsageError("unknown backend '" + opt.plan.backend + "'; expected one of: " + have);
   }
   if (opt.retry_failed && !opt.resume) throw UsageError("--retry-failed needs --resume");
-  if (opt.format != "csv")
-    throw UsageError("--format " + opt.format + ": this build writes csv only (Parquet arrives with the perf database)");
+  if (opt.format != "csv" && opt.format != "parquet")
+    throw UsageError("--format " + opt.format + "; expected csv or parquet");
 
   if (opt.measure_power && opt.plan.backend == "cpu")
     throw UsageError("--measure-power: the cpu backend has no power sensor to read; collect without it");
@@ -218,7 +223,7 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
   WriteSummaryFiles(run_dir, header, plan, summary, extra);
   std::printf("%s", FormatSummary(plan, summary).c_str());
 
-  FinalizeResult fin = Finalize({run_dir}, opt.out_root);
+  FinalizeResult fin = Finalize({run_dir}, opt.out_root, opt.format);
   for (const auto& [t, o] : fin.tables)
     std::printf("%s: %zu rows (+%zu from this run) -> %s [%s, %zu of %zu planned keys missing]\n", t.c_str(),
                 o.rows_after, o.rows_added, o.path.c_str(), o.status.c_str(), o.missing, o.planned);

@@ -8,6 +8,7 @@
 #include "core/build_info.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/table_file.h"
 #include "core/log.h"
 #include "core/yaml_util.h"
 
@@ -28,7 +29,7 @@ int CompareValues(const Value& a, const Value& b) {
 // Reads an existing table and conforms it to the expected columns (types by
 // spec); a different column set is an error naming both.
 Table LoadExisting(const std::string& path, const std::vector<ColumnSpec>& cols) {
-  Table raw = Table::ReadCsv(path, cols);
+  Table raw = ReadTableFile(path, cols);
   std::vector<std::string> have, want;
   for (const auto& c : raw.columns()) have.push_back(c.name);
   for (const auto& c : cols) want.push_back(c.name);
@@ -129,7 +130,9 @@ PlanFile ReadPlanFile(const std::string& path) {
   return pf;
 }
 
-FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::string& out_root) {
+FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::string& out_root,
+                        const std::string& format) {
+  if (format != "csv" && format != "parquet") throw UsageError("format '" + format + "'; expected csv or parquet");
   if (run_dirs.empty()) throw UsageError("finalize needs at least one run dir");
   FinalizeResult result;
   JournalHeader header;
@@ -194,7 +197,11 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
     const TableSpec* spec = FindTableSpec(table_name);
     std::string dir = out_root + "/" + header.system + "/" + spec->family + "/" + header.backend + "/" + header.version;
     result.data_dir = out_root + "/" + header.system;
-    std::string path = dir + "/" + table_name + ".csv";
+    std::string path = dir + "/" + table_name + "." + format;
+    std::string other = dir + "/" + table_name + (format == "csv" ? ".parquet" : ".csv");
+    if (PathExists(other))
+      throw UsageError(other + " already holds this table; collect with --format " +
+                       (format == "csv" ? "parquet" : "csv") + " or convert it with `servecast db convert`");
     std::vector<ColumnSpec> cols = spec->AllColumns(with_power);
     Table merged(cols);
     std::map<std::string, std::vector<Value>> by_key;
@@ -245,7 +252,7 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
       result.tables[table_name] = outcome;
       continue;
     }
-    merged.WriteCsv(path);
+    WriteTableFile(merged, path);
     result.tables[table_name] = outcome;
 
     // collection_meta.yaml beside the tables: merge this table's entry.
@@ -261,7 +268,7 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
     meta["sm"] = header.sm;
     meta["system"] = header.system;
     YAML::Node t = meta["tables"][table_name];
-    t["file"] = table_name + ".csv";
+    t["file"] = table_name + "." + format;
     t["collected_at"] = UtcNow();
     t["collector_commit"] = std::string(BuildCommit());
     t["plan_hash"] = "sha256:" + header.plan_hash;

@@ -51,6 +51,9 @@ struct FinalizeResult {
 // shards of one plan: they must agree on backend, library stack, device, system
 // and plan hash. Throws Error when they do not, or when a table's columns differ
 // from this run's (e.g. power measured in one and not the other).
-FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::string& out_root);
+// `format` is "csv" or "parquet"; a table already stored in the other format in
+// the target folder is refused (one format per table).
+FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::string& out_root,
+                        const std::string& format = "csv");
 
 }  // namespace servecast::collect

@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "core/error.h"
-#include "core/parquet.h"
+#include "core/table_file.h"
 #include "core/yaml_util.h"
 
 namespace servecast::perfdb {
@@ -229,10 +229,6 @@ std::vector<std::string> DataTree::BackendVersions(const std::string& system, co
   return out;
 }
 
-Table LoadTableFile(const std::string& path) {
-  if (EndsWith(path, ".csv")) return Table::ReadCsv(path);
-  if (EndsWith(path, ".parquet")) return ReadParquet(path);
-  throw DataError(path + ": unknown table file type; expected .csv or .parquet");
-}
+Table LoadTableFile(const std::string& path) { return ReadTableFile(path); }
 
 }  // namespace servecast::perfdb
