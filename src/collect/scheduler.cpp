@@ -29,9 +29,16 @@ struct Slot {
   std::string buffer;
   std::deque<std::size_t> inflight;  // case indices, in the order sent
   Clock::time_point head_started;
+  Clock::time_point spawned;
+  bool ready = false;        // the worker reported that its device is set up
   int restarts = 0;
+  int startup_failures = 0;  // in a row; a slot whose worker cannot start is retired
   bool retired = false;
 };
+
+// A worker that has not reported ready after this long is stuck in start-up.
+constexpr double kStartupTimeoutS = 180;
+constexpr int kMaxStartupFailures = 3;
 
 void CloseFd(int& fd) {
   if (fd >= 0) ::close(fd);
@@ -70,6 +77,8 @@ void Spawn(Slot& s, const SchedulerOptions& opt, const std::string& backend) {
   s.from_worker = out_pipe[0];
   s.buffer.clear();
   s.inflight.clear();
+  s.ready = false;
+  s.spawned = Clock::now();
 }
 
 bool SendCase(Slot& s, const Case& c) {
@@ -144,6 +153,22 @@ std::size_t RunCases(const Registry& registry, const std::string& backend, const
     s.pid = -1;
     double elapsed = std::chrono::duration<double>(Clock::now() - s.head_started).count();
     bool clean_restart = WIFEXITED(status) && WEXITSTATUS(status) == kWorkerExitRestart;
+    if (!s.ready) {
+      // Died (or hung) before its device was set up: no case ran, none is charged.
+      for (auto it = s.inflight.rbegin(); it != s.inflight.rend(); ++it) pending.push_front(*it);
+      s.inflight.clear();
+      ++s.startup_failures;
+      log::Error("worker for device " + std::to_string(s.device) + " failed to start (" +
+                 (timed_out ? std::string("no ready report within ") + std::to_string(static_cast<int>(kStartupTimeoutS)) + " s"
+                            : DescribeExit(status)) +
+                 "); its stderr is in the run's collector.log");
+      if (s.startup_failures >= kMaxStartupFailures) {
+        s.retired = true;
+        log::Error("worker slot for device " + std::to_string(s.device) + " retired after " +
+                   std::to_string(kMaxStartupFailures) + " failed starts in a row");
+      }
+      return;
+    }
     if (!s.inflight.empty()) {
       std::size_t head = s.inflight.front();
       s.inflight.pop_front();
@@ -187,6 +212,7 @@ std::size_t RunCases(const Registry& registry, const std::string& backend, const
   };
 
   bool stopping = false;
+  bool ever_ready = false;
   for (;;) {
     if (!stopping && stop && stop()) stopping = true;
     bool any_inflight = false;
@@ -208,6 +234,9 @@ std::size_t RunCases(const Registry& registry, const std::string& backend, const
         s.inflight.push_back(idx);
       }
     }
+    if (!any_alive && !pending.empty() && !any_inflight && !ever_ready)
+      throw StartupError("no worker could start on any of the " + std::to_string(slots.size()) +
+                         " device(s); see the run's collector.log for their errors");
     if (!any_alive && !pending.empty() && !any_inflight) {
       // Every slot retired: the rest can never run.
       for (std::size_t idx : pending)
@@ -227,7 +256,7 @@ std::size_t RunCases(const Registry& registry, const std::string& backend, const
       if (s.pid < 0) continue;
       fds.push_back(pollfd{s.from_worker, POLLIN, 0});
       owners.push_back(&s);
-      if (!s.inflight.empty()) {
+      if (!s.inflight.empty() && s.ready) {
         double left = timeout_of(s.inflight.front()) - std::chrono::duration<double>(now - s.head_started).count();
         wait_s = std::min(wait_s, std::max(0.0, left));
       }
@@ -246,6 +275,20 @@ std::size_t RunCases(const Registry& registry, const std::string& backend, const
         while ((nl = s.buffer.find('\n')) != std::string::npos) {
           std::string line = s.buffer.substr(0, nl);
           s.buffer.erase(0, nl + 1);
+          if (!s.ready) {
+            try {
+              if (Json::parse(line).value("ready", false)) {
+                s.ready = true;
+                s.startup_failures = 0;
+                ever_ready = true;
+                s.head_started = Clock::now();
+                continue;
+              }
+            } catch (const std::exception&) {
+            }
+            log::Error("worker for device " + std::to_string(s.device) + " wrote before reporting ready: " + line);
+            continue;
+          }
           if (s.inflight.empty()) continue;
           std::size_t idx = s.inflight.front();
           try {
@@ -276,7 +319,14 @@ std::size_t RunCases(const Registry& registry, const std::string& backend, const
     // Per-case timeouts.
     now = Clock::now();
     for (auto& s : slots) {
-      if (s.pid < 0 || s.inflight.empty()) continue;
+      if (s.pid >= 0 && !s.ready && std::chrono::duration<double>(now - s.spawned).count() >= kStartupTimeoutS) {
+        ::kill(s.pid, SIGKILL);
+        int status = 0;
+        ::waitpid(s.pid, &status, 0);
+        bury(s, status, true);
+        continue;
+      }
+      if (s.pid < 0 || s.inflight.empty() || !s.ready) continue;
       double ran = std::chrono::duration<double>(now - s.head_started).count();
       if (ran >= timeout_of(s.inflight.front())) {
         ::kill(s.pid, SIGKILL);

@@ -78,6 +78,9 @@ int RunWorker(const Registry& registry, const WorkerOptions& opt) {
     std::cerr << "worker " << opt.device << ": cannot start: " << e.what() << "\n";
     return 3;
   }
+  // Tell the parent the worker is up: time before this (CUDA context creation,
+  // library handles) is start-up, not charged to any case.
+  Emit(Json{{"ready", true}, {"pid", static_cast<long long>(::getpid())}});
   RunContext ctx;
   ctx.device = opt.device;
   ctx.runtime = &rt;

@@ -94,5 +94,25 @@ TEST(FaultsE2E, SystemicGroupsAreFlagged) {
   fs::remove_all(dir);
 }
 
+TEST(FaultsE2E, WorkersThatCannotStartAreNotChargedToCases) {
+  // The test backend "broken" throws in every worker's device set-up.
+  std::string dir = MakeTempDir("sc_nostart_");
+  std::string cases = dir + "/cases";
+  WriteText(cases + "/base_ops/trivial.yaml",
+            "op: trivial\nsweeps:\n  - backends: [broken]\n    axes:\n      i: [0, 1, 2]\n");
+  auto r = RunProcess({kTestBin, "collect", "--backend", "broken", "--cases", cases, "--systems", kSystems, "--out",
+                       dir + "/data", "--run-dir", dir + "/run"});
+  EXPECT_EQ(r.exit_code, 3) << Describe(r);
+  EXPECT_NE(r.err.find("no worker could start"), std::string::npos) << r.err;
+  // Nothing was recorded against a case: the journal holds only its header.
+  std::string journal = ReadText(dir + "/run/journal.jsonl");
+  EXPECT_EQ(std::count(journal.begin(), journal.end(), '\n'), 1) << journal;
+  std::string log = ReadText(dir + "/run/collector.log");
+  EXPECT_NE(log.find("failed to start"), std::string::npos) << log;
+  EXPECT_NE(log.find("cannot be initialized"), std::string::npos) << log;  // the worker's own stderr
+  EXPECT_NE(log.find("retired after 3 failed starts"), std::string::npos) << log;
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace servecast::testing

@@ -12,6 +12,7 @@
 
 #include "backends/cpu/cpu_timer.h"
 #include "collect/case.h"
+#include "core/error.h"
 
 namespace servecast::testing {
 namespace {
@@ -109,11 +110,32 @@ class TrivialOp : public collect::Op {
   }
 };
 
+// A backend whose workers can never set up their device (a dead GPU, say).
+class BrokenBackend : public collect::Backend {
+ public:
+  std::string name() const override { return "broken"; }
+  collect::RuntimeInfo DetectRuntime() const override {
+    collect::RuntimeInfo rt;
+    rt.backend = "broken";
+    rt.version = "none1.0";
+    rt.device_name = "unusable device";
+    rt.arch = "none";
+    return rt;
+  }
+  std::vector<int> DefaultDevices() const override { return {0, 1}; }
+  std::string DefaultSystem(const collect::RuntimeInfo&) const override { return "cpu_host"; }
+  void InitWorker(int device) const override {
+    throw Error("device " + std::to_string(device) + " cannot be initialized (test backend)");
+  }
+};
+
 }  // namespace
 
 void RegisterTestOps(collect::Registry& registry) {
   registry.AddOp("cpu", std::make_unique<FaultOp>());
   registry.AddOp("cpu", std::make_unique<TrivialOp>());
+  registry.AddBackend(std::make_unique<BrokenBackend>());
+  registry.AddOp("broken", std::make_unique<TrivialOp>());
 }
 
 }  // namespace servecast::testing

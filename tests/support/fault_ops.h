@@ -9,6 +9,7 @@ namespace servecast::testing {
 //           segv, abort, hang, throw, oom, incorrect misbehave as named.
 //   trivial (table trivial_perf, key i): a real but tiny measurement, for
 //           orchestration throughput benchmarks.
+// And a backend "broken" (op trivial) whose workers always fail to start.
 void RegisterTestOps(collect::Registry& registry);
 
 }  // namespace servecast::testing
