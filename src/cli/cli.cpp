@@ -19,8 +19,12 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/parquet.h"
+#include "system/system_spec.h"
 #include "perfdb/discovery.h"
+#include "perfdb/attention.h"
+#include "perfdb/gemm.h"
 #include "perfdb/perf_database.h"
+#include "perfdb/sol.h"
 
 namespace servecast::cli {
 namespace {
@@ -153,6 +157,33 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   convert_cmd->add_option("out", convert_out, "output table (.csv or .parquet)")->required();
   convert_cmd->add_option("--codec", convert_codec, "Parquet codec: zstd, snappy or none")->capture_default_str();
 
+  struct DbQuery {
+    std::vector<std::string> roots;
+    std::string system, backend, version, op, quant = "bfloat16", attn_dtype = "bfloat16", kv_dtype = "bfloat16";
+    std::int64_t m = 1, n = 0, k = 0, batch = 1, seq = 0, heads = 0, kv_heads = 0, head_dim = 128, window = 0;
+    bool json = false;
+  } dq;
+  auto* query_cmd = db_cmd->add_subcommand("query", "latency of one op at one shape: measured, interpolated or extrapolated");
+  query_cmd->add_option("--systems-path", dq.roots, "data roots (repeat; the first wins a key)")->required();
+  query_cmd->add_option("--system", dq.system, "system, e.g. h200_sxm (also names systems/<system>.yaml for SOL)")->required();
+  query_cmd->add_option("--backend", dq.backend, "data backend: cuda, cpu (servecast) or trtllm, vllm, sglang (AIC)")->required();
+  query_cmd->add_option("--version", dq.version, "data version (default: the newest with tables)");
+  query_cmd->add_option("--op", dq.op, "gemm, context_attention or generation_attention")->required();
+  query_cmd->add_option("--quant", dq.quant, "gemm: bfloat16, fp8, fp8_block, fp8_static, ...")->capture_default_str();
+  query_cmd->add_option("--m", dq.m, "gemm: tokens");
+  query_cmd->add_option("--n", dq.n, "gemm: output features");
+  query_cmd->add_option("--k", dq.k, "gemm: input features");
+  query_cmd->add_option("--batch", dq.batch, "attention: sequences")->capture_default_str();
+  query_cmd->add_option("--seq", dq.seq, "attention: prefill length (context) or cached + new tokens (generation)");
+  query_cmd->add_option("--heads", dq.heads, "attention: query heads per GPU");
+  query_cmd->add_option("--kv-heads", dq.kv_heads, "attention: KV heads per GPU (default: = heads)");
+  query_cmd->add_option("--head-dim", dq.head_dim, "attention: head dimension")->capture_default_str();
+  query_cmd->add_option("--window", dq.window, "attention: sliding window, 0 = full")->capture_default_str();
+  query_cmd->add_option("--attn-dtype", dq.attn_dtype, "context attention math: bfloat16 or fp8")->capture_default_str();
+  query_cmd->add_option("--kv-dtype", dq.kv_dtype, "attention KV cache: bfloat16 or fp8")->capture_default_str();
+  query_cmd->add_flag("--json", dq.json, "print one JSON document");
+  query_cmd->add_option("--systems", systems_dir, "system spec folder (default: systems/ of the installation)");
+
   // worker (internal)
   collect::WorkerOptions wo;
   auto* worker_cmd = app.add_subcommand("__worker", "");
@@ -243,6 +274,51 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
       }
       return 0;
     }
+    if (*query_cmd) {
+      std::string sys_dir = systems_dir.empty() ? FindResource("systems", exe) : systems_dir;
+      auto sol = std::make_shared<const perfdb::Sol>(systems::LoadSystemByName(sys_dir, dq.system));
+      auto db = perfdb::PerfDatabase::Open(dq.roots, dq.system, dq.backend, dq.version);
+      collect::Json out{{"system", dq.system}, {"backend", dq.backend}, {"version", db.version()}, {"op", dq.op}};
+      double latency = 0, sol_fraction = 0;
+      std::string source;
+      if (dq.op == "gemm") {
+        if (dq.n <= 0 || dq.k <= 0) throw UsageError("db query --op gemm needs --m, --n and --k");
+        perfdb::GemmPerf gemm(db.Table("gemm_perf").table, *sol);
+        auto r = gemm.Query(dq.quant, dq.m, dq.n, dq.k);
+        latency = r.latency_ms;
+        sol_fraction = r.sol_fraction;
+        source = perfdb::GemmSourceName(r.source);
+        out["shape"] = {{"quant", dq.quant}, {"m", dq.m}, {"n", dq.n}, {"k", dq.k}};
+      } else if (dq.op == "context_attention" || dq.op == "generation_attention") {
+        if (dq.seq <= 0 || dq.heads <= 0) throw UsageError("db query --op " + dq.op + " needs --seq and --heads");
+        std::int64_t kv = dq.kv_heads > 0 ? dq.kv_heads : dq.heads;
+        perfdb::Estimate e;
+        if (dq.op == "context_attention") {
+          auto table = perfdb::ContextAttentionTable::FromLoaded(db.Table("context_attention_perf"), sol);
+          e = table.Query({dq.batch, dq.seq, dq.heads, kv, dq.head_dim, dq.window, dq.attn_dtype, dq.kv_dtype});
+        } else {
+          auto table = perfdb::GenerationAttentionTable::FromLoaded(db.Table("generation_attention_perf"), sol);
+          e = table.Query({dq.batch, dq.seq, dq.heads, kv, dq.head_dim, dq.window, dq.kv_dtype});
+        }
+        latency = e.latency_ms;
+        sol_fraction = e.sol_fraction;
+        source = perfdb::EstimateSourceName(e.source);
+        out["shape"] = {{"batch", dq.batch}, {"seq", dq.seq}, {"heads", dq.heads}, {"kv_heads", kv},
+                        {"head_dim", dq.head_dim}, {"window", dq.window}, {"attn_dtype", dq.attn_dtype},
+                        {"kv_dtype", dq.kv_dtype}};
+      } else {
+        throw UsageError("db query --op '" + dq.op + "'; expected gemm, context_attention or generation_attention");
+      }
+      out["latency_ms"] = latency;
+      out["source"] = source;
+      out["sol_fraction"] = sol_fraction;
+      if (dq.json) std::printf("%s\n", out.dump(2).c_str());
+      else
+        std::printf("%s %s: %.6g ms (%s, %.1f%% of speed of light) from %s/%s\n", dq.op.c_str(),
+                    out["shape"].dump().c_str(), latency, source.c_str(), 100 * sol_fraction, dq.backend.c_str(),
+                    db.version().c_str());
+      return 0;
+    }
     if (*convert_cmd) {
       Table t = perfdb::LoadTableFile(convert_in);
       auto ext = fs::path(convert_out).extension().string();
@@ -273,6 +349,9 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
     }
     std::printf("%s", app.help().c_str());
     return 0;
+  } catch (const perfdb::MissingDataError& e) {
+    std::fprintf(stderr, "servecast: no data: %s\n", e.what());
+    return collect::kExitCaseFailures;
   } catch (const UsageError& e) {
     std::fprintf(stderr, "servecast: %s\n", e.what());
     return collect::kExitUsage;

@@ -55,5 +55,33 @@ TEST(PerfdbE2E, ParquetCollectionChecksConvertsAndInspects) {
   fs::remove_all(dir);
 }
 
+TEST(PerfdbE2E, QueryAnswersFromAicTablesWithItsSource) {
+  const std::string root = kSource + "/../shared/reference/aic-parquet";
+  std::vector<std::string> base = {kBin, "db", "query", "--systems-path", root, "--system", "h200_sxm", "--backend",
+                                   "trtllm", "--version", "1.3.0rc20", "--systems", kSystems, "--json"};
+  // A collected point comes back verbatim: AIC's bf16 8192^3 row is 1.3637... ms.
+  auto exact = base;
+  exact.insert(exact.end(), {"--op", "gemm", "--quant", "bfloat16", "--m", "8192", "--n", "8192", "--k", "8192"});
+  auto r = RunProcess(exact);
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["source"], "silicon");
+  EXPECT_NEAR(doc["latency_ms"].get<double>(), 1.3637, 1e-3);
+  EXPECT_GT(doc["sol_fraction"].get<double>(), 0.5);
+  EXPECT_LT(doc["sol_fraction"].get<double>(), 1.0);
+  // Between token counts: interpolated, and between its neighbours.
+  auto mid = base;
+  mid.insert(mid.end(), {"--op", "context_attention", "--batch", "2", "--seq", "3000", "--heads", "32", "--kv-heads", "8"});
+  auto c = RunProcess(mid);
+  ASSERT_EQ(c.exit_code, 0) << Describe(c);
+  EXPECT_EQ(nlohmann::json::parse(c.out)["source"], "interpolated");
+  // Far from every collected site: a miss that says what the data covers.
+  auto far = base;
+  far.insert(far.end(), {"--op", "gemm", "--quant", "bfloat16", "--m", "8", "--n", "100000", "--k", "1"});
+  auto miss = RunProcess(far);
+  EXPECT_EQ(miss.exit_code, 1) << Describe(miss);
+  EXPECT_NE(miss.err.find("nearest sites"), std::string::npos) << miss.err;
+}
+
 }  // namespace
 }  // namespace servecast::testing
