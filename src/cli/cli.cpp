@@ -23,6 +23,10 @@
 #include "perfdb/discovery.h"
 #include "perfdb/attention.h"
 #include "perfdb/gemm.h"
+#include "perfdb/comm.h"
+#include "perfdb/modes.h"
+#include "perfdb/moe.h"
+#include "perfdb/quantize.h"
 #include "perfdb/perf_database.h"
 #include "perfdb/sol.h"
 
@@ -161,6 +165,10 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
     std::vector<std::string> roots;
     std::string system, backend, version, op, quant = "bfloat16", attn_dtype = "bfloat16", kv_dtype = "bfloat16";
     std::int64_t m = 1, n = 0, k = 0, batch = 1, seq = 0, heads = 0, kv_heads = 0, head_dim = 128, window = 0;
+    std::string mode = "silicon";
+    std::int64_t tokens = 1, hidden = 0, inter = 0, topk = 1, experts = 1, moe_tp = 1, moe_ep = 1, gpus = 2;
+    double size = 0;
+    std::string distribution = "uniform", collective = "all_reduce", comm_dtype = "half";
     bool json = false;
   } dq;
   auto* query_cmd = db_cmd->add_subcommand("query", "latency of one op at one shape: measured, interpolated or extrapolated");
@@ -168,7 +176,21 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   query_cmd->add_option("--system", dq.system, "system, e.g. h200_sxm (also names systems/<system>.yaml for SOL)")->required();
   query_cmd->add_option("--backend", dq.backend, "data backend: cuda, cpu (servecast) or trtllm, vllm, sglang (AIC)")->required();
   query_cmd->add_option("--version", dq.version, "data version (default: the newest with tables)");
-  query_cmd->add_option("--op", dq.op, "gemm, context_attention or generation_attention")->required();
+  query_cmd->add_option("--op", dq.op,
+                        "gemm, context_attention, generation_attention (every --database-mode); "
+                        "moe, nccl, custom_allreduce, compute_scale (silicon)")->required();
+  query_cmd->add_option("--tokens", dq.tokens, "moe: tokens")->capture_default_str();
+  query_cmd->add_option("--hidden", dq.hidden, "moe: hidden size");
+  query_cmd->add_option("--inter", dq.inter, "moe: expert intermediate size");
+  query_cmd->add_option("--topk", dq.topk, "moe: experts per token")->capture_default_str();
+  query_cmd->add_option("--experts", dq.experts, "moe: experts")->capture_default_str();
+  query_cmd->add_option("--moe-tp", dq.moe_tp, "moe: tensor parallel")->capture_default_str();
+  query_cmd->add_option("--moe-ep", dq.moe_ep, "moe: expert parallel")->capture_default_str();
+  query_cmd->add_option("--distribution", dq.distribution, "moe: uniform, power_law_1.01, power_law_1.2")->capture_default_str();
+  query_cmd->add_option("--collective", dq.collective, "nccl: all_reduce, all_gather, reduce_scatter, alltoall")->capture_default_str();
+  query_cmd->add_option("--gpus", dq.gpus, "nccl / custom_allreduce: GPUs (tp)")->capture_default_str();
+  query_cmd->add_option("--size", dq.size, "nccl / custom_allreduce: message size in elements");
+  query_cmd->add_option("--comm-dtype", dq.comm_dtype, "nccl / custom_allreduce: half, int8, fp8")->capture_default_str();
   query_cmd->add_option("--quant", dq.quant, "gemm: bfloat16, fp8, fp8_block, fp8_static, ...")->capture_default_str();
   query_cmd->add_option("--m", dq.m, "gemm: tokens");
   query_cmd->add_option("--n", dq.n, "gemm: output features");
@@ -182,6 +204,9 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   query_cmd->add_option("--attn-dtype", dq.attn_dtype, "context attention math: bfloat16 or fp8")->capture_default_str();
   query_cmd->add_option("--kv-dtype", dq.kv_dtype, "attention KV cache: bfloat16 or fp8")->capture_default_str();
   query_cmd->add_flag("--json", dq.json, "print one JSON document");
+  query_cmd->add_option("--database-mode", dq.mode,
+                        "silicon (tables only; a miss is an error), hybrid (tables, then util-empirical), "
+                        "empirical (util-empirical), sol (rooflines)")->capture_default_str();
   query_cmd->add_option("--systems", systems_dir, "system spec folder (default: systems/ of the installation)");
 
   // worker (internal)
@@ -279,36 +304,77 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
       auto sol = std::make_shared<const perfdb::Sol>(systems::LoadSystemByName(sys_dir, dq.system));
       auto db = perfdb::PerfDatabase::Open(dq.roots, dq.system, dq.backend, dq.version);
       collect::Json out{{"system", dq.system}, {"backend", dq.backend}, {"version", db.version()}, {"op", dq.op}};
-      double latency = 0, sol_fraction = 0;
-      std::string source;
+      perfdb::DatabaseMode mode = perfdb::ParseDatabaseMode(dq.mode);
+      bool need_tables = mode != perfdb::DatabaseMode::kSol;
+      std::optional<perfdb::GemmPerf> gemm;
+      std::optional<perfdb::ContextAttentionTable> ctx;
+      std::optional<perfdb::GenerationAttentionTable> gen;
+      perfdb::OpEstimate est;
       if (dq.op == "gemm") {
         if (dq.n <= 0 || dq.k <= 0) throw UsageError("db query --op gemm needs --m, --n and --k");
-        perfdb::GemmPerf gemm(db.Table("gemm_perf").table, *sol);
-        auto r = gemm.Query(dq.quant, dq.m, dq.n, dq.k);
-        latency = r.latency_ms;
-        sol_fraction = r.sol_fraction;
-        source = perfdb::GemmSourceName(r.source);
+        if (need_tables) gemm.emplace(db.Table("gemm_perf").table, *sol);
+        perfdb::OpEstimator e(*sol, mode, gemm ? &*gemm : nullptr, nullptr, nullptr);
+        est = e.Gemm(dq.quant, dq.m, dq.n, dq.k);
         out["shape"] = {{"quant", dq.quant}, {"m", dq.m}, {"n", dq.n}, {"k", dq.k}};
       } else if (dq.op == "context_attention" || dq.op == "generation_attention") {
         if (dq.seq <= 0 || dq.heads <= 0) throw UsageError("db query --op " + dq.op + " needs --seq and --heads");
         std::int64_t kv = dq.kv_heads > 0 ? dq.kv_heads : dq.heads;
-        perfdb::Estimate e;
         if (dq.op == "context_attention") {
-          auto table = perfdb::ContextAttentionTable::FromLoaded(db.Table("context_attention_perf"), sol);
-          e = table.Query({dq.batch, dq.seq, dq.heads, kv, dq.head_dim, dq.window, dq.attn_dtype, dq.kv_dtype});
+          if (need_tables) ctx.emplace(perfdb::ContextAttentionTable::FromLoaded(db.Table("context_attention_perf"), sol));
+          perfdb::OpEstimator e(*sol, mode, nullptr, ctx ? &*ctx : nullptr, nullptr);
+          est = e.ContextAttention({dq.batch, dq.seq, dq.heads, kv, dq.head_dim, dq.window, dq.attn_dtype, dq.kv_dtype});
+          out["shape"] = {{"batch", dq.batch}, {"seq", dq.seq}, {"heads", dq.heads}, {"kv_heads", kv},
+                          {"head_dim", dq.head_dim}, {"window", dq.window}, {"attn_dtype", dq.attn_dtype},
+                          {"kv_dtype", dq.kv_dtype}};
         } else {
-          auto table = perfdb::GenerationAttentionTable::FromLoaded(db.Table("generation_attention_perf"), sol);
-          e = table.Query({dq.batch, dq.seq, dq.heads, kv, dq.head_dim, dq.window, dq.kv_dtype});
+          if (need_tables)
+            gen.emplace(perfdb::GenerationAttentionTable::FromLoaded(db.Table("generation_attention_perf"), sol));
+          perfdb::OpEstimator e(*sol, mode, nullptr, nullptr, gen ? &*gen : nullptr);
+          est = e.GenerationAttention({dq.batch, dq.seq, dq.heads, kv, dq.head_dim, dq.window, dq.kv_dtype});
+          out["shape"] = {{"batch", dq.batch}, {"seq", dq.seq}, {"heads", dq.heads}, {"kv_heads", kv},
+                          {"head_dim", dq.head_dim}, {"window", dq.window}, {"kv_dtype", dq.kv_dtype}};
         }
-        latency = e.latency_ms;
-        sol_fraction = e.sol_fraction;
-        source = perfdb::EstimateSourceName(e.source);
-        out["shape"] = {{"batch", dq.batch}, {"seq", dq.seq}, {"heads", dq.heads}, {"kv_heads", kv},
-                        {"head_dim", dq.head_dim}, {"window", dq.window}, {"attn_dtype", dq.attn_dtype},
-                        {"kv_dtype", dq.kv_dtype}};
+      } else if (dq.op == "moe" || dq.op == "nccl" || dq.op == "custom_allreduce" || dq.op == "compute_scale") {
+        if (mode != perfdb::DatabaseMode::kSilicon)
+          throw UsageError("db query --op " + dq.op + ": only --database-mode silicon covers this op so far");
+        perfdb::Estimate e;
+        if (dq.op == "moe") {
+          if (dq.hidden <= 0 || dq.inter <= 0) throw UsageError("db query --op moe needs --hidden and --inter");
+          auto t = perfdb::MoeTable::FromLoaded(db.Table("moe_perf"), sol);
+          e = t.Query({dq.tokens, dq.hidden, dq.inter, dq.topk, dq.experts, dq.moe_tp, dq.moe_ep, dq.quant, dq.distribution});
+          out["shape"] = {{"tokens", dq.tokens}, {"hidden", dq.hidden}, {"inter", dq.inter}, {"topk", dq.topk},
+                          {"experts", dq.experts}, {"moe_tp", dq.moe_tp}, {"moe_ep", dq.moe_ep}, {"quant", dq.quant},
+                          {"distribution", dq.distribution}};
+        } else if (dq.op == "nccl") {
+          if (dq.size <= 0) throw UsageError("db query --op nccl needs --size");
+          auto t = perfdb::NcclTable::FromLoaded(db.Table("nccl_perf"), sol);
+          e = t.Query({dq.collective, dq.comm_dtype, dq.gpus, dq.size});
+          out["shape"] = {{"collective", dq.collective}, {"gpus", dq.gpus}, {"size", dq.size}, {"dtype", dq.comm_dtype}};
+        } else if (dq.op == "custom_allreduce") {
+          if (dq.size <= 0) throw UsageError("db query --op custom_allreduce needs --size");
+          auto t = perfdb::CustomAllReduceTable::FromLoaded(db.Table("custom_allreduce_perf"), sol);
+          e = t.Query({dq.gpus, dq.size, dq.comm_dtype});
+          out["shape"] = {{"tp", dq.gpus}, {"size", dq.size}, {"dtype", dq.comm_dtype}};
+        } else {
+          if (dq.k <= 0) throw UsageError("db query --op compute_scale needs --m and --k");
+          auto t = perfdb::ComputeScaleTable::FromLoaded(db.Table("computescale_perf"), sol);
+          e = t.Query({dq.m, dq.k, "fp8"});
+          out["shape"] = {{"m", dq.m}, {"k", dq.k}, {"quant_dtype", "fp8"}};
+        }
+        est.latency_ms = e.latency_ms;
+        est.source = perfdb::EstimateSourceName(e.source);
+        est.sol_fraction = e.sol_fraction;
+        est.sol_ms = e.sol_fraction * e.latency_ms;
       } else {
-        throw UsageError("db query --op '" + dq.op + "'; expected gemm, context_attention or generation_attention");
+        throw UsageError("db query --op '" + dq.op +
+                         "'; expected gemm, context_attention, generation_attention, moe, nccl, custom_allreduce or "
+                         "compute_scale");
       }
+      double latency = est.latency_ms, sol_fraction = est.sol_fraction;
+      std::string source = est.source;
+      out["database_mode"] = dq.mode;
+      out["sol_ms"] = est.sol_ms;
+      if (!est.detail.empty()) out["detail"] = est.detail;
       out["latency_ms"] = latency;
       out["source"] = source;
       out["sol_fraction"] = sol_fraction;

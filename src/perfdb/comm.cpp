@@ -1,0 +1,140 @@
+#include "perfdb/comm.h"
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <utility>
+
+#include "core/error.h"
+#include "core/value.h"
+
+namespace servecast::perfdb {
+namespace {
+
+std::string SliceName(const std::string& table, const CommSliceKey& key) {
+  return table + "{" + key.ToString() + "}";
+}
+
+std::string SizeQuery(double message_size) {
+  return "{message_size=" + FormatDouble(message_size) + "}";
+}
+
+using SolFactory = std::function<AxisCurve::SolFn(const CommSliceKey&)>;
+
+std::map<CommSliceKey, CommSlice> BuildSlices(const Table& t, const std::string& name, std::size_t dtype_col,
+                                              std::optional<std::size_t> op_col, const SolFactory& make_sol) {
+  const std::size_t gpus = t.ColumnIndex("num_gpus"), size = t.ColumnIndex("message_size"),
+                    latency = t.ColumnIndex("latency");
+  const std::optional<std::size_t> power = t.FindColumn("power");
+  std::map<CommSliceKey, std::vector<GridPoint>> points;
+  for (std::size_t r = 0; r < t.num_rows(); ++r) {
+    CommSliceKey key{CanonicalCommDtype(t.GetString(r, dtype_col)),
+                     op_col ? t.GetString(r, *op_col) : std::string("all_reduce"), t.GetInt(r, gpus)};
+    GridPoint p;
+    p.coords = {t.GetDouble(r, size)};
+    p.latency_ms = t.GetDouble(r, latency);
+    if (power) p.power_w = t.GetDouble(r, *power);
+    points[key].push_back(std::move(p));
+  }
+  std::map<CommSliceKey, CommSlice> slices;
+  for (auto& [key, pts] : points) {
+    std::stable_sort(pts.begin(), pts.end(),
+                     [](const GridPoint& a, const GridPoint& b) { return a.coords[0] < b.coords[0]; });
+    pts.erase(std::unique(pts.begin(), pts.end(),
+                          [](const GridPoint& a, const GridPoint& b) { return a.coords[0] == b.coords[0]; }),
+              pts.end());
+    AxisCurve::SolFn fn = make_sol(key);
+    AxisCurve curve(SliceName(name, key), "message_size", pts, fn);
+    slices.emplace(key, CommSlice{std::move(pts), std::move(fn), std::move(curve)});
+  }
+  return slices;
+}
+
+}  // namespace
+
+std::string CanonicalCommDtype(const std::string& dtype) {
+  if (dtype == "half" || dtype == "float16" || dtype == "bfloat16") return "half";
+  return dtype;
+}
+
+std::string CommSliceKey::ToString() const {
+  return "dtype=" + dtype + ", op=" + op + ", num_gpus=" + std::to_string(num_gpus);
+}
+
+const CommSlice& CommTable::Find(const CommSliceKey& key, double message_size) const {
+  if (key.num_gpus < 2) {
+    throw ConfigError(name_ + "{" + key.ToString() + "}: a collective needs at least 2 GPUs");
+  }
+  const auto it = slices_.find(key);
+  if (it != slices_.end()) return it->second;
+  std::string counts;
+  std::int64_t max_gpus = 0;
+  for (const auto& [k, s] : slices_) {
+    if (k.dtype != key.dtype || k.op != key.op) continue;
+    counts += (counts.empty() ? "" : ", ") + std::to_string(k.num_gpus);
+    max_gpus = std::max(max_gpus, k.num_gpus);
+  }
+  if (max_gpus > 0 && key.num_gpus > max_gpus) {
+    throw CommGpusBeyondDataError(SliceName(name_, key), SizeQuery(message_size),
+                                  "num_gpus collected for dtype=" + key.dtype + ", op=" + key.op + ": " + counts,
+                                  max_gpus);
+  }
+  std::string covered;
+  if (max_gpus > 0) {
+    covered = "num_gpus collected for dtype=" + key.dtype + ", op=" + key.op + ": " + counts;
+  } else {
+    covered = "slices:";
+    for (const auto& [k, s] : slices_) covered += " {" + k.ToString() + "}";
+    if (slices_.empty()) covered += " none";
+  }
+  throw InterpolationMissError(SliceName(name_, key), SizeQuery(message_size), "no slice with this key", covered);
+}
+
+// ---------------------------------------------------------------- nccl
+
+NcclTable::NcclTable(const Table& table, std::shared_ptr<const Sol> sol, const std::string& name) {
+  name_ = name;
+  sol_ = std::move(sol);
+  std::shared_ptr<const Sol> s = sol_;
+  slices_ = BuildSlices(table, name_, table.ColumnIndex("nccl_dtype"), table.ColumnIndex("op_name"),
+                        [s](const CommSliceKey& key) -> AxisCurve::SolFn {
+                          return [s, key](double size) {
+                            return s->NcclMs(key.op, size, static_cast<int>(key.num_gpus), key.dtype);
+                          };
+                        });
+}
+
+double NcclTable::SolMs(const NcclQuery& q) const {
+  return sol_->NcclMs(q.op, q.message_size, static_cast<int>(q.num_gpus), q.dtype);
+}
+
+Estimate NcclTable::Query(const NcclQuery& q) const {
+  const CommSliceKey key{CanonicalCommDtype(q.dtype), q.op, q.num_gpus};
+  return Find(key, q.message_size).curve.Query(q.message_size);
+}
+
+// ---------------------------------------------------------------- custom all-reduce
+
+CustomAllReduceTable::CustomAllReduceTable(const Table& table, std::shared_ptr<const Sol> sol,
+                                           const std::string& name) {
+  name_ = name;
+  sol_ = std::move(sol);
+  std::shared_ptr<const Sol> s = sol_;
+  slices_ = BuildSlices(table, name_, table.ColumnIndex("allreduce_dtype"), std::nullopt,
+                        [s](const CommSliceKey& key) -> AxisCurve::SolFn {
+                          return [s, key](double size) {
+                            return s->CustomAllReduceMs(size, static_cast<int>(key.num_gpus), key.dtype);
+                          };
+                        });
+}
+
+double CustomAllReduceTable::SolMs(const CustomAllReduceQuery& q) const {
+  return sol_->CustomAllReduceMs(q.message_size, static_cast<int>(q.tp), q.dtype);
+}
+
+Estimate CustomAllReduceTable::Query(const CustomAllReduceQuery& q) const {
+  const CommSliceKey key{CanonicalCommDtype(q.dtype), "all_reduce", q.tp};
+  return Find(key, q.message_size).curve.Query(q.message_size);
+}
+
+}  // namespace servecast::perfdb

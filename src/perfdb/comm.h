@@ -1,0 +1,112 @@
+#pragma once
+
+// Collective tables as 1-D curves over message_size (elements) (AIC §1.3,
+// docs/perfdb_curves.md):
+//   nccl_perf:              key (dtype, op, num_gpus), column nccl_dtype;
+//   custom_allreduce_perf:  key (dtype, tp = num_gpus), column allreduce_dtype.
+// Inside the sweep: raw lerp (AxisCurve). Beyond it: the util of the boundary
+// point held with the linear proxy SOL (Sol::NcclMs / Sol::CustomAllReduceMs,
+// both proportional to the message size).
+// 16-bit dtype names ("half", "float16", "bfloat16") are one key, stored as "half".
+// A GPU count above the largest collected for the (dtype, op) is a
+// CommGpusBeyondDataError naming the counts that exist; borrowing the boundary
+// slice (comm fan-out) is the database-modes layer's decision, not this one's.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/table.h"
+#include "perfdb/grid.h"
+#include "perfdb/perf_database.h"
+#include "perfdb/sol.h"
+
+namespace servecast::perfdb {
+
+// "half" for the 16-bit names, else the name unchanged.
+std::string CanonicalCommDtype(const std::string& dtype);
+
+struct CommSliceKey {
+  std::string dtype;  // canonical
+  std::string op;     // all_reduce, all_gather, reduce_scatter, alltoall
+  std::int64_t num_gpus = 0;
+  auto operator<=>(const CommSliceKey&) const = default;
+  std::string ToString() const;  // "dtype=half, op=all_reduce, num_gpus=8"
+};
+
+// One curve over message_size.
+struct CommSlice {
+  std::vector<GridPoint> points;  // sorted by message_size, first row per size
+  AxisCurve::SolFn sol;           // proxy SOL (ms) at a message size
+  AxisCurve curve;
+};
+
+// The GPU count is above every count collected for this (dtype, op).
+class CommGpusBeyondDataError : public InterpolationMissError {
+ public:
+  CommGpusBeyondDataError(const std::string& slice, const std::string& query, const std::string& covered,
+                          std::int64_t max_collected_gpus)
+      : InterpolationMissError(slice, query, "num_gpus above the largest collected", covered),
+        max_collected_gpus_(max_collected_gpus) {}
+  std::int64_t max_collected_gpus() const { return max_collected_gpus_; }
+
+ private:
+  std::int64_t max_collected_gpus_;
+};
+
+struct NcclQuery {
+  std::string op = "all_reduce";
+  std::string dtype = "half";
+  std::int64_t num_gpus = 2;
+  double message_size = 0;  // elements
+};
+
+struct CustomAllReduceQuery {
+  std::int64_t tp = 2;
+  double message_size = 0;  // elements
+  std::string dtype = "half";
+};
+
+// Shared by both tables: slices keyed (dtype, op, num_gpus) and the query rules.
+class CommTable {
+ public:
+  const std::map<CommSliceKey, CommSlice>& slices() const { return slices_; }
+  const std::string& name() const { return name_; }
+
+ protected:
+  CommTable() = default;
+  // Throws ConfigError for num_gpus < 2, CommGpusBeyondDataError or
+  // InterpolationMissError when no slice has the key.
+  const CommSlice& Find(const CommSliceKey& key, double message_size) const;
+  std::string name_;
+  std::shared_ptr<const Sol> sol_;
+  std::map<CommSliceKey, CommSlice> slices_;
+};
+
+class NcclTable : public CommTable {
+ public:
+  // Columns by name: nccl_dtype, op_name, num_gpus, message_size, latency; optional power.
+  NcclTable(const Table& table, std::shared_ptr<const Sol> sol, const std::string& name = "nccl_perf");
+  static NcclTable FromLoaded(const LoadedTable& loaded, std::shared_ptr<const Sol> sol) {
+    return NcclTable(loaded.table, std::move(sol), loaded.name);
+  }
+  Estimate Query(const NcclQuery& q) const;
+  double SolMs(const NcclQuery& q) const;
+};
+
+class CustomAllReduceTable : public CommTable {
+ public:
+  // Columns by name: allreduce_dtype, num_gpus, message_size, latency; optional
+  // power. Every row is an all_reduce (key op "all_reduce").
+  CustomAllReduceTable(const Table& table, std::shared_ptr<const Sol> sol,
+                       const std::string& name = "custom_allreduce_perf");
+  static CustomAllReduceTable FromLoaded(const LoadedTable& loaded, std::shared_ptr<const Sol> sol) {
+    return CustomAllReduceTable(loaded.table, std::move(sol), loaded.name);
+  }
+  Estimate Query(const CustomAllReduceQuery& q) const;
+  double SolMs(const CustomAllReduceQuery& q) const;
+};
+
+}  // namespace servecast::perfdb

@@ -1,0 +1,136 @@
+#include "perfdb/empirical.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <utility>
+
+#include "core/error.h"
+
+namespace servecast::perfdb {
+namespace {
+
+double LnAxis(double v) {
+  return std::log(std::max(v, 1e-9));
+}
+
+}  // namespace
+
+EmpiricalNotAvailableError::EmpiricalNotAvailableError(const std::string& slice, const std::string& query,
+                                                       const std::string& reason)
+    : MissingDataError("util-empirical cannot answer " + slice + " at " + query + ": " + reason), slice_(slice) {}
+
+UtilGrid::UtilGrid(std::string name, std::vector<std::string> axis_names, std::vector<UtilSample> samples)
+    : name_(std::move(name)), axis_names_(std::move(axis_names)) {
+  const std::size_t na = axis_names_.size();
+  samples_.reserve(samples.size());
+  for (auto& s : samples) {
+    if (s.coords.size() != na || !std::isfinite(s.util) || s.util <= 0) {
+      ++dropped_;
+      continue;
+    }
+    samples_.push_back(std::move(s));
+  }
+  min_.assign(na, 0);
+  span_.assign(na, 0);
+  for (std::size_t a = 0; a < na && !samples_.empty(); ++a) {
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (const auto& s : samples_) {
+      const double t = LnAxis(s.coords[a]);
+      lo = std::min(lo, t);
+      hi = std::max(hi, t);
+    }
+    min_[a] = lo;
+    span_[a] = hi - lo;
+  }
+  norm_.resize(samples_.size() * na);
+  for (std::size_t i = 0; i < samples_.size(); ++i) {
+    const std::vector<double> n = Normalise(samples_[i].coords);
+    std::copy(n.begin(), n.end(), norm_.begin() + static_cast<std::ptrdiff_t>(i * na));
+  }
+}
+
+std::vector<double> UtilGrid::Normalise(std::span<const double> q) const {
+  if (q.size() != axis_names_.size()) {
+    throw Error(name_ + ": util-empirical query has " + std::to_string(q.size()) + " coordinates; expected " +
+                std::to_string(axis_names_.size()));
+  }
+  std::vector<double> out(q.size(), 0);
+  for (std::size_t a = 0; a < q.size(); ++a) {
+    if (span_[a] <= 0) continue;
+    out[a] = std::clamp((LnAxis(q[a]) - min_[a]) / span_[a], 0.0, 1.0);
+  }
+  return out;
+}
+
+UtilLookup UtilGrid::Lookup(std::span<const double> q) const {
+  if (samples_.empty()) {
+    throw EmpiricalNotAvailableError(name_, FormatQuery(q),
+                                     "the slice has no usable samples (" + std::to_string(dropped_) +
+                                         " dropped); transfers from other slices are not built");
+  }
+  const std::vector<double> x = Normalise(q);
+  const std::size_t na = x.size();
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  double d0 = kInf, d1 = kInf;
+  std::size_t i0 = 0, i1 = 0;
+  for (std::size_t i = 0; i < samples_.size(); ++i) {
+    const double* p = norm_.data() + i * na;
+    double d2 = 0;
+    for (std::size_t a = 0; a < na; ++a) d2 += (p[a] - x[a]) * (p[a] - x[a]);
+    if (d2 < d0) {
+      d1 = d0;
+      i1 = i0;
+      d0 = d2;
+      i0 = i;
+    } else if (d2 < d1) {
+      d1 = d2;
+      i1 = i;
+    }
+  }
+  UtilLookup out;
+  out.nearest[0] = i0;
+  if (d0 == 0 || samples_.size() == 1) {
+    out.exact = d0 == 0;
+    out.used = 1;
+    out.util = samples_[i0].util;
+    return out;
+  }
+  out.nearest[1] = i1;
+  out.used = 2;
+  const double w0 = 1 / std::sqrt(d0), w1 = 1 / std::sqrt(d1);
+  out.util = (w0 * samples_[i0].util + w1 * samples_[i1].util) / (w0 + w1);
+  return out;
+}
+
+std::string UtilGrid::CoveredRange() const {
+  std::ostringstream os;
+  for (std::size_t a = 0; a < axis_names_.size(); ++a) {
+    if (a) os << " x ";
+    os << axis_names_[a];
+    if (!samples_.empty()) {
+      double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+      for (const auto& s : samples_) {
+        lo = std::min(lo, s.coords[a]);
+        hi = std::max(hi, s.coords[a]);
+      }
+      os << " [" << lo << ", " << hi << "]";
+    }
+  }
+  os << ", " << samples_.size() << " samples";
+  return os.str();
+}
+
+std::string UtilGrid::FormatQuery(std::span<const double> q) const {
+  std::ostringstream os;
+  os << "{";
+  for (std::size_t a = 0; a < q.size(); ++a) {
+    if (a) os << ", ";
+    os << (a < axis_names_.size() ? axis_names_[a] : "?") << "=" << q[a];
+  }
+  os << "}";
+  return os.str();
+}
+
+}  // namespace servecast::perfdb
