@@ -81,6 +81,27 @@ TEST(PerfdbE2E, QueryAnswersFromAicTablesWithItsSource) {
   auto miss = RunProcess(far);
   EXPECT_EQ(miss.exit_code, 1) << Describe(miss);
   EXPECT_NE(miss.err.find("nearest sites"), std::string::npos) << miss.err;
+  // The same miss in the other database modes: hybrid and empirical estimate from
+  // the slice's utilization, sol is the roofline.
+  for (const auto& [mode, source] : std::vector<std::pair<std::string, std::string>>{
+           {"hybrid", "empirical"}, {"empirical", "empirical"}, {"sol", "sol"}}) {
+    auto q = far;
+    q.insert(q.end(), {"--database-mode", mode});
+    auto res = RunProcess(q);
+    ASSERT_EQ(res.exit_code, 0) << mode << Describe(res);
+    auto j = nlohmann::json::parse(res.out);
+    EXPECT_EQ(j["source"], source) << mode;
+    EXPECT_GT(j["latency_ms"].get<double>(), 0) << mode;
+    if (mode == "sol") {
+      EXPECT_DOUBLE_EQ(j["sol_fraction"].get<double>(), 1.0);
+    }
+  }
+  // A collective from the system-wide NCCL tables, exactly as measured.
+  auto nccl = base;
+  nccl.insert(nccl.end(), {"--op", "nccl", "--collective", "all_reduce", "--gpus", "8", "--size", "1048576"});
+  auto n = RunProcess(nccl);
+  ASSERT_EQ(n.exit_code, 0) << Describe(n);
+  EXPECT_EQ(nlohmann::json::parse(n.out)["source"], "silicon");
 }
 
 }  // namespace
