@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <climits>
 #include <filesystem>
 #include <iostream>
 
@@ -155,6 +156,12 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   auto* inspect_cmd = db_cmd->add_subcommand("inspect", "list systems, families, backends, versions and tables with row counts");
   inspect_cmd->add_option("roots", inspect_roots, "data roots (e.g. systems/data); several are merged, the first wins")->required();
   inspect_cmd->add_flag("--json", inspect_json, "print one JSON document");
+  std::string slices_system, slices_backend, slices_version;
+  inspect_cmd->add_option("--slices", slices_system,
+                          "SYSTEM: list the key coverage of every table of this system (needs --backend)");
+  inspect_cmd->add_option("--backend", slices_backend, "with --slices: the data backend (cuda, trtllm, ...)");
+  inspect_cmd->add_option("--version", slices_version, "with --slices: the version (default: newest)");
+  inspect_cmd->add_option("--systems", systems_dir, "system spec folder (for --slices)");
   std::string convert_in, convert_out, convert_codec = "zstd";
   auto* convert_cmd = db_cmd->add_subcommand("convert", "convert one table between CSV and Parquet (by file extension)");
   convert_cmd->add_option("in", convert_in, "input table (.csv or .parquet)")->required();
@@ -267,6 +274,78 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
     if (*check_cmd) {
       ch.systems_dir = systems_dir.empty() ? FindResource("systems", exe) : systems_dir;
       return collect::Check(ch);
+    }
+    if (*inspect_cmd && !slices_system.empty()) {
+      if (slices_backend.empty()) throw UsageError("db inspect --slices needs --backend");
+      std::string sys_dir = systems_dir.empty() ? FindResource("systems", exe) : systems_dir;
+      auto sol = std::make_shared<const perfdb::Sol>(systems::LoadSystemByName(sys_dir, slices_system));
+      auto db = perfdb::PerfDatabase::Open(inspect_roots, slices_system, slices_backend, slices_version);
+      auto range = [](const std::vector<perfdb::GridPoint>& pts) {
+        double lo = 1e300, hi = -1e300;
+        for (const auto& p : pts) {
+          lo = std::min(lo, p.coords.back());
+          hi = std::max(hi, p.coords.back());
+        }
+        return FormatDouble(lo) + ".." + FormatDouble(hi);
+      };
+      std::printf("%s / %s / %s\n", slices_system.c_str(), slices_backend.c_str(), db.version().c_str());
+      for (const auto& name : db.TableNames()) {
+        std::printf("%s\n", name.c_str());
+        try {
+          if (name == "gemm_perf") {
+            perfdb::GemmPerf gemm(db.Table(name).table, *sol);
+            for (const auto& dt : gemm.gemm_dtypes()) {
+              const auto& sites = gemm.Slice(dt).sites();
+              std::size_t points = 0;
+              std::int64_t mlo = INT64_MAX, mhi = 0, nlo = INT64_MAX, nhi = 0, klo = INT64_MAX, khi = 0;
+              for (const auto& site : sites) {
+                points += site.m.size();
+                mlo = std::min(mlo, site.m.front());
+                mhi = std::max(mhi, site.m.back());
+                nlo = std::min(nlo, site.n);
+                nhi = std::max(nhi, site.n);
+                klo = std::min(klo, site.k);
+                khi = std::max(khi, site.k);
+              }
+              std::printf("  gemm_dtype=%s: %zu (n, k) sites, %zu points; m %lld..%lld, n %lld..%lld, k %lld..%lld\n",
+                          dt.c_str(), sites.size(), points, (long long)mlo, (long long)mhi, (long long)nlo,
+                          (long long)nhi, (long long)klo, (long long)khi);
+            }
+          } else if (name == "context_attention_perf" || name == "generation_attention_perf") {
+            const auto& loaded = db.Table(name);
+            auto print = [&](const auto& table) {
+              for (const auto& [key, grid] : table.slices())
+                std::printf("  %s: %zu points; %s\n", key.ToString().c_str(), grid.points().size(),
+                            grid.CoveredRange().c_str());
+            };
+            if (name == "context_attention_perf") print(perfdb::ContextAttentionTable::FromLoaded(loaded, sol));
+            else print(perfdb::GenerationAttentionTable::FromLoaded(loaded, sol));
+          } else if (name == "moe_perf") {
+            auto t = perfdb::MoeTable::FromLoaded(db.Table(name), sol);
+            for (const auto& [key, slice] : t.slices())
+              std::printf("  %s: %zu token counts %s\n", key.ToString().c_str(), slice.points.size(),
+                          range(slice.points).c_str());
+          } else if (name == "nccl_perf" || name == "custom_allreduce_perf") {
+            const auto& loaded = db.Table(name);
+            auto print = [&](const auto& table) {
+              for (const auto& [key, slice] : table.slices())
+                std::printf("  %s: %zu sizes %s elements\n", key.ToString().c_str(), slice.points.size(),
+                            range(slice.points).c_str());
+            };
+            if (name == "nccl_perf") print(perfdb::NcclTable::FromLoaded(loaded, sol));
+            else print(perfdb::CustomAllReduceTable::FromLoaded(loaded, sol));
+          } else if (name == "computescale_perf") {
+            auto t = perfdb::ComputeScaleTable::FromLoaded(db.Table(name), sol);
+            for (const auto& [key, grid] : t.slices())
+              std::printf("  %s: %zu points; %s\n", key.c_str(), grid.points().size(), grid.CoveredRange().c_str());
+          } else {
+            std::printf("  %zu rows (no slice model for this table yet)\n", db.Table(name).table.num_rows());
+          }
+        } catch (const Error& e) {
+          std::printf("  cannot slice: %s\n", e.what());
+        }
+      }
+      return 0;
     }
     if (*inspect_cmd) {
       auto tree = perfdb::DataTree::Scan(inspect_roots);

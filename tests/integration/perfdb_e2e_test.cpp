@@ -50,6 +50,12 @@ TEST(PerfdbE2E, ParquetCollectionChecksConvertsAndInspects) {
   EXPECT_EQ(doc["dirs"][0]["tables"][0]["table"], "elementwise_perf");
   EXPECT_EQ(doc["dirs"][0]["tables"][0]["rows"], 4);
 
+  // Key coverage: the elementwise table has no slice model yet, and says so.
+  auto slices = RunProcess({kBin, "db", "inspect", dir + "/pq", "--slices", "cpu_host", "--backend", "cpu", "--systems",
+                            kSystems});
+  ASSERT_EQ(slices.exit_code, 0) << Describe(slices);
+  EXPECT_NE(slices.out.find("elementwise_perf"), std::string::npos) << slices.out;
+
   auto bad = RunProcess({kBin, "db", "convert", dir + "/t.csv", dir + "/t.txt"});
   EXPECT_EQ(bad.exit_code, 2) << Describe(bad);
   fs::remove_all(dir);
@@ -96,6 +102,12 @@ TEST(PerfdbE2E, QueryAnswersFromAicTablesWithItsSource) {
       EXPECT_DOUBLE_EQ(j["sol_fraction"].get<double>(), 1.0);
     }
   }
+  // Key coverage of AIC's GEMM table: three dtypes with their sites and ranges.
+  auto cov = RunProcess({kBin, "db", "inspect", root, "--slices", "h200_sxm", "--backend", "trtllm", "--version",
+                         "1.3.0rc20", "--systems", kSystems});
+  ASSERT_EQ(cov.exit_code, 0) << Describe(cov);
+  EXPECT_NE(cov.out.find("gemm_dtype=fp8_block: "), std::string::npos) << cov.out;
+  EXPECT_NE(cov.out.find("m 1..32768"), std::string::npos) << cov.out;
   // A collective from the system-wide NCCL tables, exactly as measured.
   auto nccl = base;
   nccl.insert(nccl.end(), {"--op", "nccl", "--collective", "all_reduce", "--gpus", "8", "--size", "1048576"});
