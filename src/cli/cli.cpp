@@ -172,7 +172,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
     std::vector<std::string> roots;
     std::string system, backend, version, op, quant = "bfloat16", attn_dtype = "bfloat16", kv_dtype = "bfloat16";
     std::int64_t m = 1, n = 0, k = 0, batch = 1, seq = 0, heads = 0, kv_heads = 0, head_dim = 128, window = 0;
-    std::string mode = "silicon";
+    std::string mode = "silicon", policy = "aggressive";
     std::int64_t tokens = 1, hidden = 0, inter = 0, topk = 1, experts = 1, moe_tp = 1, moe_ep = 1, gpus = 2;
     double size = 0;
     std::string distribution = "uniform", collective = "all_reduce", comm_dtype = "half";
@@ -184,8 +184,12 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   query_cmd->add_option("--backend", dq.backend, "data backend: cuda, cpu (servecast) or trtllm, vllm, sglang (AIC)")->required();
   query_cmd->add_option("--version", dq.version, "data version (default: the newest with tables)");
   query_cmd->add_option("--op", dq.op,
-                        "gemm, context_attention, generation_attention (every --database-mode); "
-                        "moe, nccl, custom_allreduce, compute_scale (silicon)")->required();
+                        "gemm, context_attention, generation_attention, moe (every --database-mode); "
+                        "nccl, custom_allreduce, compute_scale, scale_matrix (silicon)")->required();
+  query_cmd->add_option("--transfer-policy", dq.policy,
+                        "hybrid / empirical: which transfers may lend a utilization when the op's own slice is "
+                        "empty: off, conservative (xshape), balanced (+xquant), aggressive or all (+xprofile)")
+      ->capture_default_str();
   query_cmd->add_option("--tokens", dq.tokens, "moe: tokens")->capture_default_str();
   query_cmd->add_option("--hidden", dq.hidden, "moe: hidden size");
   query_cmd->add_option("--inter", dq.inter, "moe: expert intermediate size");
@@ -381,9 +385,12 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
     if (*query_cmd) {
       std::string sys_dir = systems_dir.empty() ? FindResource("systems", exe) : systems_dir;
       auto sol = std::make_shared<const perfdb::Sol>(systems::LoadSystemByName(sys_dir, dq.system));
-      auto db = perfdb::PerfDatabase::Open(dq.roots, dq.system, dq.backend, dq.version);
+      perfdb::OpenOptions open_options;
+      open_options.shared_layer = dq.mode == "silicon" || dq.mode == "hybrid";
+      auto db = perfdb::PerfDatabase::Open(dq.roots, dq.system, dq.backend, dq.version, open_options);
       collect::Json out{{"system", dq.system}, {"backend", dq.backend}, {"version", db.version()}, {"op", dq.op}};
       perfdb::DatabaseMode mode = perfdb::ParseDatabaseMode(dq.mode);
+      perfdb::TransferPolicy policy = perfdb::ParseTransferPolicy(dq.policy);
       bool need_tables = mode != perfdb::DatabaseMode::kSol;
       std::optional<perfdb::GemmPerf> gemm;
       std::optional<perfdb::ContextAttentionTable> ctx;
@@ -392,7 +399,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
       if (dq.op == "gemm") {
         if (dq.n <= 0 || dq.k <= 0) throw UsageError("db query --op gemm needs --m, --n and --k");
         if (need_tables) gemm.emplace(db.Table("gemm_perf").table, *sol);
-        perfdb::OpEstimator e(*sol, mode, gemm ? &*gemm : nullptr, nullptr, nullptr);
+        perfdb::OpEstimator e(*sol, mode, gemm ? &*gemm : nullptr, nullptr, nullptr, policy);
         est = e.Gemm(dq.quant, dq.m, dq.n, dq.k);
         out["shape"] = {{"quant", dq.quant}, {"m", dq.m}, {"n", dq.n}, {"k", dq.k}};
       } else if (dq.op == "context_attention" || dq.op == "generation_attention") {
@@ -400,7 +407,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
         std::int64_t kv = dq.kv_heads > 0 ? dq.kv_heads : dq.heads;
         if (dq.op == "context_attention") {
           if (need_tables) ctx.emplace(perfdb::ContextAttentionTable::FromLoaded(db.Table("context_attention_perf"), sol));
-          perfdb::OpEstimator e(*sol, mode, nullptr, ctx ? &*ctx : nullptr, nullptr);
+          perfdb::OpEstimator e(*sol, mode, nullptr, ctx ? &*ctx : nullptr, nullptr, policy);
           est = e.ContextAttention({dq.batch, dq.seq, dq.heads, kv, dq.head_dim, dq.window, dq.attn_dtype, dq.kv_dtype});
           out["shape"] = {{"batch", dq.batch}, {"seq", dq.seq}, {"heads", dq.heads}, {"kv_heads", kv},
                           {"head_dim", dq.head_dim}, {"window", dq.window}, {"attn_dtype", dq.attn_dtype},
@@ -408,32 +415,44 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
         } else {
           if (need_tables)
             gen.emplace(perfdb::GenerationAttentionTable::FromLoaded(db.Table("generation_attention_perf"), sol));
-          perfdb::OpEstimator e(*sol, mode, nullptr, nullptr, gen ? &*gen : nullptr);
+          perfdb::OpEstimator e(*sol, mode, nullptr, nullptr, gen ? &*gen : nullptr, policy);
           est = e.GenerationAttention({dq.batch, dq.seq, dq.heads, kv, dq.head_dim, dq.window, dq.kv_dtype});
           out["shape"] = {{"batch", dq.batch}, {"seq", dq.seq}, {"heads", dq.heads}, {"kv_heads", kv},
                           {"head_dim", dq.head_dim}, {"window", dq.window}, {"kv_dtype", dq.kv_dtype}};
         }
-      } else if (dq.op == "moe" || dq.op == "nccl" || dq.op == "custom_allreduce" || dq.op == "compute_scale") {
+      } else if (dq.op == "moe") {
+        if (dq.hidden <= 0 || dq.inter <= 0) throw UsageError("db query --op moe needs --hidden and --inter");
+        std::optional<perfdb::MoeTable> moe;
+        if (need_tables) moe.emplace(perfdb::MoeTable::FromLoaded(db.Table("moe_perf"), sol));
+        perfdb::OpEstimator e(*sol, mode, nullptr, nullptr, nullptr, policy, moe ? &*moe : nullptr);
+        est = e.Moe({dq.tokens, dq.hidden, dq.inter, dq.topk, dq.experts, dq.moe_tp, dq.moe_ep, dq.quant, dq.distribution});
+        out["shape"] = {{"tokens", dq.tokens}, {"hidden", dq.hidden}, {"inter", dq.inter}, {"topk", dq.topk},
+                        {"experts", dq.experts}, {"moe_tp", dq.moe_tp}, {"moe_ep", dq.moe_ep}, {"quant", dq.quant},
+                        {"distribution", dq.distribution}};
+      } else if (dq.op == "nccl" || dq.op == "custom_allreduce" || dq.op == "compute_scale" ||
+                 dq.op == "scale_matrix") {
         if (mode != perfdb::DatabaseMode::kSilicon)
           throw UsageError("db query --op " + dq.op + ": only --database-mode silicon covers this op so far");
         perfdb::Estimate e;
-        if (dq.op == "moe") {
-          if (dq.hidden <= 0 || dq.inter <= 0) throw UsageError("db query --op moe needs --hidden and --inter");
-          auto t = perfdb::MoeTable::FromLoaded(db.Table("moe_perf"), sol);
-          e = t.Query({dq.tokens, dq.hidden, dq.inter, dq.topk, dq.experts, dq.moe_tp, dq.moe_ep, dq.quant, dq.distribution});
-          out["shape"] = {{"tokens", dq.tokens}, {"hidden", dq.hidden}, {"inter", dq.inter}, {"topk", dq.topk},
-                          {"experts", dq.experts}, {"moe_tp", dq.moe_tp}, {"moe_ep", dq.moe_ep}, {"quant", dq.quant},
-                          {"distribution", dq.distribution}};
-        } else if (dq.op == "nccl") {
+        if (dq.op == "nccl") {
           if (dq.size <= 0) throw UsageError("db query --op nccl needs --size");
           auto t = perfdb::NcclTable::FromLoaded(db.Table("nccl_perf"), sol);
-          e = t.Query({dq.collective, dq.comm_dtype, dq.gpus, dq.size});
+          auto ce = t.QueryWithDonor({dq.collective, dq.comm_dtype, dq.gpus, dq.size});
+          if (ce.borrowed_from_gpus) out["borrowed_from_gpus"] = *ce.borrowed_from_gpus;
+          e = ce;
           out["shape"] = {{"collective", dq.collective}, {"gpus", dq.gpus}, {"size", dq.size}, {"dtype", dq.comm_dtype}};
         } else if (dq.op == "custom_allreduce") {
           if (dq.size <= 0) throw UsageError("db query --op custom_allreduce needs --size");
           auto t = perfdb::CustomAllReduceTable::FromLoaded(db.Table("custom_allreduce_perf"), sol);
-          e = t.Query({dq.gpus, dq.size, dq.comm_dtype});
+          auto ce = t.QueryWithDonor({dq.gpus, dq.size, dq.comm_dtype});
+          if (ce.borrowed_from_gpus) out["borrowed_from_gpus"] = *ce.borrowed_from_gpus;
+          e = ce;
           out["shape"] = {{"tp", dq.gpus}, {"size", dq.size}, {"dtype", dq.comm_dtype}};
+        } else if (dq.op == "scale_matrix") {
+          if (dq.k <= 0) throw UsageError("db query --op scale_matrix needs --m and --k");
+          auto t = perfdb::ScaleMatrixTable::FromLoaded(db.Table("scale_matrix_perf"), sol);
+          e = t.Query({dq.m, dq.k, "fp8"});
+          out["shape"] = {{"m", dq.m}, {"k", dq.k}, {"quant_dtype", "fp8"}};
         } else {
           if (dq.k <= 0) throw UsageError("db query --op compute_scale needs --m and --k");
           auto t = perfdb::ComputeScaleTable::FromLoaded(db.Table("computescale_perf"), sol);
@@ -446,12 +465,13 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
         est.sol_ms = e.sol_fraction * e.latency_ms;
       } else {
         throw UsageError("db query --op '" + dq.op +
-                         "'; expected gemm, context_attention, generation_attention, moe, nccl, custom_allreduce or "
-                         "compute_scale");
+                         "'; expected gemm, context_attention, generation_attention, moe, nccl, custom_allreduce, "
+                         "compute_scale or scale_matrix");
       }
       double latency = est.latency_ms, sol_fraction = est.sol_fraction;
       std::string source = est.source;
       out["database_mode"] = dq.mode;
+      out["transfer_policy"] = dq.policy;
       out["sol_ms"] = est.sol_ms;
       if (!est.detail.empty()) out["detail"] = est.detail;
       out["latency_ms"] = latency;

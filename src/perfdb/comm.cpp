@@ -79,15 +79,40 @@ const CommSlice& CommTable::Find(const CommSliceKey& key, double message_size) c
                                   "num_gpus collected for dtype=" + key.dtype + ", op=" + key.op + ": " + counts,
                                   max_gpus);
   }
-  std::string covered;
-  if (max_gpus > 0) {
-    covered = "num_gpus collected for dtype=" + key.dtype + ", op=" + key.op + ": " + counts;
-  } else {
-    covered = "slices:";
+  if (max_gpus == 0) {
+    std::string covered = "no slice for dtype=" + key.dtype + ", op=" + key.op + "; slices:";
     for (const auto& [k, s] : slices_) covered += " {" + k.ToString() + "}";
     if (slices_.empty()) covered += " none";
+    throw CommGpusBeyondDataError(SliceName(name_, key), SizeQuery(message_size), covered, 0);
   }
-  throw InterpolationMissError(SliceName(name_, key), SizeQuery(message_size), "no slice with this key", covered);
+  throw InterpolationMissError(SliceName(name_, key), SizeQuery(message_size), "no slice with this key",
+                               "num_gpus collected for dtype=" + key.dtype + ", op=" + key.op + ": " + counts);
+}
+
+CommEstimate CommTable::Resolve(const CommSliceKey& key, double message_size,
+                                const std::function<double(double, std::int64_t)>& sol_at) const {
+  CommEstimate out;
+  try {
+    static_cast<Estimate&>(out) = Find(key, message_size).curve.Query(message_size);
+    return out;
+  } catch (const CommGpusBeyondDataError& e) {
+    if (e.max_collected_gpus() == 0) throw;  // nothing of this (dtype, op) to borrow
+    CommSliceKey donor = key;
+    donor.num_gpus = e.max_collected_gpus();
+    static_cast<Estimate&>(out) = slices_.at(donor).curve.Query(message_size);
+    const double sol_donor = sol_at(message_size, donor.num_gpus), sol_query = sol_at(message_size, key.num_gpus);
+    if (!(sol_donor > 0)) {
+      throw InterpolationMissError(SliceName(name_, key), SizeQuery(message_size),
+                                   "non-positive SOL at the borrowed boundary slice",
+                                   "boundary num_gpus=" + std::to_string(donor.num_gpus));
+    }
+    // lat = SOL_q / util_b with util_b = SOL_b / lat_b.
+    out.latency_ms *= sol_query / sol_donor;
+    out.sol_fraction = out.latency_ms > 0 ? sol_query / out.latency_ms : 0;
+    out.source = EstimateSource::kExtrapolated;
+    out.borrowed_from_gpus = donor.num_gpus;
+    return out;
+  }
 }
 
 // ---------------------------------------------------------------- nccl
@@ -108,9 +133,11 @@ double NcclTable::SolMs(const NcclQuery& q) const {
   return sol_->NcclMs(q.op, q.message_size, static_cast<int>(q.num_gpus), q.dtype);
 }
 
-Estimate NcclTable::Query(const NcclQuery& q) const {
+CommEstimate NcclTable::QueryWithDonor(const NcclQuery& q) const {
   const CommSliceKey key{CanonicalCommDtype(q.dtype), q.op, q.num_gpus};
-  return Find(key, q.message_size).curve.Query(q.message_size);
+  return Resolve(key, q.message_size, [this, &key](double size, std::int64_t gpus) {
+    return sol_->NcclMs(key.op, size, static_cast<int>(gpus), key.dtype);
+  });
 }
 
 // ---------------------------------------------------------------- custom all-reduce
@@ -132,9 +159,11 @@ double CustomAllReduceTable::SolMs(const CustomAllReduceQuery& q) const {
   return sol_->CustomAllReduceMs(q.message_size, static_cast<int>(q.tp), q.dtype);
 }
 
-Estimate CustomAllReduceTable::Query(const CustomAllReduceQuery& q) const {
+CommEstimate CustomAllReduceTable::QueryWithDonor(const CustomAllReduceQuery& q) const {
   const CommSliceKey key{CanonicalCommDtype(q.dtype), "all_reduce", q.tp};
-  return Find(key, q.message_size).curve.Query(q.message_size);
+  return Resolve(key, q.message_size, [this, &key](double size, std::int64_t tp) {
+    return sol_->CustomAllReduceMs(size, static_cast<int>(tp), key.dtype);
+  });
 }
 
 }  // namespace servecast::perfdb

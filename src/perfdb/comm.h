@@ -8,13 +8,22 @@
 // point held with the linear proxy SOL (Sol::NcclMs / Sol::CustomAllReduceMs,
 // both proportional to the message size).
 // 16-bit dtype names ("half", "float16", "bfloat16") are one key, stored as "half".
-// A GPU count above the largest collected for the (dtype, op) is a
-// CommGpusBeyondDataError naming the counts that exist; borrowing the boundary
-// slice (comm fan-out) is the database-modes layer's decision, not this one's.
+// Comm fan-out (AIC §1.6, always allowed): a GPU count above the largest
+// collected for the (dtype, op) borrows that boundary slice. Its util at the
+// query's message size is held against the proxy SOL at the query's GPU count,
+//   latency = SOL(size, gpus_query) / util_boundary(size)
+//           = latency_boundary(size) * SOL(size, gpus_query) / SOL(size, gpus_boundary),
+// source extrapolated; CommEstimate::borrowed_from_gpus names the donor. The
+// bandwidth change across the node boundary (Sol::P2pBandwidth) enters through
+// the SOL ratio. A (dtype, op) with no slice at all is a CommGpusBeyondDataError
+// (max_collected_gpus 0); a count inside the collected range but not collected
+// is an InterpolationMissError.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +65,11 @@ class CommGpusBeyondDataError : public InterpolationMissError {
   std::int64_t max_collected_gpus_;
 };
 
+// An Estimate plus the donor of a comm fan-out.
+struct CommEstimate : Estimate {
+  std::optional<std::int64_t> borrowed_from_gpus;  // set when a boundary slice was borrowed
+};
+
 struct NcclQuery {
   std::string op = "all_reduce";
   std::string dtype = "half";
@@ -80,6 +94,11 @@ class CommTable {
   // Throws ConfigError for num_gpus < 2, CommGpusBeyondDataError or
   // InterpolationMissError when no slice has the key.
   const CommSlice& Find(const CommSliceKey& key, double message_size) const;
+  // The key's own slice, or the boundary slice borrowed beyond the collected
+  // GPU counts (see the fan-out rule above). `sol_at` is the proxy SOL (ms) of
+  // (size, gpus) for the key's dtype and op.
+  CommEstimate Resolve(const CommSliceKey& key, double message_size,
+                       const std::function<double(double, std::int64_t)>& sol_at) const;
   std::string name_;
   std::shared_ptr<const Sol> sol_;
   std::map<CommSliceKey, CommSlice> slices_;
@@ -92,7 +111,9 @@ class NcclTable : public CommTable {
   static NcclTable FromLoaded(const LoadedTable& loaded, std::shared_ptr<const Sol> sol) {
     return NcclTable(loaded.table, std::move(sol), loaded.name);
   }
-  Estimate Query(const NcclQuery& q) const;
+  Estimate Query(const NcclQuery& q) const { return QueryWithDonor(q); }
+  // As Query, naming the donor GPU count when the boundary slice was borrowed.
+  CommEstimate QueryWithDonor(const NcclQuery& q) const;
   double SolMs(const NcclQuery& q) const;
 };
 
@@ -105,7 +126,9 @@ class CustomAllReduceTable : public CommTable {
   static CustomAllReduceTable FromLoaded(const LoadedTable& loaded, std::shared_ptr<const Sol> sol) {
     return CustomAllReduceTable(loaded.table, std::move(sol), loaded.name);
   }
-  Estimate Query(const CustomAllReduceQuery& q) const;
+  Estimate Query(const CustomAllReduceQuery& q) const { return QueryWithDonor(q); }
+  // As Query, naming the donor tp when the boundary slice was borrowed.
+  CommEstimate QueryWithDonor(const CustomAllReduceQuery& q) const;
   double SolMs(const CustomAllReduceQuery& q) const;
 };
 

@@ -17,6 +17,81 @@ double LnAxis(double v) {
 
 }  // namespace
 
+const char* TransferRungName(TransferRung rung) {
+  switch (rung) {
+    case TransferRung::kXshape:
+      return "xshape";
+    case TransferRung::kXquant:
+      return "xquant";
+    case TransferRung::kXprofile:
+      return "xprofile";
+    case TransferRung::kXop:
+      return "xop";
+  }
+  return "?";
+}
+
+TransferPolicy ParseTransferPolicy(std::string_view name) {
+  if (name == "off") return TransferPolicy::kOff;
+  if (name == "conservative") return TransferPolicy::kConservative;
+  if (name == "balanced") return TransferPolicy::kBalanced;
+  if (name == "aggressive" || name == "all") return TransferPolicy::kAggressive;
+  throw UsageError("unknown transfer policy '" + std::string(name) +
+                   "'; expected one of: off, conservative, balanced, aggressive, all");
+}
+
+const char* TransferPolicyName(TransferPolicy policy) {
+  switch (policy) {
+    case TransferPolicy::kOff:
+      return "off";
+    case TransferPolicy::kConservative:
+      return "conservative";
+    case TransferPolicy::kBalanced:
+      return "balanced";
+    case TransferPolicy::kAggressive:
+      return "aggressive";
+  }
+  return "?";
+}
+
+bool TransferAllows(TransferPolicy policy, TransferRung rung) {
+  int rungs = 0;  // how many rungs of the ladder, from the bottom, the preset allows
+  switch (policy) {
+    case TransferPolicy::kOff:
+      rungs = 0;
+      break;
+    case TransferPolicy::kConservative:
+      rungs = 1;
+      break;
+    case TransferPolicy::kBalanced:
+      rungs = 2;
+      break;
+    case TransferPolicy::kAggressive:
+      rungs = 4;
+      break;
+  }
+  return static_cast<int>(rung) < rungs;
+}
+
+double GemmUtilLevel(std::string_view q) {
+  if (q == "bfloat16" || q == "float16") return 0.70;
+  if (q == "int8_wo") return 0.55;
+  if (q == "int4_wo") return 0.45;
+  if (q == "fp8" || q == "fp8_block" || q == "fp8_static" || q == "fp8_ootb") return 0.45;
+  if (q == "nvfp4") return 0.30;
+  return 0.45;
+}
+
+double MoeUtilLevel(std::string_view q) {
+  if (q == "bfloat16" || q == "float16") return 0.53;
+  if (q == "int8_wo") return 0.45;
+  if (q == "int4_wo" || q == "w4a16_mxfp4" || q == "w4a16_mxfp4_cutlass") return 0.07;
+  if (q == "fp8" || q == "fp8_block") return 0.40;
+  if (q == "w4afp8" || q == "w4a8_mxfp4_mxfp8" || q == "w4a8_mxfp4_mxfp8_trtllm") return 0.15;
+  if (q == "nvfp4") return 0.23;
+  return 0.30;
+}
+
 EmpiricalNotAvailableError::EmpiricalNotAvailableError(const std::string& slice, const std::string& query,
                                                        const std::string& reason)
     : MissingDataError("util-empirical cannot answer " + slice + " at " + query + ": " + reason), slice_(slice) {}
@@ -67,8 +142,7 @@ std::vector<double> UtilGrid::Normalise(std::span<const double> q) const {
 UtilLookup UtilGrid::Lookup(std::span<const double> q) const {
   if (samples_.empty()) {
     throw EmpiricalNotAvailableError(name_, FormatQuery(q),
-                                     "the slice has no usable samples (" + std::to_string(dropped_) +
-                                         " dropped); transfers from other slices are not built");
+                                     "the slice has no usable samples (" + std::to_string(dropped_) + " dropped)");
   }
   const std::vector<double> x = Normalise(q);
   const std::size_t na = x.size();

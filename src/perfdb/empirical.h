@@ -10,12 +10,16 @@
 //     otherwise the 2 nearest samples (Euclidean, normalised space; ties by
 //     sample order) are blended with inverse-distance weights w = 1 / d;
 //   - latency = SOL(q) / util.
-// No samples -> EmpiricalNotAvailableError. Transfers from other slices
-// (xshape, xquant, xprofile, xop) are not built.
+// No samples -> EmpiricalNotAvailableError.
+//
+// When an op's own slice is absent or empty, the mode layer (modes.h) may borrow
+// utils from other slices along the transfer ladder xshape -> xquant -> xprofile
+// (-> xop, not built), each rung gated by a TransferPolicy.
 
 #include <cstddef>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "perfdb/perf_database.h"
@@ -45,6 +49,36 @@ struct UtilLookup {
   std::size_t nearest[2]{};  // sample indices (nearest first); [1] unused when exact or one sample
   std::size_t used = 0;      // samples blended: 1 or 2
 };
+
+// The rungs of the transfer ladder, in the order they are tried.
+enum class TransferRung {
+  kXshape,    // nearest collected shape, same quant
+  kXquant,    // first sibling quant with the same (mem_bytes, flops_key)
+  kXprofile,  // nearest other profile, util x e(query) / e(donor)
+  kXop,       // cross-op with a manual scale (not built)
+};
+const char* TransferRungName(TransferRung rung);  // "xshape", "xquant", "xprofile", "xop"
+
+// --transfer-policy presets (docs/perfdb.md "Transfers"):
+//   kOff           own slice only
+//   kConservative  + xshape
+//   kBalanced      + xshape, xquant
+//   kAggressive    every rung (AIC's default, also spelled "all")
+enum class TransferPolicy { kOff, kConservative, kBalanced, kAggressive };
+
+// "off", "conservative", "balanced", "aggressive", "all" (= aggressive). Anything
+// else -> UsageError listing them.
+TransferPolicy ParseTransferPolicy(std::string_view name);
+const char* TransferPolicyName(TransferPolicy policy);
+bool TransferAllows(TransferPolicy policy, TransferRung rung);
+
+// Util levels e(q) of AIC §1.6, the xprofile scale is e(query) / e(donor).
+//   GEMM: bfloat16/float16 .70, int8_wo (w8a16) .55, int4_wo (w4a16) .45,
+//         fp8/fp8_block/fp8_static/fp8_ootb .45, nvfp4 (w4a4) .30, other .45.
+//   MoE:  bfloat16/float16 .53, int8_wo .45, int4_wo/w4a16_mxfp4* .07,
+//         fp8/fp8_block .40, w4afp8/w4a8_mxfp4_mxfp8* .15, nvfp4 .23, other .30.
+double GemmUtilLevel(std::string_view quant);
+double MoeUtilLevel(std::string_view quant);
 
 class UtilGrid {
  public:

@@ -262,9 +262,33 @@ std::vector<std::pair<std::string, std::vector<GemmSite>>> GemmSitesFromTable(co
   return out;
 }
 
-GemmPerf::GemmPerf(const Table& table, const Sol& sol, std::string origin, GemmResolverOptions options)
+std::size_t ClampGemmSitesToSol(const std::string& gemm_dtype, std::vector<GemmSite>& sites, const Sol& sol) {
+  try {
+    (void)sol.GemmMs(gemm_dtype, 1, 1, 1);
+  } catch (const Error&) {
+    return 0;  // a quant the system cannot rate stays as-is
+  }
+  std::size_t raised = 0;
+  for (GemmSite& s : sites) {
+    for (std::size_t i = 0; i < s.m.size() && i < s.latency_ms.size(); ++i) {
+      double& lat = s.latency_ms[i];
+      if (s.m[i] < 1 || s.n < 1 || s.k < 1 || !(lat > 0) || !std::isfinite(lat)) continue;  // dropped later anyway
+      const double floor_ms =
+          sol.GemmMs(gemm_dtype, static_cast<double>(s.m[i]), static_cast<double>(s.n), static_cast<double>(s.k));
+      if (lat < floor_ms) {
+        lat = floor_ms;
+        ++raised;
+      }
+    }
+  }
+  return raised;
+}
+
+GemmPerf::GemmPerf(const Table& table, const Sol& sol, std::string origin, GemmResolverOptions options,
+                   GemmLoadClamp clamp)
     : origin_(std::move(origin)) {
   for (auto& [dtype, sites] : GemmSitesFromTable(table)) {
+    if (clamp == GemmLoadClamp::kSol) ClampGemmSitesToSol(dtype, sites, sol);
     Entry e;
     e.dtype = dtype;
     try {

@@ -143,13 +143,22 @@ class GemmSlice {
   std::unique_ptr<Cache> cache_;
 };
 
+// Load-time SOL clamp (AIC §1.1): every leaf latency becomes
+// max(latency, SOL(m, n, k)) before the slices are built, so no measured row
+// beats physics. A slice whose quant the system cannot rate is left as-is.
+enum class GemmLoadClamp {
+  kSol,   // AIC's default
+  kNone,  // the rows verbatim
+};
+
 // Every gemm_dtype slice of a gemm_perf table (columns by name: gemm_dtype, m,
 // n, k, latency).
 class GemmPerf {
  public:
   // `origin` names the table in errors. Slices whose quant the system cannot
   // rate keep their error and raise it when queried.
-  GemmPerf(const Table& table, const Sol& sol, std::string origin = "gemm_perf", GemmResolverOptions options = {});
+  GemmPerf(const Table& table, const Sol& sol, std::string origin = "gemm_perf", GemmResolverOptions options = {},
+           GemmLoadClamp clamp = GemmLoadClamp::kSol);
 
   std::vector<std::string> gemm_dtypes() const;  // first-encounter order
   // The slice a quant reads: fp8_static -> fp8, any other quant its own name.
@@ -170,5 +179,10 @@ class GemmPerf {
 
 // Splits a gemm_perf table into sites per gemm_dtype (first-encounter order).
 std::vector<std::pair<std::string, std::vector<GemmSite>>> GemmSitesFromTable(const Table& table);
+
+// Raises every positive, finite leaf with m >= 1 to SOL(m, n, k) of `gemm_dtype`
+// in place; returns the number raised. Returns 0 and changes nothing when the
+// system cannot rate the quant (unknown quant or missing peak rate).
+std::size_t ClampGemmSitesToSol(const std::string& gemm_dtype, std::vector<GemmSite>& sites, const Sol& sol);
 
 }  // namespace servecast::perfdb

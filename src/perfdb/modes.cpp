@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -22,6 +23,13 @@ std::string FormatNumber(double v) {
 std::string GemmKey(std::string_view quant, std::int64_t m, std::int64_t n, std::int64_t k) {
   return "quant=" + std::string(quant) + ", m=" + std::to_string(m) + ", n=" + std::to_string(n) +
          ", k=" + std::to_string(k);
+}
+
+std::string MoeKey(const MoeQuery& q) {
+  return "moe_dtype=" + q.moe_dtype + ", distribution=" + q.distribution + ", topk=" + std::to_string(q.topk) +
+         ", E=" + std::to_string(q.num_experts) + ", hidden=" + std::to_string(q.hidden_size) +
+         ", inter=" + std::to_string(q.inter_size) + ", tp=" + std::to_string(q.moe_tp_size) +
+         ", ep=" + std::to_string(q.moe_ep_size) + ", num_tokens=" + std::to_string(q.num_tokens);
 }
 
 std::string ContextKey(const ContextAttentionQuery& q) {
@@ -93,14 +101,14 @@ OpEstimate Dispatch(DatabaseMode mode, const std::string& op, const std::string&
   }
 }
 
-// latency = SOL(q) / util, with a description of the samples used.
-OpEstimate FromUtil(const UtilGrid& grid, std::span<const double> q, double sol_ms) {
+// latency = SOL(q) / (util * scale), with a description of the samples used.
+OpEstimate FromUtil(const UtilGrid& grid, std::span<const double> q, double sol_ms, double scale = 1.0) {
   const UtilLookup l = grid.Lookup(q);
   OpEstimate e;
-  e.latency_ms = sol_ms / l.util;
+  e.latency_ms = sol_ms / (l.util * scale);
   e.source = "empirical";
   e.sol_ms = sol_ms;
-  e.sol_fraction = l.util;
+  e.sol_fraction = l.util * scale;
   std::ostringstream os;
   os << "util-empirical over " << grid.name() << " (" << grid.samples().size() << " samples): ";
   auto coords = [&](std::size_t i) {
@@ -154,6 +162,66 @@ const Grid& FindSlice(const Table* table, const std::string& table_name, const A
   return *best;
 }
 
+// A donor dtype for xquant / xprofile: same profile -> xquant, else ranked
+// compute-first (same flops_key, then nearest mem_bytes in log2, then order).
+struct ProfileRank {
+  bool same_profile = false;
+  bool other_compute = false;
+  double mem_distance = 0;
+};
+ProfileRank RankProfile(const QuantMode& query, const QuantMode& donor) {
+  ProfileRank r;
+  r.same_profile = query.mem_bytes == donor.mem_bytes && query.flops_key == donor.flops_key;
+  r.other_compute = query.flops_key != donor.flops_key;
+  r.mem_distance = std::abs(std::log2(donor.mem_bytes / query.mem_bytes));
+  return r;
+}
+bool BetterProfile(const ProfileRank& a, const ProfileRank& b) {
+  if (a.other_compute != b.other_compute) return !a.other_compute;
+  return a.mem_distance < b.mem_distance;
+}
+
+std::string FormatRatio(double r) {
+  std::ostringstream os;
+  os << std::setprecision(3) << r;
+  return os.str();
+}
+
+std::string NormaliseDistribution(const std::string& d) {
+  return d == "uniform" ? "balanced" : d;
+}
+
+// Shape distance of a MoE slice from a query: sum of |log2| ratios.
+double MoeShapeDistance(const MoeSliceKey& k, const MoeQuery& q) {
+  auto d = [](std::int64_t a, std::int64_t b) {
+    return std::abs(std::log2(static_cast<double>(std::max<std::int64_t>(1, a)) /
+                              static_cast<double>(std::max<std::int64_t>(1, b))));
+  };
+  return d(k.topk, q.topk) + d(k.num_experts, q.num_experts) + d(k.hidden_size, q.hidden_size) +
+         d(k.inter_size, q.inter_size) + d(k.moe_tp_size, q.moe_tp_size) + d(k.moe_ep_size, q.moe_ep_size);
+}
+
+// The slice of `dtype` nearest the query's shape (same distribution first; ties:
+// map order); null when the dtype has none.
+const std::pair<const MoeSliceKey, MoeSlice>* NearestMoeSlice(const MoeTable& table, const std::string& dtype,
+                                                              const MoeQuery& q) {
+  const std::pair<const MoeSliceKey, MoeSlice>* best = nullptr;
+  bool best_other = true;
+  double best_d = 0;
+  const std::string dist = NormaliseDistribution(q.distribution);
+  for (const auto& entry : table.slices()) {
+    if (entry.first.moe_dtype != dtype || entry.second.points.empty()) continue;
+    const bool other = NormaliseDistribution(entry.first.distribution) != dist;
+    const double d = MoeShapeDistance(entry.first, q);
+    if (!best || (other != best_other ? !other : d < best_d)) {
+      best = &entry;
+      best_other = other;
+      best_d = d;
+    }
+  }
+  return best;
+}
+
 UtilGrid GridUtils(const Grid& g) {
   std::vector<UtilSample> samples;
   samples.reserve(g.points().size());
@@ -196,8 +264,8 @@ OpMissError::OpMissError(std::string op, std::string key, DatabaseMode mode, con
       mode_(mode) {}
 
 OpEstimator::OpEstimator(const Sol& sol, DatabaseMode mode, const GemmPerf* gemm, const ContextAttentionTable* context,
-                         const GenerationAttentionTable* generation)
-    : sol_(sol), mode_(mode), gemm_(gemm), context_(context), generation_(generation) {}
+                         const GenerationAttentionTable* generation, TransferPolicy policy, const MoeTable* moe)
+    : sol_(sol), mode_(mode), gemm_(gemm), context_(context), generation_(generation), policy_(policy), moe_(moe) {}
 
 const UtilGrid& OpEstimator::CachedGrid(const void* slice, const std::function<UtilGrid()>& build) const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -232,9 +300,63 @@ OpEstimate OpEstimator::GemmSilicon(std::string_view quant, std::int64_t m, std:
 }
 
 OpEstimate OpEstimator::GemmEmpirical(std::string_view quant, std::int64_t m, std::int64_t n, std::int64_t k) const {
-  const UtilGrid& grid = GemmUtilGrid(quant);
+  if (!gemm_) throw MissingDataError("gemm_perf is not in the database");
   const double x[3] = {static_cast<double>(m), static_cast<double>(n), static_cast<double>(k)};
-  return FromUtil(grid, x, gemm_->Slice(quant).SolMs(x[0], x[1], x[2]));
+  std::string own_why;
+  try {
+    const UtilGrid& grid = GemmUtilGrid(quant);
+    if (!grid.empty()) return FromUtil(grid, x, gemm_->Slice(quant).SolMs(x[0], x[1], x[2]));
+    own_why = grid.name() + " has no usable samples";
+  } catch (const MissingDataError& miss) {
+    own_why = miss.what();
+  }
+  // Own slice absent or empty: xshape has nothing to add (the own grid already
+  // answers every shape), so the ladder starts at xquant.
+  const QuantMode own = GemmQuant(quant);
+  const std::string own_dtype = quant == "fp8_static" ? "fp8" : std::string(quant);
+  const UtilGrid* xquant = nullptr;
+  const UtilGrid* xprofile = nullptr;
+  std::string xquant_dtype, xprofile_dtype;
+  ProfileRank best;
+  for (const std::string& d : gemm_->gemm_dtypes()) {
+    if (d == own_dtype) continue;
+    QuantMode dm;
+    const UtilGrid* g = nullptr;
+    try {
+      dm = GemmQuant(d);
+      g = &GemmUtilGrid(d);
+    } catch (const Error&) {
+      continue;  // a donor that cannot be rated or read
+    }
+    if (g->empty()) continue;
+    const ProfileRank r = RankProfile(own, dm);
+    if (r.same_profile) {
+      if (!xquant) {
+        xquant = g;
+        xquant_dtype = d;
+      }
+    } else if (!xprofile || BetterProfile(r, best)) {
+      xprofile = g;
+      xprofile_dtype = d;
+      best = r;
+    }
+  }
+  if (xquant && TransferAllows(policy_, TransferRung::kXquant)) {
+    OpEstimate e = FromUtil(*xquant, x, sol_.GemmMs(quant, x[0], x[1], x[2]));
+    e.detail = "xquant from " + xquant_dtype + "; " + e.detail;
+    return e;
+  }
+  if (xprofile && TransferAllows(policy_, TransferRung::kXprofile)) {
+    const double ratio = GemmUtilLevel(quant) / GemmUtilLevel(xprofile_dtype);
+    OpEstimate e = FromUtil(*xprofile, x, sol_.GemmMs(quant, x[0], x[1], x[2]), ratio);
+    e.detail = "xprofile from " + xprofile_dtype + " \u00d7" + FormatRatio(ratio) + "; " + e.detail;
+    return e;
+  }
+  std::string why = own_why + "; transfer policy " + TransferPolicyName(policy_) + ": xquant " +
+                    (xquant ? "donor " + xquant_dtype + " not allowed" : std::string("no same-profile dtype")) +
+                    ", xprofile " +
+                    (xprofile ? "donor " + xprofile_dtype + " not allowed" : std::string("no other dtype"));
+  throw EmpiricalNotAvailableError("gemm_perf[" + own_dtype + "]", GemmKey(quant, m, n, k), why);
 }
 
 OpEstimate OpEstimator::Gemm(std::string_view quant, std::int64_t m, std::int64_t n, std::int64_t k) const {
@@ -269,6 +391,10 @@ OpEstimate OpEstimator::ContextEmpirical(const ContextAttentionQuery& q) const {
   const Grid& g = FindSlice(context_, "context_attention_perf", key, q.num_heads, transferred);
   const UtilGrid& grid = CachedGrid(&g, [&g] { return GridUtils(g); });
   const double x[3] = {static_cast<double>(q.num_heads), static_cast<double>(q.seq), static_cast<double>(q.batch)};
+  if (transferred && !TransferAllows(policy_, TransferRung::kXshape))
+    throw EmpiricalNotAvailableError(
+        "context_attention_perf{" + key.ToString() + "}", ContextKey(q),
+        "no slice with this key; xshape not allowed by transfer policy " + std::string(TransferPolicyName(policy_)));
   const double sol_ms = transferred ? ContextSol(sol_, q) : g.Sol(x);
   OpEstimate e = FromUtil(grid, x, sol_ms);
   if (transferred) e.detail = "xshape (KV-head sibling) " + e.detail;
@@ -305,6 +431,10 @@ OpEstimate OpEstimator::GenerationEmpirical(const GenerationAttentionQuery& q) c
   const Grid& g = FindSlice(generation_, "generation_attention_perf", key, q.num_heads, transferred);
   const UtilGrid& grid = CachedGrid(&g, [&g] { return GridUtils(g); });
   const double x[3] = {static_cast<double>(q.num_heads), static_cast<double>(q.batch), static_cast<double>(q.seq)};
+  if (transferred && !TransferAllows(policy_, TransferRung::kXshape))
+    throw EmpiricalNotAvailableError(
+        "generation_attention_perf{" + key.ToString() + "}", GenerationKey(q),
+        "no slice with this key; xshape not allowed by transfer policy " + std::string(TransferPolicyName(policy_)));
   const double sol_ms = transferred ? GenerationSol(sol_, q) : g.Sol(x);
   OpEstimate e = FromUtil(grid, x, sol_ms);
   if (transferred) e.detail = "xshape (KV-head sibling) " + e.detail;
@@ -315,6 +445,101 @@ OpEstimate OpEstimator::GenerationAttention(const GenerationAttentionQuery& q) c
   return Dispatch(
       mode_, "generation_attention", GenerationKey(q), [&] { return GenerationSol(sol_, q); },
       [&] { return GenerationSilicon(q); }, [&] { return GenerationEmpirical(q); });
+}
+
+// ---------------------------------------------------------------- MoE
+
+const UtilGrid& OpEstimator::MoeUtilGrid(const MoeSliceKey& key, const MoeSlice& slice) const {
+  return CachedGrid(&slice, [&key, &slice] {
+    std::vector<UtilSample> samples;
+    samples.reserve(slice.points.size());
+    for (const GridPoint& p : slice.points)
+      samples.push_back(UtilSample{{p.coords[0]}, slice.sol(p.coords[0]) / p.latency_ms});
+    return UtilGrid("moe_perf{" + key.ToString() + "}", {"num_tokens"}, std::move(samples));
+  });
+}
+
+OpEstimate OpEstimator::MoeSilicon(const MoeQuery& q) const {
+  if (!moe_) throw MissingDataError("moe_perf is not in the database");
+  const Estimate e = moe_->Query(q);
+  return OpEstimate{e.latency_ms, EstimateSourceName(e.source), moe_->SolMs(q), e.sol_fraction,
+                    moe_->name() + "{" + moe_->ResolveKey(q).ToString() + "}"};
+}
+
+OpEstimate OpEstimator::MoeEmpirical(const MoeQuery& q) const {
+  if (!moe_) throw MissingDataError("moe_perf is not in the database");
+  const double x[1] = {static_cast<double>(q.num_tokens)};
+  auto query_sol = [&](bool gated) {
+    return sol_.MoeMs(q.moe_dtype, x[0], static_cast<double>(q.hidden_size), static_cast<double>(q.inter_size),
+                      static_cast<double>(q.topk), static_cast<double>(q.num_experts),
+                      static_cast<double>(q.moe_tp_size), static_cast<double>(q.moe_ep_size), gated);
+  };
+  auto answer = [&](const std::pair<const MoeSliceKey, MoeSlice>& donor, double scale, const std::string& prefix) {
+    const UtilGrid& grid = MoeUtilGrid(donor.first, donor.second);
+    OpEstimate e = FromUtil(grid, x, query_sol(donor.second.gated), scale);
+    if (!prefix.empty()) e.detail = prefix + "; " + e.detail;
+    return e;
+  };
+  // Own slice (after the distribution fallback).
+  try {
+    const MoeSliceKey& key = moe_->ResolveKey(q);
+    const auto it = moe_->slices().find(key);
+    if (it != moe_->slices().end() && !it->second.points.empty()) return answer(*it, 1.0, "");
+  } catch (const InterpolationMissError&) {
+  }
+  std::string why = "no slice with this key; transfer policy " + std::string(TransferPolicyName(policy_));
+  if (TransferAllows(policy_, TransferRung::kXshape)) {
+    if (const auto* donor = NearestMoeSlice(*moe_, q.moe_dtype, q))
+      return answer(*donor, 1.0, "xshape from {" + donor->first.ToString() + "}");
+    why += ": xshape no slice of " + q.moe_dtype;
+  }
+  // Donor dtypes in map order.
+  const QuantMode own = MoeQuant(q.moe_dtype);
+  std::string xquant_dtype, xprofile_dtype;
+  ProfileRank best;
+  for (const auto& [key, slice] : moe_->slices()) {
+    const std::string& d = key.moe_dtype;
+    if (d == q.moe_dtype || d == xquant_dtype || d == xprofile_dtype || slice.points.empty()) continue;
+    QuantMode dm;
+    try {
+      dm = MoeQuant(d);
+    } catch (const Error&) {
+      continue;
+    }
+    const ProfileRank r = RankProfile(own, dm);
+    if (r.same_profile) {
+      if (xquant_dtype.empty()) xquant_dtype = d;
+    } else if (xprofile_dtype.empty() || BetterProfile(r, best)) {
+      xprofile_dtype = d;
+      best = r;
+    }
+  }
+  if (!xquant_dtype.empty() && TransferAllows(policy_, TransferRung::kXquant)) {
+    const auto* donor = NearestMoeSlice(*moe_, xquant_dtype, q);
+    return answer(*donor, 1.0, "xquant from " + xquant_dtype + " {" + donor->first.ToString() + "}");
+  }
+  if (!xprofile_dtype.empty() && TransferAllows(policy_, TransferRung::kXprofile)) {
+    const auto* donor = NearestMoeSlice(*moe_, xprofile_dtype, q);
+    const double ratio = MoeUtilLevel(q.moe_dtype) / MoeUtilLevel(xprofile_dtype);
+    return answer(
+        *donor, ratio,
+        "xprofile from " + xprofile_dtype + " \u00d7" + FormatRatio(ratio) + " {" + donor->first.ToString() + "}");
+  }
+  why += "; xquant " + (xquant_dtype.empty() ? std::string("no same-profile dtype") : xquant_dtype + " not allowed") +
+         ", xprofile " + (xprofile_dtype.empty() ? std::string("no other dtype") : xprofile_dtype + " not allowed");
+  throw EmpiricalNotAvailableError(moe_->name(), MoeKey(q), why);
+}
+
+OpEstimate OpEstimator::Moe(const MoeQuery& q) const {
+  return Dispatch(
+      mode_, "moe", MoeKey(q),
+      [&] {
+        return sol_.MoeMs(q.moe_dtype, static_cast<double>(q.num_tokens), static_cast<double>(q.hidden_size),
+                          static_cast<double>(q.inter_size), static_cast<double>(q.topk),
+                          static_cast<double>(q.num_experts), static_cast<double>(q.moe_tp_size),
+                          static_cast<double>(q.moe_ep_size));
+      },
+      [&] { return MoeSilicon(q); }, [&] { return MoeEmpirical(q); });
 }
 
 }  // namespace servecast::perfdb

@@ -4,8 +4,9 @@
 //
 //   kSilicon   table lookups only; a miss raises OpMissError (op, key, coverage)
 //   kHybrid    silicon first; a typed miss (MissingDataError) falls back to
-//              util-empirical from the same slice (source "empirical")
-//   kEmpirical util-empirical always
+//              util-empirical (source "empirical"): the op's own slice, else the
+//              transfer ladder xshape -> xquant -> xprofile as the policy allows
+//   kEmpirical util-empirical always (same ladder)
 //   kSol       pure roofline (source "sol", sol_fraction 1); no table needed
 //
 // Every answer is an OpEstimate with its source tag (silicon, interpolated,
@@ -22,6 +23,7 @@
 #include "perfdb/attention.h"
 #include "perfdb/empirical.h"
 #include "perfdb/gemm.h"
+#include "perfdb/moe.h"
 #include "perfdb/perf_database.h"
 #include "perfdb/sol.h"
 
@@ -56,20 +58,29 @@ class OpMissError : public MissingDataError {
   DatabaseMode mode_;
 };
 
-// The mode layer over GEMM and the two attention tables. Table pointers may be
-// null (table absent: SILICON/EMPIRICAL miss, HYBRID miss, SOL answers). The
+// The mode layer over GEMM, the two attention tables and MoE. Table pointers may
+// be null (table absent: SILICON/EMPIRICAL miss, HYBRID miss, SOL answers). The
 // tables and `sol` must outlive the estimator. Util grids are built lazily per
-// slice on first use and cached (thread-safe).
+// slice on first use and cached (thread-safe). `policy` gates the transfer
+// rungs of util-empirical (default: every rung, as AIC).
 class OpEstimator {
  public:
   OpEstimator(const Sol& sol, DatabaseMode mode, const GemmPerf* gemm, const ContextAttentionTable* context,
-              const GenerationAttentionTable* generation);
+              const GenerationAttentionTable* generation, TransferPolicy policy = TransferPolicy::kAggressive,
+              const MoeTable* moe = nullptr);
   OpEstimator(const OpEstimator&) = delete;
   OpEstimator& operator=(const OpEstimator&) = delete;
 
   DatabaseMode mode() const { return mode_; }
+  TransferPolicy policy() const { return policy_; }
 
-  // Op names in messages: "gemm", "context_attention", "generation_attention".
+  // Op names in messages: "gemm", "context_attention", "generation_attention", "moe".
+  // GEMM util-empirical reads the quant's own slice; when it is absent or has no
+  // usable samples: xquant (the first other dtype of the table, in table order,
+  // with the same GemmQuant (mem_bytes, flops_key)), then xprofile (the nearest
+  // other dtype ordered compute-first: same flops_key first, then nearest
+  // mem_bytes in log2, then table order) with util x e(quant) / e(donor). The
+  // query's own SOL is used; detail starts "xquant from D" / "xprofile from D xR".
   OpEstimate Gemm(std::string_view quant, std::int64_t m, std::int64_t n, std::int64_t k) const;
   OpEstimate ContextAttention(const ContextAttentionQuery& q) const;
   // Silicon: the table's 5-sample mean (GenerationAttentionTable::Query);
@@ -79,6 +90,13 @@ class OpEstimator {
   // dtypes, head_dim and window whose KV-head count is nearest in log2, with
   // the query's own SOL (detail starts "xshape").
   OpEstimate GenerationAttention(const GenerationAttentionQuery& q) const;
+  // SILICON: MoeTable::Query. Util-empirical (1 axis, num_tokens; MoE SOL from
+  // Sol::MoeMs with the slice's gated flag): the query's own slice, else xshape
+  // (the slice of the same dtype nearest in shape: same distribution first, then
+  // the sum of |log2| ratios of topk, experts, hidden, inter, tp, ep), xquant (same
+  // MoeQuant (mem_bytes, flops_key)) and xprofile (compute-first, MoE util
+  // levels), each from the donor dtype's nearest-shape slice. SOL: Sol::MoeMs.
+  OpEstimate Moe(const MoeQuery& q) const;
 
   // The util grid of a GEMM dtype (every site's every m) or of an attention
   // slice (its leaves, own slice only); MissingDataError when the table or slice is absent.
@@ -93,6 +111,9 @@ class OpEstimator {
   OpEstimate ContextEmpirical(const ContextAttentionQuery& q) const;
   OpEstimate GenerationSilicon(const GenerationAttentionQuery& q) const;
   OpEstimate GenerationEmpirical(const GenerationAttentionQuery& q) const;
+  OpEstimate MoeSilicon(const MoeQuery& q) const;
+  OpEstimate MoeEmpirical(const MoeQuery& q) const;
+  const UtilGrid& MoeUtilGrid(const MoeSliceKey& key, const MoeSlice& slice) const;
   const UtilGrid& CachedGrid(const void* slice, const std::function<UtilGrid()>& build) const;
 
   const Sol& sol_;
@@ -100,6 +121,8 @@ class OpEstimator {
   const GemmPerf* gemm_;
   const ContextAttentionTable* context_;
   const GenerationAttentionTable* generation_;
+  TransferPolicy policy_;
+  const MoeTable* moe_;
   mutable std::mutex mu_;
   mutable std::map<const void*, std::unique_ptr<UtilGrid>> grids_;  // by slice address
 };

@@ -165,7 +165,7 @@ std::unique_ptr<LoadedTable> PerfDatabase::Load(const std::string& table_name) c
   if (!family.empty()) {
     const VersionDir* primary = tree_->Find(system_, family, backend_, version_);
     if (primary && primary->HasTable(table_name)) add(SourceKind::kPrimary, *primary, "");
-    if (family != "comm") {
+    if (family != "comm" && options_.shared_layer) {
       if (primary) {
         bool declares = std::any_of(primary->reuse.begin(), primary->reuse.end(),
                                     [&](const ReuseEntry& r) { return r.table == table_name; });

@@ -67,6 +67,10 @@ struct LoadedTable {
 
 struct OpenOptions {
   std::string nccl_version;  // empty: newest <system>/comm/nccl/<version>
+  // The "shared layer": reuse.yaml donors and older versions fill keys the primary
+  // version lacks. On for SILICON and HYBRID; EMPIRICAL and SOL read the active
+  // version only (AIC §1.1).
+  bool shared_layer = true;
 };
 
 class PerfDatabase {

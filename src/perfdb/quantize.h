@@ -9,6 +9,12 @@
 // Zero latencies are legal rows. sol_fraction = SOL(query) / latency, and 0 when
 // the latency is 0 (the fraction is undefined there).
 // SOL: one read of the bf16 input, MemMs(2 m k).
+//
+// `scale_matrix_perf` (the static-quant scaling of fp8_static inputs) is the
+// same 2-D raw Grid over (m, k) keyed by quant_dtype, except beyond the envelope:
+// the clamped point's latency is scaled by the SOL ratio,
+//   latency(q) = latency(clamped) * SOL(q) / SOL(clamped),  SOL = 2 m k / mem_bw
+// (AIC §1.3), source extrapolated. A zero leaf stays zero.
 
 #include <array>
 #include <cstdint>
@@ -29,6 +35,14 @@ struct ComputeScaleQuery {
   std::string quant_dtype = "fp8";
 };
 
+// Slices of a quant_dtype-keyed (m, k) table and their envelopes (shared by the
+// two quantize tables).
+struct QuantizeGrids {
+  std::string name;
+  std::map<std::string, Grid> slices;
+  std::map<std::string, std::array<double, 4>> envelopes;  // per slice: m min, m max, k min, k max
+};
+
 class ComputeScaleTable {
  public:
   // Columns by name: quant_dtype, m, k, latency; optional power.
@@ -40,13 +54,31 @@ class ComputeScaleTable {
   // or the grid cannot resolve the clamped point.
   Estimate Query(const ComputeScaleQuery& q) const;
   double SolMs(const ComputeScaleQuery& q) const;
-  const std::map<std::string, Grid>& slices() const { return slices_; }
+  const std::map<std::string, Grid>& slices() const { return grids_.slices; }
 
  private:
-  std::string name_;
   std::shared_ptr<const Sol> sol_;
-  std::map<std::string, Grid> slices_;
-  std::map<std::string, std::array<double, 4>> envelopes_;  // per slice: m min, m max, k min, k max
+  QuantizeGrids grids_;
+};
+
+using ScaleMatrixQuery = ComputeScaleQuery;
+
+class ScaleMatrixTable {
+ public:
+  // Columns by name: quant_dtype, m, k, latency; optional power.
+  ScaleMatrixTable(const Table& table, std::shared_ptr<const Sol> sol, const std::string& name = "scale_matrix_perf");
+  static ScaleMatrixTable FromLoaded(const LoadedTable& loaded, std::shared_ptr<const Sol> sol) {
+    return ScaleMatrixTable(loaded.table, std::move(sol), loaded.name);
+  }
+  // InterpolationMissError when no slice has the quant (naming those that exist)
+  // or the grid cannot resolve the clamped point.
+  Estimate Query(const ScaleMatrixQuery& q) const;
+  double SolMs(const ScaleMatrixQuery& q) const;
+  const std::map<std::string, Grid>& slices() const { return grids_.slices; }
+
+ private:
+  std::shared_ptr<const Sol> sol_;
+  QuantizeGrids grids_;
 };
 
 }  // namespace servecast::perfdb

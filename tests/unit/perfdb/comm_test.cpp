@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,15 +60,29 @@ TEST(NcclTest, ExactLerpAndLinearProxyBeyondTheSweep) {
   EXPECT_EQ(t.Query(Nq(1024, 2, "int8", "all_gather")).latency_ms, 0.007);
 }
 
-TEST(NcclTest, GpuCountsBeyondTheDataAreTypedMisses) {
+TEST(NcclTest, GpuCountsBeyondTheDataBorrowTheBoundarySlice) {
   const NcclTable t(SyntheticNccl(), H200());
-  try {
-    t.Query(Nq(1024, 16));
-    FAIL() << "expected a miss";
-  } catch (const CommGpusBeyondDataError& e) {
-    EXPECT_EQ(e.max_collected_gpus(), 8);
-    EXPECT_NE(std::string(e.what()).find("2, 8"), std::string::npos) << e.what();
-  }
+  // 8-GPU donor at 1024 elements: 0.03 ms over NVLink (450 GB/s). 16 GPUs cross
+  // the node: 50 GB/s. SOL_16 / SOL_8 = (15/16) / (7/8) * 450 / 50 = 135 / 14.
+  CommEstimate e = t.QueryWithDonor(Nq(1024, 16));
+  EXPECT_DOUBLE_EQ(e.latency_ms, 0.03 * 135 / 14);
+  EXPECT_EQ(e.source, EstimateSource::kExtrapolated);
+  ASSERT_TRUE(e.borrowed_from_gpus.has_value());
+  EXPECT_EQ(*e.borrowed_from_gpus, 8);
+  // The donor's util is held: sol_fraction at 16 GPUs equals the donor's at 8.
+  EXPECT_DOUBLE_EQ(e.sol_fraction, t.SolMs(Nq(1024, 8)) / 0.03);
+  EXPECT_DOUBLE_EQ(e.sol_fraction, t.SolMs(Nq(1024, 16)) / e.latency_ms);
+  // Inside the donor's sweep (lerp, 2048 -> 0.03 + 0.02 / 3) and beyond it (linear proxy).
+  EXPECT_DOUBLE_EQ(t.Query(Nq(2048, 16)).latency_ms, (0.03 + 0.02 / 3) * 135 / 14);
+  EXPECT_DOUBLE_EQ(t.Query(Nq(8192, 16)).latency_ms, 0.1 * 135 / 14);
+  // 32 GPUs: (31/32) / (7/8) * 9 = 279 / 28.
+  EXPECT_DOUBLE_EQ(t.Query(Nq(4096, 32)).latency_ms, 0.05 * 279 / 28);
+  // A collected count names no donor.
+  EXPECT_FALSE(t.QueryWithDonor(Nq(1024, 8)).borrowed_from_gpus.has_value());
+}
+
+TEST(NcclTest, MissingSlicesAreTypedMisses) {
+  const NcclTable t(SyntheticNccl(), H200());
   try {
     t.Query(Nq(1024, 4));  // inside the collected range but not collected
     FAIL() << "expected a miss";
@@ -75,6 +90,13 @@ TEST(NcclTest, GpuCountsBeyondTheDataAreTypedMisses) {
     FAIL() << "4 GPUs is not beyond the data";
   } catch (const InterpolationMissError& e) {
     EXPECT_EQ(e.reason(), "no slice with this key");
+    EXPECT_NE(std::string(e.what()).find("2, 8"), std::string::npos) << e.what();
+  }
+  try {
+    t.Query(Nq(1024, 16, "half", "alltoall"));  // no slice of (half, alltoall) at all
+    FAIL() << "expected a miss";
+  } catch (const CommGpusBeyondDataError& e) {
+    EXPECT_EQ(e.max_collected_gpus(), 0);
   }
   EXPECT_THROW(t.Query(Nq(1024, 2, "half", "alltoall")), InterpolationMissError);
   EXPECT_THROW(t.Query(Nq(1024, 1)), ConfigError);
@@ -96,7 +118,18 @@ TEST(CustomAllReduceTest, HalfKeyMatchesBfloat16RowsAndHoldsLinearly) {
   q.message_size = 2048;
   EXPECT_DOUBLE_EQ(t.Query(q).latency_ms, 0.008);
   EXPECT_DOUBLE_EQ(t.Query(q).sol_fraction, t.SolMs(q) / 0.008);
+  // Fan-out from tp = 2: inside the node SOL_4 / SOL_2 = (3/4) / (1/2) = 1.5;
+  // across it SOL_16 / SOL_2 = (15/16) / (1/2) * 450 / 50 = 16.875.
   q.tp = 4;
+  q.message_size = 576;
+  CommEstimate e = t.QueryWithDonor(q);
+  EXPECT_DOUBLE_EQ(e.latency_ms, 0.003 * 1.5);
+  EXPECT_EQ(e.source, EstimateSource::kExtrapolated);
+  EXPECT_EQ(e.borrowed_from_gpus, std::optional<std::int64_t>(2));
+  q.tp = 16;
+  q.message_size = 128;
+  EXPECT_DOUBLE_EQ(t.Query(q).latency_ms, 0.002 * 16.875);
+  q.dtype = "int8";  // no int8 slice at all
   EXPECT_THROW(t.Query(q), CommGpusBeyondDataError);
 }
 
@@ -114,12 +147,11 @@ TEST(NcclTest, RealH200RowsExactBetweenAndBeyond) {
   EXPECT_EQ(e.source, EstimateSource::kSilicon);
   EXPECT_DOUBLE_EQ(t.Query(Nq(1572864, 8)).latency_ms, (0.03746 + 0.05137) / 2);
   EXPECT_DOUBLE_EQ(t.Query(Nq(2 * 268435456.0, 8)).latency_ms, 2 * 2.04031);
-  try {
-    t.Query(Nq(1048576, 16));
-    FAIL() << "expected a miss";
-  } catch (const CommGpusBeyondDataError& err) {
-    EXPECT_EQ(err.max_collected_gpus(), 8);
-  }
+  // 16 GPUs borrow the 8-GPU slice: SOL_16 / SOL_8 = 135 / 14 (NVLink -> inter-node).
+  const CommEstimate b = t.QueryWithDonor(Nq(1048576, 16));
+  EXPECT_DOUBLE_EQ(b.latency_ms, 0.03746 * 135 / 14);
+  EXPECT_EQ(b.source, EstimateSource::kExtrapolated);
+  EXPECT_EQ(b.borrowed_from_gpus, std::optional<std::int64_t>(8));
 }
 
 TEST(CustomAllReduceTest, RealH200RowsExactAndBetween) {

@@ -92,5 +92,44 @@ TEST(UtilGridTest, SingleSampleAnswersEverywhere) {
   EXPECT_EQ(g.CoveredRange(), "x [8, 8] x y [8, 8], 1 samples");
 }
 
+TEST(TransferPolicyTest, PresetsAllowNestedRungs) {
+  using R = TransferRung;
+  // off: none; conservative: xshape; balanced: + xquant; aggressive: every rung.
+  for (R r : {R::kXshape, R::kXquant, R::kXprofile, R::kXop}) EXPECT_FALSE(TransferAllows(TransferPolicy::kOff, r));
+  EXPECT_TRUE(TransferAllows(TransferPolicy::kConservative, R::kXshape));
+  EXPECT_FALSE(TransferAllows(TransferPolicy::kConservative, R::kXquant));
+  EXPECT_TRUE(TransferAllows(TransferPolicy::kBalanced, R::kXquant));
+  EXPECT_FALSE(TransferAllows(TransferPolicy::kBalanced, R::kXprofile));
+  for (R r : {R::kXshape, R::kXquant, R::kXprofile, R::kXop})
+    EXPECT_TRUE(TransferAllows(TransferPolicy::kAggressive, r));
+  for (auto p :
+       {TransferPolicy::kOff, TransferPolicy::kConservative, TransferPolicy::kBalanced, TransferPolicy::kAggressive})
+    EXPECT_EQ(ParseTransferPolicy(TransferPolicyName(p)), p);
+  EXPECT_EQ(ParseTransferPolicy("all"), TransferPolicy::kAggressive);
+  try {
+    ParseTransferPolicy("everything");
+    ADD_FAILURE();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("off, conservative, balanced, aggressive, all"), std::string::npos);
+  }
+  EXPECT_STREQ(TransferRungName(R::kXprofile), "xprofile");
+}
+
+TEST(TransferPolicyTest, UtilLevels) {
+  EXPECT_EQ(GemmUtilLevel("bfloat16"), 0.70);
+  EXPECT_EQ(GemmUtilLevel("int8_wo"), 0.55);
+  EXPECT_EQ(GemmUtilLevel("int4_wo"), 0.45);
+  EXPECT_EQ(GemmUtilLevel("fp8_block"), 0.45);
+  EXPECT_EQ(GemmUtilLevel("fp8_static"), 0.45);
+  EXPECT_EQ(GemmUtilLevel("nvfp4"), 0.30);
+  EXPECT_EQ(GemmUtilLevel("sq"), 0.45);  // default
+  EXPECT_EQ(MoeUtilLevel("bfloat16"), 0.53);
+  EXPECT_EQ(MoeUtilLevel("int4_wo"), 0.07);
+  EXPECT_EQ(MoeUtilLevel("fp8"), 0.40);
+  EXPECT_EQ(MoeUtilLevel("w4afp8"), 0.15);
+  EXPECT_EQ(MoeUtilLevel("nvfp4"), 0.23);
+  EXPECT_EQ(MoeUtilLevel("nvfp4_wo"), 0.30);  // default
+}
+
 }  // namespace
 }  // namespace servecast::perfdb

@@ -234,6 +234,31 @@ TEST(GemmPerfTest, SliceWhoseQuantTheSystemCannotRateFailsWhenAsked) {
   EXPECT_THROW(perf.Query("fp8", 100, 1000, 1000), MissingSystemFlopsError);
 }
 
+TEST(GemmPerfTest, LoadTimeClampRaisesRowsBelowSol) {
+  // bf16 (n = k = 1000): SOL = m * 1e-3 ms. The m = 100 row (0.05) beats physics (0.1).
+  Table t = GemmTable({{"bfloat16", 100, 1000, 1000, 0.05}, {"bfloat16", 200, 1000, 1000, 0.3}});
+  GemmPerf clamped(t, TestSol());
+  GemmResult r = clamped.Query("bfloat16", 100, 1000, 1000);
+  EXPECT_DOUBLE_EQ(r.latency_ms, 0.1);
+  EXPECT_EQ(r.source, GemmSource::kSilicon);
+  EXPECT_DOUBLE_EQ(r.sol_fraction, 1.0);
+  EXPECT_DOUBLE_EQ(clamped.Query("bfloat16", 200, 1000, 1000).latency_ms, 0.3);  // above SOL: untouched
+  EXPECT_DOUBLE_EQ(clamped.Query("bfloat16", 150, 1000, 1000).latency_ms, 0.2);  // lerp of the clamped leaves
+  GemmPerf verbatim(t, TestSol(), "gemm_perf", {}, GemmLoadClamp::kNone);
+  EXPECT_DOUBLE_EQ(verbatim.Query("bfloat16", 100, 1000, 1000).latency_ms, 0.05);
+  EXPECT_DOUBLE_EQ(verbatim.Query("bfloat16", 150, 1000, 1000).latency_ms, 0.175);
+}
+
+TEST(GemmPerfTest, LoadTimeClampSkipsQuantsTheSystemCannotRate) {
+  std::vector<GemmSite> sites = {GemmSite{1000, 1000, {100, 0}, {0.01, 0.0}}};
+  EXPECT_EQ(ClampGemmSitesToSol("fp8", sites, TestSol(/*with_fp8=*/false)), 0u);
+  EXPECT_EQ(sites[0].latency_ms, (std::vector<double>{0.01, 0.0}));
+  // A rated quant raises the positive leaf only (0 and m < 1 rows stay to be dropped).
+  EXPECT_EQ(ClampGemmSitesToSol("fp8", sites, TestSol()), 1u);
+  EXPECT_DOUBLE_EQ(sites[0].latency_ms[0], 0.05);
+  EXPECT_EQ(sites[0].latency_ms[1], 0.0);
+}
+
 // ---- Leave-one-out accuracy on AIC's H200 trtllm 1.3.0rc20 gemm_perf ----
 
 struct Ape {

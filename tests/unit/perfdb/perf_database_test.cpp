@@ -141,6 +141,23 @@ TEST(PerfDatabaseTest, ReuseDonorFillsButNeverOverrides) {
   EXPECT_DOUBLE_EQ(Lookup(newest.Table("gemm_perf"), 1).latency, 1.0);  // from 0.22.0, older
 }
 
+TEST(PerfDatabaseTest, WithoutTheSharedLayerOnlyThePrimaryVersionIsRead) {
+  TempDir root;
+  Put(root.File("s/gemm/vllm/0.22.0/gemm_perf.csv"), GemmRows({{1, 1.0}, {2, 1.0}}));
+  Put(root.File("s/gemm/vllm/0.22.0/reuse.yaml"),
+      "schema_version: 1\nreuse:\n- table: gemm_perf\n  from_version: 0.24.0\n  reason: same kernels\n"
+      "  approved_by: owner\n");
+  Put(root.File("s/gemm/vllm/0.24.0/gemm_perf.csv"), GemmRows({{2, 5.0}, {3, 5.0}}));
+  Put(root.File("s/gemm/vllm/0.19.0/gemm_perf.csv"), GemmRows({{3, 7.0}, {4, 7.0}}));
+  OpenOptions options;
+  options.shared_layer = false;  // EMPIRICAL and SOL modes
+  PerfDatabase db = PerfDatabase::Open({root.path()}, "s", "vllm", "0.22.0", options);
+  const LoadedTable& t = db.Table("gemm_perf");
+  EXPECT_EQ(t.table.num_rows(), 2u);  // neither the donor nor the older version
+  ASSERT_EQ(t.sources.size(), 1u);
+  EXPECT_EQ(t.sources[0].kind, SourceKind::kPrimary);
+}
+
 TEST(PerfDatabaseTest, OlderSiblingsNearestFirstNeverNewer) {
   TempDir root;
   Put(root.File("s/gemm/trtllm/1.0.0/gemm_perf.csv"), GemmRows({{1, 10.0}, {2, 10.0}, {3, 10.0}}));
