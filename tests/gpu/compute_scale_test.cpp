@@ -27,19 +27,8 @@ collect::Case ScaleCase(std::int64_t m, std::int64_t k) {
   return c;
 }
 
-const collect::RuntimeInfo& Runtime() {
-  static const collect::RuntimeInfo rt = CudaBackend().DetectRuntime();
-  return rt;
-}
-
-collect::RunContext QuickContext() {
-  collect::RunContext ctx;
-  ctx.runtime = &Runtime();
-  ctx.timing.warmup_runs = 1;
-  ctx.timing.min_samples = 5;
-  ctx.timing.budget_s = 0.05;
-  return ctx;
-}
+using testing::QuickContext;
+using testing::Runtime;
 
 class ComputeScaleMatchesReference : public ::testing::TestWithParam<std::pair<std::int64_t, std::int64_t>> {};
 

@@ -26,19 +26,8 @@ collect::Case GemmCase(const std::string& dtype, std::int64_t m, std::int64_t n,
   return c;
 }
 
-const collect::RuntimeInfo& Runtime() {
-  static const collect::RuntimeInfo rt = CudaBackend().DetectRuntime();
-  return rt;
-}
-
-collect::RunContext QuickContext() {
-  collect::RunContext ctx;
-  ctx.runtime = &Runtime();
-  ctx.timing.warmup_runs = 1;
-  ctx.timing.min_samples = 5;
-  ctx.timing.budget_s = 0.05;
-  return ctx;
-}
+using testing::QuickContext;
+using testing::Runtime;
 
 std::string Describe(const GemmRunReport& rep) {
   return std::string(collect::ToString(rep.result.disposition)) + " " + rep.result.error_type + ": " +

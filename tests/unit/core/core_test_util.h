@@ -47,7 +47,10 @@ class TempDir {
   std::string path_;
 };
 
+// Writes a file, creating its parent folders.
 inline void WriteText(const std::string& path, const std::string& text) {
+  auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
 }

@@ -18,10 +18,8 @@ using servecast::testing::TempDir;
 using servecast::testing::ThrownMessage;
 using servecast::testing::WriteText;
 
-void Put(const std::string& path, const std::string& text) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  WriteText(path, text);
-}
+// Files of a hand-built data tree (parent folders are created).
+void Put(const std::string& path, const std::string& text) { WriteText(path, text); }
 
 TEST(VersionDirOrderTest, Pep440Order) {
   EXPECT_TRUE(VersionDirLess("1.3.0rc20", "1.3.0"));

@@ -20,10 +20,8 @@ using servecast::testing::TempDir;
 using servecast::testing::ThrownMessage;
 using servecast::testing::WriteText;
 
-void Put(const std::string& path, const std::string& text) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  WriteText(path, text);
-}
+// Files of a hand-built data tree (parent folders are created).
+void Put(const std::string& path, const std::string& text) { WriteText(path, text); }
 
 const char* kGemmHeader = "gemm_dtype,m,n,k,latency\n";
 
