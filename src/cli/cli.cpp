@@ -436,7 +436,10 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
         perfdb::Estimate e;
         if (dq.op == "nccl") {
           if (dq.size <= 0) throw UsageError("db query --op nccl needs --size");
-          auto t = perfdb::NcclTable::FromLoaded(db.Table("nccl_perf"), sol);
+          const auto& loaded = db.Table("nccl_perf");
+          // NCCL tables are system-wide (<system>/comm/nccl/<version>): name that source.
+          if (!loaded.sources.empty()) out["data_source"] = loaded.sources[0].backend + "/" + loaded.sources[0].version;
+          auto t = perfdb::NcclTable::FromLoaded(loaded, sol);
           auto ce = t.QueryWithDonor({dq.collective, dq.comm_dtype, dq.gpus, dq.size});
           if (ce.borrowed_from_gpus) out["borrowed_from_gpus"] = *ce.borrowed_from_gpus;
           e = ce;
@@ -479,9 +482,9 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
       out["sol_fraction"] = sol_fraction;
       if (dq.json) std::printf("%s\n", out.dump(2).c_str());
       else
-        std::printf("%s %s: %.6g ms (%s, %.1f%% of speed of light) from %s/%s\n", dq.op.c_str(),
-                    out["shape"].dump().c_str(), latency, source.c_str(), 100 * sol_fraction, dq.backend.c_str(),
-                    db.version().c_str());
+        std::printf("%s %s: %.6g ms (%s, %.1f%% of speed of light) from %s\n", dq.op.c_str(),
+                    out["shape"].dump().c_str(), latency, source.c_str(), 100 * sol_fraction,
+                    out.value("data_source", dq.backend + "/" + db.version()).c_str());
       return 0;
     }
     if (*convert_cmd) {
