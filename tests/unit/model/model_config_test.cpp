@@ -1,0 +1,634 @@
+#include "model/model_config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/fs.h"
+
+namespace servecast::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kModelsDir = std::string(SERVECAST_SOURCE_DIR) + "/models";
+
+// A minimal dense config; the error tests break one thing in it at a time.
+const std::string kLlamaLike = R"({
+  "architectures": ["LlamaForCausalLM"],
+  "hidden_size": 1024,
+  "intermediate_size": 4096,
+  "num_attention_heads": 16,
+  "num_hidden_layers": 4,
+  "num_key_value_heads": 4,
+  "vocab_size": 32000
+})";
+
+// Expects `fn` to throw E whose message contains every one of `parts`.
+template <typename E, typename Fn>
+void ExpectThrowWith(Fn fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    FAIL() << "no exception";
+  } catch (const E& e) {
+    const std::string msg = e.what();
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+  }
+}
+
+// The config text with `key`'s line replaced by `line` (or removed when empty).
+std::string Replace(const std::string& text, const std::string& key, const std::string& line) {
+  const std::size_t at = text.find("\"" + key + "\"");
+  EXPECT_NE(at, std::string::npos) << key;
+  const std::size_t end = text.find('\n', at);
+  std::string out = text.substr(0, at) + line + text.substr(end);
+  return out;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() /
+            ("servecast_model_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  void Write(const std::string& name, const std::string& text) const { std::ofstream(path_ / name) << text; }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+// ---- bundled models ----
+
+TEST(BundledModels, ListsEveryReferenceConfig) {
+  const std::vector<std::string> ids = BundledModels(kModelsDir);
+  ASSERT_EQ(ids.size(), 18u);
+  EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+  for (const char* id : {"meta-llama/Meta-Llama-3.1-8B", "Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-120b",
+                         "deepseek-ai/DeepSeek-V3", "nvidia/Llama-3.1-70B-Instruct-FP8", "mistralai/Mixtral-8x7B-v0.1"})
+    EXPECT_NE(std::find(ids.begin(), ids.end(), id), ids.end()) << id;
+}
+
+TEST(BundledModels, EveryOneLoadsWithAFamilyAndConsistentShapes) {
+  for (const std::string& id : BundledModels(kModelsDir)) {
+    SCOPED_TRACE(id);
+    const ModelConfig m = LoadModel(id, kModelsDir);
+    EXPECT_EQ(m.name, id);
+    EXPECT_GT(m.num_layers, 0);
+    EXPECT_GT(m.head_dim, 0);
+    EXPECT_EQ(m.num_heads % m.num_kv_heads, 0);
+    EXPECT_EQ(static_cast<std::int64_t>(m.layer_windows.size()), m.num_layers);
+    EXPECT_FALSE(m.quant_notes.empty());
+    const bool moe_like = m.family != Family::kDense;
+    EXPECT_EQ(m.num_experts > 0, moe_like);
+    EXPECT_EQ(m.experts_per_token > 0, moe_like);
+    const std::string expected_family =
+        id.find("DeepSeek") != std::string::npos ? "deepseek"
+        : (id.find("A22B") != std::string::npos || id.find("A3B") != std::string::npos ||
+           id.find("Mixtral") != std::string::npos || id.find("gpt-oss") != std::string::npos)
+            ? "moe"
+            : "dense";
+    EXPECT_EQ(FamilyName(m.family), expected_family);
+  }
+}
+
+// Every bundled value equals the published config it was taken from (the
+// reference copies in the shared tree), key by key; only fields are dropped.
+TEST(BundledModels, ValuesMatchTheReferenceConfigs) {
+  const fs::path ref_dir = fs::path(SERVECAST_SHARED_DIR) / "reference" / "hf-configs";
+  if (!fs::is_directory(ref_dir)) GTEST_SKIP() << "no reference configs at " << ref_dir;
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(kModelsDir)) {
+    if (!entry.is_directory()) continue;
+    const std::string dir = entry.path().filename().string();
+    for (const auto& [mine, suffix] : {std::pair<std::string, std::string>{"config.json", "_config.json"},
+                                       {"hf_quant_config.json", "_hf_quant_config.json"}}) {
+      const fs::path p = entry.path() / mine;
+      if (!fs::exists(p)) continue;
+      SCOPED_TRACE(p.string());
+      const auto bundled = nlohmann::json::parse(ReadFile(p.string()));
+      const auto reference = nlohmann::json::parse(ReadFile((ref_dir / (dir + suffix)).string()));
+      for (const auto& [key, value] : bundled.items()) {
+        ASSERT_TRUE(reference.contains(key)) << key;
+        EXPECT_EQ(reference.at(key), value) << key;
+      }
+      EXPECT_TRUE(bundled.contains("architectures") || bundled.contains("quantization"));
+      ++files;
+    }
+  }
+  EXPECT_EQ(files, 19);
+}
+
+TEST(LoadModel, Llama31_8B) {
+  const ModelConfig m = LoadModel("meta-llama/Meta-Llama-3.1-8B", kModelsDir);
+  EXPECT_EQ(m.architecture, "LlamaForCausalLM");
+  EXPECT_EQ(m.family, Family::kDense);
+  EXPECT_EQ(m.num_layers, 32);
+  EXPECT_EQ(m.hidden_size, 4096);
+  EXPECT_EQ(m.num_heads, 32);
+  EXPECT_EQ(m.num_kv_heads, 8);
+  EXPECT_EQ(m.head_dim, 128);  // H / n: no head_dim in the file
+  EXPECT_EQ(m.intermediate_size, 14336);
+  EXPECT_EQ(m.vocab_size, 128256);
+  EXPECT_EQ(m.max_position_embeddings, 131072);
+  EXPECT_FALSE(m.qk_norm);
+  EXPECT_EQ(m.layer_windows, std::vector<std::int64_t>(32, 0));
+  EXPECT_EQ(m.num_experts, 0);
+  EXPECT_EQ(m.quant_algo, "");
+  EXPECT_EQ(m.quant, QuantConfig{});
+  EXPECT_NE(m.config_path.find("meta-llama--Meta-Llama-3.1-8B/config.json"), std::string::npos);
+}
+
+TEST(LoadModel, Llama31_405B) {
+  const ModelConfig m = LoadModel("meta-llama--Meta-Llama-3.1-405B", kModelsDir);
+  EXPECT_EQ(m.num_layers, 126);
+  EXPECT_EQ(m.hidden_size, 16384);
+  EXPECT_EQ(m.num_heads, 128);
+  EXPECT_EQ(m.num_kv_heads, 8);
+  EXPECT_EQ(m.head_dim, 128);
+  EXPECT_EQ(m.intermediate_size, 53248);
+}
+
+TEST(LoadModel, Qwen3_32B) {
+  const ModelConfig m = LoadModel("Qwen/Qwen3-32B", kModelsDir);
+  EXPECT_EQ(m.architecture, "Qwen3ForCausalLM");
+  EXPECT_EQ(m.family, Family::kDense);
+  EXPECT_EQ(m.num_layers, 64);
+  EXPECT_EQ(m.hidden_size, 5120);
+  EXPECT_EQ(m.num_heads, 64);
+  EXPECT_EQ(m.num_kv_heads, 8);
+  EXPECT_EQ(m.head_dim, 128);  // explicit head_dim; H / n would be 80
+  EXPECT_EQ(m.intermediate_size, 25600);
+  EXPECT_EQ(m.vocab_size, 151936);
+  EXPECT_EQ(m.max_position_embeddings, 40960);
+  EXPECT_TRUE(m.qk_norm);
+  // sliding_window null and use_sliding_window false: full attention everywhere.
+  EXPECT_EQ(m.layer_windows, std::vector<std::int64_t>(64, 0));
+  EXPECT_EQ(m.quant, QuantConfig{});
+}
+
+TEST(LoadModel, Qwen3_30B_A3B) {
+  const ModelConfig m = LoadModel("qwen/qwen3-30b-a3b", kModelsDir);  // case-insensitive id
+  EXPECT_EQ(m.name, "Qwen/Qwen3-30B-A3B");
+  EXPECT_EQ(m.architecture, "Qwen3MoeForCausalLM");
+  EXPECT_EQ(m.family, Family::kMoe);
+  EXPECT_EQ(m.num_layers, 48);
+  EXPECT_EQ(m.hidden_size, 2048);
+  EXPECT_EQ(m.num_heads, 32);
+  EXPECT_EQ(m.num_kv_heads, 4);
+  EXPECT_EQ(m.head_dim, 128);
+  EXPECT_EQ(m.intermediate_size, 6144);
+  EXPECT_EQ(m.num_experts, 128);
+  EXPECT_EQ(m.experts_per_token, 8);
+  EXPECT_EQ(m.moe_intermediate_size, 768);
+  EXPECT_EQ(m.num_shared_experts, 0);
+  EXPECT_EQ(m.shared_expert_intermediate_size, 0);
+  EXPECT_TRUE(m.qk_norm);
+  EXPECT_EQ(m.layer_windows, std::vector<std::int64_t>(48, 0));
+}
+
+TEST(LoadModel, Qwen3_235B_A22B) {
+  const ModelConfig m = LoadModel("Qwen/Qwen3-235B-A22B", kModelsDir);
+  EXPECT_EQ(m.num_layers, 94);
+  EXPECT_EQ(m.hidden_size, 4096);
+  EXPECT_EQ(m.num_heads, 64);
+  EXPECT_EQ(m.num_kv_heads, 4);
+  EXPECT_EQ(m.num_experts, 128);
+  EXPECT_EQ(m.experts_per_token, 8);
+  EXPECT_EQ(m.moe_intermediate_size, 1536);
+}
+
+TEST(LoadModel, Mixtral8x7B) {
+  const ModelConfig m = LoadModel("mistralai/Mixtral-8x7B-v0.1", kModelsDir);
+  EXPECT_EQ(m.architecture, "MixtralForCausalLM");
+  EXPECT_EQ(m.family, Family::kMoe);
+  EXPECT_EQ(m.num_layers, 32);
+  EXPECT_EQ(m.hidden_size, 4096);
+  EXPECT_EQ(m.num_heads, 32);
+  EXPECT_EQ(m.num_kv_heads, 8);
+  EXPECT_EQ(m.head_dim, 128);
+  EXPECT_EQ(m.vocab_size, 32000);
+  EXPECT_EQ(m.max_position_embeddings, 32768);
+  EXPECT_EQ(m.num_experts, 8);
+  EXPECT_EQ(m.experts_per_token, 2);
+  EXPECT_EQ(m.moe_intermediate_size, 14336);  // no moe_intermediate_size: I
+  EXPECT_FALSE(m.qk_norm);
+  EXPECT_EQ(m.layer_windows, std::vector<std::int64_t>(32, 0));  // sliding_window null
+}
+
+TEST(LoadModel, Mixtral8x22B) {
+  const ModelConfig m = LoadModel("mistralai/Mixtral-8x22B-v0.1", kModelsDir);
+  EXPECT_EQ(m.num_layers, 56);
+  EXPECT_EQ(m.hidden_size, 6144);
+  EXPECT_EQ(m.num_heads, 48);
+  EXPECT_EQ(m.num_kv_heads, 8);
+  EXPECT_EQ(m.moe_intermediate_size, 16384);
+}
+
+TEST(LoadModel, GptOss120b) {
+  const ModelConfig m = LoadModel("openai/gpt-oss-120b", kModelsDir);
+  EXPECT_EQ(m.architecture, "GptOssForCausalLM");
+  EXPECT_EQ(m.family, Family::kMoe);
+  EXPECT_EQ(m.num_layers, 36);
+  EXPECT_EQ(m.hidden_size, 2880);
+  EXPECT_EQ(m.num_heads, 64);
+  EXPECT_EQ(m.num_kv_heads, 8);
+  EXPECT_EQ(m.head_dim, 64);
+  EXPECT_EQ(m.vocab_size, 201088);
+  EXPECT_EQ(m.num_experts, 128);
+  EXPECT_EQ(m.experts_per_token, 4);
+  EXPECT_EQ(m.moe_intermediate_size, 2880);
+  ASSERT_EQ(m.layer_windows.size(), 36u);
+  for (std::size_t i = 0; i < 36; ++i) EXPECT_EQ(m.layer_windows[i], i % 2 == 0 ? 128 : 0) << i;
+  EXPECT_EQ(m.quant_algo, "mxfp4");
+  EXPECT_EQ(m.quant.gemm, "bfloat16");
+  EXPECT_EQ(m.quant.moe, "w4a16_mxfp4");
+  EXPECT_EQ(m.quant.kv, "bfloat16");
+  EXPECT_EQ(m.quant.fmha, "bfloat16");
+  EXPECT_EQ(m.quant.comm, "half");
+}
+
+TEST(LoadModel, GptOss20b) {
+  const ModelConfig m = LoadModel("openai/gpt-oss-20b", kModelsDir);
+  EXPECT_EQ(m.num_layers, 24);
+  EXPECT_EQ(m.num_experts, 32);
+  EXPECT_EQ(m.layer_windows[0], 128);
+  EXPECT_EQ(m.layer_windows[23], 0);
+}
+
+TEST(LoadModel, DeepSeekV3) {
+  const ModelConfig m = LoadModel("deepseek-ai/DeepSeek-V3", kModelsDir);
+  EXPECT_EQ(m.architecture, "DeepseekV3ForCausalLM");
+  EXPECT_EQ(m.family, Family::kDeepSeek);
+  EXPECT_EQ(m.num_layers, 61);
+  EXPECT_EQ(m.hidden_size, 7168);
+  EXPECT_EQ(m.num_heads, 128);
+  EXPECT_EQ(m.num_kv_heads, 128);
+  EXPECT_EQ(m.intermediate_size, 18432);
+  EXPECT_EQ(m.vocab_size, 129280);
+  EXPECT_EQ(m.max_position_embeddings, 163840);
+  EXPECT_EQ(m.num_experts, 256);
+  EXPECT_EQ(m.experts_per_token, 8);
+  EXPECT_EQ(m.moe_intermediate_size, 2048);
+  EXPECT_EQ(m.num_shared_experts, 1);
+  EXPECT_EQ(m.shared_expert_intermediate_size, 2048);
+  EXPECT_EQ(m.q_lora_rank, 1536);
+  EXPECT_EQ(m.kv_lora_rank, 512);
+  EXPECT_EQ(m.qk_nope_head_dim, 128);
+  EXPECT_EQ(m.qk_rope_head_dim, 64);
+  EXPECT_EQ(m.v_head_dim, 128);
+  EXPECT_EQ(m.first_k_dense_replace, 3);
+  EXPECT_EQ(m.num_nextn_predict_layers, 1);
+  EXPECT_EQ(m.quant_algo, "fp8_block");
+  EXPECT_TRUE(m.dynamic_activations);
+  EXPECT_EQ(m.quant.gemm, "fp8_block");
+  EXPECT_EQ(m.quant.moe, "fp8_block");
+  EXPECT_EQ(m.quant.fmha, "fp8");
+  EXPECT_EQ(m.quant.kv, "fp8");
+}
+
+TEST(LoadModel, Qwen3_32B_Fp8) {
+  const ModelConfig m = LoadModel("Qwen/Qwen3-32B-FP8", kModelsDir);
+  EXPECT_EQ(m.num_layers, 64);
+  EXPECT_EQ(m.quant_algo, "fp8_block");  // quant_method fp8 + weight_block_size
+  EXPECT_TRUE(m.dynamic_activations);
+  EXPECT_EQ(m.quant.gemm, "fp8_block");
+  EXPECT_EQ(m.quant.moe, "fp8_block");
+  EXPECT_EQ(m.quant.kv, "fp8");
+  EXPECT_EQ(m.quant.fmha, "fp8");
+  EXPECT_EQ(m.quant.comm, "half");
+  ASSERT_FALSE(m.quant_notes.empty());
+  EXPECT_NE(m.quant_notes[0].find("weight_block_size"), std::string::npos) << m.quant_notes[0];
+}
+
+TEST(LoadModel, Qwen3_30B_A3B_Fp8) {
+  const ModelConfig m = LoadModel("Qwen/Qwen3-30B-A3B-FP8", kModelsDir);
+  EXPECT_EQ(m.num_experts, 128);
+  EXPECT_EQ(m.quant.gemm, "fp8_block");
+  EXPECT_EQ(m.quant.moe, "fp8_block");
+}
+
+TEST(LoadModel, NvidiaLlama70bFp8FromHfQuantConfig) {
+  const ModelConfig m = LoadModel("nvidia/Llama-3.1-70B-Instruct-FP8", kModelsDir);
+  EXPECT_EQ(m.num_layers, 80);
+  EXPECT_EQ(m.hidden_size, 8192);
+  EXPECT_EQ(m.num_heads, 64);
+  EXPECT_EQ(m.num_kv_heads, 8);
+  EXPECT_EQ(m.intermediate_size, 28672);
+  EXPECT_EQ(m.quant_algo, "fp8");
+  EXPECT_FALSE(m.dynamic_activations);
+  EXPECT_EQ(m.quant.gemm, "fp8_static");  // static scales (ModelOpt)
+  EXPECT_EQ(m.quant.moe, "fp8");
+  EXPECT_EQ(m.quant.kv, "fp8");  // kv_cache_quant_algo FP8
+  EXPECT_EQ(m.quant.fmha, "fp8");
+  bool kv_note = false;
+  for (const auto& n : m.quant_notes) kv_note |= n.find("kv_cache_quant_algo") != std::string::npos;
+  EXPECT_TRUE(kv_note);
+}
+
+TEST(LoadModel, ByDirectoryPath) {
+  const std::string dir = kModelsDir + "/Qwen--Qwen3-8B";
+  const ModelConfig m = LoadModel(dir, "/nonexistent");
+  EXPECT_EQ(m.name, dir);
+  EXPECT_EQ(m.num_layers, 36);
+  EXPECT_EQ(m.hidden_size, 4096);
+  EXPECT_EQ(m.intermediate_size, 12288);
+}
+
+TEST(LoadModel, DirectoryWithHfQuantConfig) {
+  TempDir d;
+  d.Write("config.json", kLlamaLike);
+  d.Write("hf_quant_config.json", R"({"quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": null}})");
+  const ModelConfig m = LoadModel(d.path().string(), kModelsDir);
+  EXPECT_EQ(m.quant_algo, "nvfp4");
+  EXPECT_EQ(m.quant.gemm, "nvfp4");
+  EXPECT_EQ(m.quant.moe, "nvfp4");
+  EXPECT_EQ(m.quant.fmha, "fp8");
+  EXPECT_EQ(m.quant.kv, "fp8");
+}
+
+TEST(LoadModel, UnknownListsBundled) {
+  ExpectThrowWith<UsageError>([] { LoadModel("acme/NoSuchModel-7B", kModelsDir); },
+                              {"acme/NoSuchModel-7B", "Qwen/Qwen3-32B", "meta-llama/Meta-Llama-3.1-8B"});
+}
+
+TEST(LoadModel, DirectoryWithoutConfig) {
+  TempDir d;
+  ExpectThrowWith<UsageError>([&] { LoadModel(d.path().string(), kModelsDir); }, {"no config.json"});
+}
+
+// ---- parsing ----
+
+TEST(ParseHfConfig, NumKvHeadsDefaultsToHeads) {
+  for (const char* line : {"", "\"num_key_value_heads\": null,"}) {
+    const ModelConfig m = ParseHfConfig(Replace(kLlamaLike, "num_key_value_heads", line), "", "t.json");
+    EXPECT_EQ(m.num_kv_heads, 16);
+    EXPECT_EQ(m.head_dim, 64);
+  }
+}
+
+TEST(ParseHfConfig, HeadDimFallbacks) {
+  const ModelConfig a =
+      ParseHfConfig(Replace(kLlamaLike, "vocab_size", "\"vocab_size\": 32000, \"attention_head_dim\": 96"), "", "t");
+  EXPECT_EQ(a.head_dim, 96);
+  const ModelConfig b = ParseHfConfig(
+      Replace(kLlamaLike, "vocab_size", "\"vocab_size\": 32000, \"head_dim\": 128, \"attention_head_dim\": 96"), "",
+      "t");
+  EXPECT_EQ(b.head_dim, 128);
+}
+
+TEST(ParseHfConfig, MultimodalReadsTextConfig) {
+  const std::string cfg = R"({
+    "architectures": ["SomeVisionForConditionalGeneration"],
+    "vision_config": {"hidden_size": 1152},
+    "text_config": {"model_type": "qwen3", "hidden_size": 2048, "intermediate_size": 6144,
+                    "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+                    "head_dim": 128, "vocab_size": 151936}
+  })";
+  const ModelConfig m = ParseHfConfig(cfg, "", "mm.json");
+  EXPECT_EQ(m.architecture, "Qwen3ForCausalLM");
+  EXPECT_EQ(m.family, Family::kDense);
+  EXPECT_TRUE(m.qk_norm);
+  EXPECT_EQ(m.num_layers, 28);
+  EXPECT_EQ(m.hidden_size, 2048);
+  // A missing field is named with its text_config path.
+  ExpectThrowWith<ConfigError>([&] { ParseHfConfig(Replace(cfg, "vocab_size", "\"x\": 1}"), "", "mm.json"); },
+                               {"mm.json", "text_config.vocab_size", "missing"});
+}
+
+TEST(ParseHfConfig, Qwen2MoeSharedExpertWidth) {
+  const std::string cfg = R"({
+    "architectures": ["Qwen2MoeForCausalLM"], "hidden_size": 2048, "intermediate_size": 5632,
+    "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632, "num_experts": 60,
+    "num_experts_per_tok": 4, "num_attention_heads": 16, "num_hidden_layers": 24,
+    "num_key_value_heads": 16, "vocab_size": 151936, "sliding_window": 32768, "use_sliding_window": false
+  })";
+  const ModelConfig m = ParseHfConfig(cfg, "", "q2.json");
+  EXPECT_EQ(m.family, Family::kMoe);
+  EXPECT_EQ(m.num_experts, 60);
+  EXPECT_EQ(m.experts_per_token, 4);
+  EXPECT_EQ(m.moe_intermediate_size, 1408);
+  EXPECT_EQ(m.shared_expert_intermediate_size, 5632);
+  EXPECT_EQ(m.num_shared_experts, 4);
+  EXPECT_FALSE(m.qk_norm);
+  EXPECT_EQ(m.layer_windows, std::vector<std::int64_t>(24, 0));  // use_sliding_window false
+}
+
+TEST(ParseHfConfig, GlobalSlidingWindow) {
+  // No use_sliding_window key: the window applies to every layer (Mistral style).
+  const ModelConfig a =
+      ParseHfConfig(Replace(kLlamaLike, "vocab_size", "\"vocab_size\": 32000, \"sliding_window\": 4096"), "", "t");
+  EXPECT_EQ(a.layer_windows, std::vector<std::int64_t>(4, 4096));
+  // use_sliding_window true with max_window_layers 2: layers from 2 on slide (Qwen2 style).
+  const ModelConfig b = ParseHfConfig(
+      Replace(
+          kLlamaLike, "vocab_size",
+          "\"vocab_size\": 32000, \"sliding_window\": 4096, \"use_sliding_window\": true, \"max_window_layers\": 2"),
+      "", "t");
+  EXPECT_EQ(b.layer_windows, (std::vector<std::int64_t>{0, 0, 4096, 4096}));
+}
+
+TEST(ParseHfConfig, LayerTypesErrors) {
+  ExpectThrowWith<ConfigError>(
+      [] {
+        ParseHfConfig(Replace(kLlamaLike, "vocab_size",
+                              "\"vocab_size\": 32000, \"sliding_window\": 128, \"layer_types\": "
+                              "[\"sliding_attention\", \"full_attention\"]"),
+                      "", "w.json");
+      },
+      {"w.json", "layer_types", "2 entries", "num_hidden_layers = 4"});
+  ExpectThrowWith<ConfigError>(
+      [] {
+        ParseHfConfig(Replace(kLlamaLike, "vocab_size",
+                              "\"vocab_size\": 32000, \"layer_types\": "
+                              "[\"sliding_attention\", \"full_attention\", \"full_attention\", \"full_attention\"]"),
+                      "", "w.json");
+      },
+      {"w.json", "sliding_window", "missing"});
+}
+
+// ---- errors ----
+
+TEST(ParseHfConfigErrors, MalformedJsonNamesLineAndPosition) {
+  const std::string bad = "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"hidden_size\": 4096,,\n}";
+  ExpectThrowWith<ConfigError>(
+      [&] { ParseHfConfig(bad, "", "broken/config.json"); },
+      {"broken/config.json:3", "malformed JSON at line 3, column 23 (byte 66)", "unexpected ','", "byte"});
+}
+
+TEST(ParseHfConfigErrors, MalformedHfQuantConfigNamesThatFile) {
+  ExpectThrowWith<ConfigError>([] { ParseHfConfig(kLlamaLike, "{\"quantization\": ", "m/config.json"); },
+                               {"m/hf_quant_config.json", "malformed JSON at line 1"});
+}
+
+TEST(ParseHfConfigErrors, MissingHiddenSizeNamesTheField) {
+  ExpectThrowWith<ConfigError>([] { ParseHfConfig(Replace(kLlamaLike, "hidden_size", ""), "", "m/config.json"); },
+                               {"m/config.json", "key 'hidden_size'", "missing key", "positive integer"});
+}
+
+TEST(ParseHfConfigErrors, WrongTypeAndNonPositive) {
+  ExpectThrowWith<ConfigError>(
+      [] { ParseHfConfig(Replace(kLlamaLike, "num_hidden_layers", "\"num_hidden_layers\": \"32\","), "", "c.json"); },
+      {"c.json", "num_hidden_layers", "wrong type: string", "an integer"});
+  ExpectThrowWith<ConfigError>(
+      [] { ParseHfConfig(Replace(kLlamaLike, "intermediate_size", "\"intermediate_size\": 0,"), "", "c.json"); },
+      {"c.json", "intermediate_size", "not positive"});
+  ExpectThrowWith<ConfigError>(
+      [] { ParseHfConfig(Replace(kLlamaLike, "num_key_value_heads", "\"num_key_value_heads\": 3,"), "", "c.json"); },
+      {"c.json", "num_key_value_heads", "does not divide"});
+  ExpectThrowWith<ConfigError>([] { ParseHfConfig("[1, 2]", "", "c.json"); }, {"c.json", "a JSON object"});
+}
+
+TEST(ParseHfConfigErrors, UnknownArchitectureListsSupported) {
+  ExpectThrowWith<ConfigError>(
+      [] {
+        ParseHfConfig(Replace(kLlamaLike, "architectures", "\"architectures\": [\"FancyNetForCausalLM\"],"), "",
+                      "f/config.json");
+      },
+      {"f/config.json", "architectures", "FancyNetForCausalLM", "LlamaForCausalLM", "Qwen3MoeForCausalLM",
+       "GptOssForCausalLM", "DeepseekV3ForCausalLM"});
+  ExpectThrowWith<ConfigError>([] { ParseHfConfig(Replace(kLlamaLike, "architectures", ""), "", "f.json"); },
+                               {"f.json", "architectures", "missing"});
+}
+
+TEST(ParseHfConfigErrors, MoeWithoutExperts) {
+  ExpectThrowWith<ConfigError>(
+      [] {
+        ParseHfConfig(Replace(kLlamaLike, "architectures", "\"architectures\": [\"MixtralForCausalLM\"],"), "",
+                      "x.json");
+      },
+      {"x.json", "num_local_experts", "n_routed_experts"});
+}
+
+// ---- quantization ----
+
+ModelConfig WithQuant(const std::string& qc, const std::string& arch = "LlamaForCausalLM",
+                      const std::string& extra = "") {
+  std::string cfg = Replace(kLlamaLike, "architectures", "\"architectures\": [\"" + arch + "\"],");
+  cfg = Replace(cfg, "vocab_size", "\"vocab_size\": 32000, \"quantization_config\": " + qc + extra);
+  return ParseHfConfig(cfg, "", "q/config.json");
+}
+
+TEST(QuantInference, Fp8DynamicAndStatic) {
+  const ModelConfig d = WithQuant(R"({"quant_method": "fp8", "activation_scheme": "dynamic"})");
+  EXPECT_EQ(d.quant_algo, "fp8");
+  EXPECT_TRUE(d.dynamic_activations);
+  EXPECT_EQ(d.quant, (QuantConfig{"fp8", "fp8", "fp8", "fp8", "half"}));
+  const ModelConfig s = WithQuant(R"({"quant_method": "fp8", "activation_scheme": "static"})");
+  EXPECT_FALSE(s.dynamic_activations);
+  EXPECT_EQ(s.quant, (QuantConfig{"fp8_static", "fp8", "fp8", "fp8", "half"}));
+}
+
+TEST(QuantInference, KvOnlyFp8SetsFmha) {
+  const ModelConfig m = ParseHfConfig(
+      kLlamaLike, R"({"quantization": {"quant_algo": null, "kv_cache_quant_algo": "FP8"}})", "k/config.json");
+  EXPECT_EQ(m.quant_algo, "");
+  EXPECT_EQ(m.quant, (QuantConfig{"bfloat16", "bfloat16", "fp8", "fp8", "half"}));
+}
+
+TEST(QuantInference, HfQuantConfigWinsOverQuantizationConfig) {
+  std::string cfg = Replace(kLlamaLike, "vocab_size",
+                            "\"vocab_size\": 32000, \"quantization_config\": {\"quant_method\": \"mxfp4\"}");
+  const ModelConfig m = ParseHfConfig(cfg, R"({"quantization": {"quant_algo": "FP8"}})", "h/config.json");
+  EXPECT_EQ(m.quant_algo, "fp8");
+  EXPECT_EQ(m.quant.gemm, "fp8_static");
+}
+
+TEST(QuantInference, CompressedTensorsFp8) {
+  const std::string qc = R"({"quant_method": "compressed-tensors", "format": "float-quantized",
+      "config_groups": {"group_0": {"targets": ["Linear"],
+        "weights": {"type": "float", "num_bits": 8, "strategy": "channel", "dynamic": false},
+        "input_activations": {"type": "float", "num_bits": 8, "strategy": "token", "dynamic": true}}},
+      "ignore": ["lm_head", "re:.*mlp.gate$"]})";
+  const ModelConfig m = WithQuant(qc, "Qwen3MoeForCausalLM",
+                                  ", \"num_experts\": 8, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 512");
+  EXPECT_EQ(m.quant_algo, "fp8");
+  EXPECT_TRUE(m.dynamic_activations);
+  EXPECT_EQ(m.quant, (QuantConfig{"fp8", "fp8", "fp8", "fp8", "half"}));
+}
+
+TEST(QuantInference, CompressedTensorsIgnoredExpertsAndKvScheme) {
+  const std::string qc = R"({"quant_method": "compressed-tensors",
+      "config_groups": {"g": {"weights": {"type": "float", "num_bits": 8, "strategy": "block",
+                                          "block_structure": [128, 128]},
+                              "input_activations": {"type": "float", "num_bits": 8, "dynamic": true}}},
+      "ignore": ["re:.*mlp.experts.*"], "kv_cache_scheme": {"type": "float", "num_bits": 8}})";
+  const ModelConfig m = WithQuant(qc, "MixtralForCausalLM", ", \"num_local_experts\": 8, \"num_experts_per_tok\": 2");
+  EXPECT_EQ(m.quant_algo, "fp8_block");
+  EXPECT_EQ(m.quant.gemm, "fp8_block");
+  EXPECT_EQ(m.quant.moe, "bfloat16");
+  EXPECT_EQ(m.quant.kv, "fp8");
+  EXPECT_EQ(m.quant.fmha, "fp8");
+}
+
+TEST(QuantInference, CompressedTensorsInt4WeightOnly) {
+  const ModelConfig m = WithQuant(R"({"quant_method": "compressed-tensors",
+      "config_groups": {"g": {"weights": {"type": "int", "num_bits": 4, "strategy": "group"}}}})");
+  EXPECT_EQ(m.quant_algo, "int4_wo");
+  EXPECT_EQ(m.quant, (QuantConfig{"int4_wo", "int4_wo", "bfloat16", "bfloat16", "half"}));
+}
+
+TEST(QuantInference, UnsupportedSchemesNameTheField) {
+  ExpectThrowWith<ConfigError>(
+      [] {
+        WithQuant(R"({"quant_method": "compressed-tensors", "config_groups": {
+            "a": {"weights": {"type": "int", "num_bits": 4}}, "b": {"weights": {"type": "int", "num_bits": 8}}}})");
+      },
+      {"q/config.json", "quantization_config.config_groups", "2 config groups", "not supported"});
+  ExpectThrowWith<ConfigError>(
+      [] { WithQuant(R"({"quant_method": "gptq", "bits": 4})"); },
+      {"q/config.json", "quantization_config.quant_method", "'gptq'", "not supported", "mxfp4"});
+  ExpectThrowWith<ConfigError>(
+      [] { ParseHfConfig(kLlamaLike, R"({"quantization": {"quant_algo": "W4A8_AWQ"}})", "m/config.json"); },
+      {"m/hf_quant_config.json", "quantization.quant_algo", "'w4a8_awq'", "not supported"});
+  ExpectThrowWith<ConfigError>(
+      [] { ParseHfConfig(kLlamaLike, R"({"quantization": {"kv_cache_quant_algo": "NVFP4"}})", "m/config.json"); },
+      {"m/hf_quant_config.json", "kv_cache_quant_algo", "not supported"});
+}
+
+TEST(QuantOverrides, SetAndNoted) {
+  ModelConfig m = LoadModel("Qwen/Qwen3-32B-FP8", kModelsDir);
+  QuantOverrides o;
+  o.gemm = "fp8";
+  o.kv = "bfloat16";
+  o.comm = "fp8";
+  ApplyQuantOverrides(m, o);
+  EXPECT_EQ(m.quant, (QuantConfig{"fp8", "fp8_block", "bfloat16", "fp8", "fp8"}));
+  ASSERT_GE(m.quant_notes.size(), 3u);
+  EXPECT_NE(m.quant_notes[m.quant_notes.size() - 3].find("gemm fp8: user override (--gemm-quant, inferred fp8_block)"),
+            std::string::npos)
+      << m.quant_notes[m.quant_notes.size() - 3];
+}
+
+TEST(QuantOverrides, BadNameListsValidOnesAndChangesNothing) {
+  ModelConfig m = LoadModel("meta-llama/Meta-Llama-3.1-8B", kModelsDir);
+  QuantOverrides o;
+  o.gemm = "fp8";
+  o.moe = "int8_wo";  // not a MoE mode
+  ExpectThrowWith<UsageError>([&] { ApplyQuantOverrides(m, o); },
+                              {"--moe-quant", "'int8_wo'", "w4a16_mxfp4", "fp8_block", "bfloat16"});
+  EXPECT_EQ(m.quant.gemm, "bfloat16");
+  QuantOverrides k;
+  k.kv = "fp4";
+  ExpectThrowWith<UsageError>([&] { ApplyQuantOverrides(m, k); }, {"--kv-quant", "bfloat16, fp8, int8"});
+  QuantOverrides f;
+  f.fmha = "nvfp4";
+  ExpectThrowWith<UsageError>([&] { ApplyQuantOverrides(m, f); }, {"--fmha-quant", "bfloat16, fp8, fp8_block"});
+}
+
+}  // namespace
+}  // namespace servecast::model
