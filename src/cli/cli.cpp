@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "backends/cpu/register.h"
+#include "cli/estimate.h"
 #ifdef SERVECAST_HAVE_CUDA
 #include "backends/cuda/register.h"
 #endif
@@ -220,6 +221,10 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
                         "empirical (util-empirical), sol (rooflines)")->capture_default_str();
   query_cmd->add_option("--systems", systems_dir, "system spec folder (default: systems/ of the installation)");
 
+  // estimate
+  EstimateArgs est;
+  auto* estimate_cmd = AddEstimateCommand(app, est);
+
   // worker (internal)
   collect::WorkerOptions wo;
   auto* worker_cmd = app.add_subcommand("__worker", "");
@@ -249,6 +254,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
 
   try {
     if (*worker_cmd) return collect::RunWorker(registry, wo);
+    if (*estimate_cmd) return RunEstimate(est, [&](const std::string& name) { return FindResource(name, exe); });
     if (*collect_cmd) {
       co.plan.cases_dir = cases_dir.empty() ? FindResource("cases", exe) : cases_dir;
       co.systems_dir = systems_dir.empty() ? FindResource("systems", exe) : systems_dir;

@@ -1,0 +1,265 @@
+#include "cli/estimate.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "model/model_config.h"
+#include "model/ops.h"
+#include "perfdb/modes.h"
+#include "serve/database.h"
+#include "serve/engine_profile.h"
+#include "serve/session.h"
+#include "serve/static.h"
+#include "system/system_spec.h"
+
+namespace servecast::cli {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+struct DetailFlags {
+  bool time = false, memory = false, source = false;
+};
+
+DetailFlags ParseDetail(const std::string& text) {
+  DetailFlags d;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item == "time") d.time = true;
+    else if (item == "memory") d.memory = true;
+    else if (item == "source") d.source = true;
+    else if (item == "all") d.time = d.memory = d.source = true;
+    else if (!item.empty())
+      throw UsageError("--detail '" + text + "': unknown item '" + item + "' (expected time, memory, source or all)");
+  }
+  return d;
+}
+
+Json PhaseJson(const serve::PhaseEstimate& p) {
+  Json ops = Json::array();
+  for (const auto& l : p.ops) {
+    ops.push_back({{"name", l.name},
+                   {"kind", model::OpKindName(l.kind)},
+                   {"latency_ms", l.latency_ms},
+                   {"share", l.share},
+                   {"source", l.source},
+                   {"sol_ms", l.sol_ms},
+                   {"sol_fraction", l.latency_ms > 0 ? l.sol_ms / l.latency_ms : 0},
+                   {"detail", l.detail}});
+  }
+  return {{"latency_ms", p.latency_ms}, {"sol_ms", p.sol_ms}, {"math_ms", p.math_ms}, {"ops", ops}};
+}
+
+void PrintPhase(const char* title, const serve::PhaseEstimate& p, bool with_detail, const std::string& note) {
+  std::printf("\n%s: %.4f ms%s\n", title, p.latency_ms, note.c_str());
+  std::printf("  %-36s %12s %7s  %-13s %8s%s\n", "op", "ms", "share", "source", "SOL frac", with_detail ? "  how" : "");
+  for (const auto& l : p.ops) {
+    std::printf("  %-36s %12.4f %6.1f%%  %-13s %8.2f", l.name.c_str(), l.latency_ms, 100 * l.share, l.source.c_str(),
+                l.latency_ms > 0 ? l.sol_ms / l.latency_ms : 0.0);
+    if (with_detail) std::printf("  %s", l.detail.c_str());
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
+  auto* c = app.add_subcommand("estimate", "latency, throughput and memory of one deployment (static batch)");
+  c->add_option("--model", a.model, "bundled model (HF id, e.g. Qwen/Qwen3-32B) or a folder with config.json")->required();
+  c->add_option("--system", a.system, "system (systems/<name>.yaml), e.g. h200_sxm")->required();
+  c->add_option("--backend", a.engine, "serving engine modelled: trtllm, vllm or sglang")->capture_default_str();
+  c->add_option("--data", a.data,
+                "perf-data source BACKEND[/VERSION] under the data roots (default: the system's only source, else "
+                "cuda; newest version)");
+  c->add_option("--data-root", a.data_roots, "data root (repeat; default: systems/data of the installation)");
+  c->add_option("--database-mode", a.database_mode,
+                "silicon (tables; a miss is an error), hybrid (tables, then util-empirical), empirical, sol")
+      ->capture_default_str();
+  c->add_option("--transfer-policy", a.transfer_policy, "hybrid / empirical: off, conservative, balanced, aggressive")
+      ->capture_default_str();
+  c->add_option("--mode", a.mode, "static (agg and disagg arrive with the serving search)")->capture_default_str();
+  c->add_option("--isl", a.isl, "input tokens per request")->capture_default_str();
+  c->add_option("--osl", a.osl, "output tokens per request")->capture_default_str();
+  c->add_option("--prefix", a.prefix, "cached prefix tokens of the input")->capture_default_str();
+  c->add_option("--batch", a.batch, "requests batched together (per attention-DP rank)")->capture_default_str();
+  c->add_option("--tp", a.tp, "tensor parallel")->capture_default_str();
+  c->add_option("--pp", a.pp, "pipeline parallel")->capture_default_str();
+  c->add_option("--dp", a.dp, "attention data parallel (MoE models)")->capture_default_str();
+  c->add_option("--moe-tp", a.moe_tp, "tensor parallel inside the experts (default 1)");
+  c->add_option("--moe-ep", a.moe_ep, "expert parallel (default tp x dp / moe_tp)");
+  c->add_option("--nextn", a.nextn, "MTP draft tokens per decode step")->capture_default_str();
+  c->add_option("--mtp-accepted", a.mtp_accepted, "mean accepted draft tokens per step (with --nextn)")
+      ->capture_default_str();
+  c->add_option("--stride", a.stride, "decode steps per evaluated step (1 = every step)")->capture_default_str();
+  c->add_option("--gemm-quant", a.gemm_quant, "override the GEMM quantization (default: from the checkpoint)");
+  c->add_option("--moe-quant", a.moe_quant, "override the MoE quantization");
+  c->add_option("--kv-quant", a.kv_quant, "override the KV-cache dtype");
+  c->add_option("--fmha-quant", a.fmha_quant, "override the attention math dtype");
+  c->add_option("--comm-quant", a.comm_quant, "override the collectives' dtype");
+  c->add_option("--moe-distribution", a.moe_distribution,
+                "expert load: balanced, power_law_1.01, power_law_1.2 (default power_law_1.2)");
+  c->add_option("--detail", a.detail, "comma list: time (per-op table), memory (breakdown), source (how each op was costed), all");
+  c->add_flag("--json", a.json, "print one JSON document and nothing else");
+  c->add_option("--systems", a.systems_dir, "system spec folder (default: systems/ of the installation)");
+  c->add_option("--models", a.models_dir, "bundled model folder (default: models/ of the installation)");
+  c->add_option("--engines", a.engines_dir, "engine profile folder (default: engines/ of the installation)");
+  return c;
+}
+
+int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std::string&)>& find) {
+  if (a.mode != "static")
+    throw UsageError("--mode '" + a.mode + "': this build estimates --mode static; agg and disagg are not built yet");
+  const DetailFlags detail = ParseDetail(a.detail);
+  const std::string systems_dir = a.systems_dir.empty() ? find("systems") : a.systems_dir;
+  const std::string models_dir = a.models_dir.empty() ? find("models") : a.models_dir;
+  const std::string engines_dir = a.engines_dir.empty() ? find("engines") : a.engines_dir;
+
+  systems::SystemSpec spec = systems::LoadSystemByName(systems_dir, a.system);
+  model::ModelConfig m = model::LoadModel(a.model, models_dir);
+  model::QuantOverrides ov{a.gemm_quant, a.moe_quant, a.kv_quant, a.fmha_quant, a.comm_quant};
+  model::ApplyQuantOverrides(m, ov);
+  serve::AdjustQuantForSystem(m, spec, ov);
+
+  model::ParallelConfig par;
+  par.tp = a.tp;
+  par.pp = a.pp;
+  par.dp = a.dp;
+  par.moe_tp = a.moe_tp > 0 ? a.moe_tp : 1;
+  par.moe_ep = a.moe_ep > 0 ? a.moe_ep : std::max(1, a.tp * a.dp / par.moe_tp);
+  model::OpListOptions oo;
+  oo.engine = model::ParseEngine(a.engine);
+  oo.nextn = a.nextn;
+  oo.moe_distribution = a.moe_distribution;
+  oo.sm_version = spec.gpu.sm_version;
+  oo.gpus_per_node = spec.node.gpus_per_node;
+  serve::Workload w;
+  w.batch = a.batch;
+  w.isl = a.isl;
+  w.osl = a.osl;
+  w.prefix = a.prefix;
+  w.nextn = a.nextn;
+  w.mtp_accepted = a.mtp_accepted;
+  w.stride = a.stride;
+  serve::ValidateWorkload(w);
+  model::OpList ops = model::BuildOpList(m, par, oo);
+
+  serve::DatabaseOptions dbo;
+  dbo.roots = a.data_roots;
+  if (dbo.roots.empty()) dbo.roots.push_back((std::filesystem::path(systems_dir) / "data").string());
+  if (!a.data.empty()) {
+    const auto slash = a.data.find('/');
+    dbo.backend = a.data.substr(0, slash);
+    if (slash != std::string::npos) dbo.version = a.data.substr(slash + 1);
+  }
+  dbo.mode = perfdb::ParseDatabaseMode(a.database_mode);
+  dbo.policy = perfdb::ParseTransferPolicy(a.transfer_policy);
+  auto db = serve::Database::Open(spec, dbo, serve::NeedsOf(ops));
+  const std::string fmha_before = m.quant.fmha;
+  serve::AdjustQuantForData(m, *db, ov);
+  if (m.quant.fmha != fmha_before) ops = model::BuildOpList(m, par, oo);
+  const serve::EngineProfile engine = serve::LoadEngineProfileByName(engines_dir, oo.engine);
+
+  const serve::StaticEstimate r = serve::RunStatic(m, par, ops, *db, engine, w);
+  const serve::MemoryBreakdown& mem = r.memory;
+
+  if (a.json) {
+    Json notes = Json::array();
+    for (const auto& n : m.quant_notes) notes.push_back(n);
+    for (const auto& n : ops.notes) notes.push_back(n);
+    Json out = {
+        {"mode", "static"},
+        {"model", {{"name", m.name}, {"architecture", m.architecture}, {"family", model::FamilyName(m.family)}}},
+        {"quant",
+         {{"gemm", m.quant.gemm}, {"moe", m.quant.moe}, {"kv", m.quant.kv}, {"fmha", m.quant.fmha}, {"comm", m.quant.comm}}},
+        {"system", spec.name},
+        {"engine", a.engine},
+        {"data", db->source()},
+        {"database_mode", perfdb::DatabaseModeName(db->mode())},
+        {"parallel",
+         {{"tp", par.tp}, {"pp", par.pp}, {"dp", par.dp}, {"moe_tp", par.moe_tp}, {"moe_ep", par.moe_ep}, {"gpus", r.gpus}}},
+        {"workload",
+         {{"batch", w.batch}, {"isl", w.isl}, {"osl", w.osl}, {"prefix", w.prefix}, {"nextn", w.nextn},
+          {"mtp_accepted", w.mtp_accepted}, {"stride", w.stride}}},
+        {"ttft_ms", r.ttft_ms},
+        {"tpot_ms", r.tpot_ms},
+        {"request_latency_ms", r.request_latency_ms},
+        {"seq_per_s", r.seq_per_s},
+        {"tokens_per_s", r.tokens_per_s},
+        {"tokens_per_s_gpu", r.tokens_per_s_gpu},
+        {"tokens_per_s_user", r.tokens_per_s_user},
+        {"concurrency", r.concurrency},
+        {"bounds",
+         {{"ttft_compute_bound_ms", r.ttft_compute_bound_ms},
+          {"tpot_weight_bound_ms", r.tpot_weight_bound_ms},
+          {"ttft_over_bound", r.ttft_compute_bound_ms > 0 ? r.ttft_ms / r.ttft_compute_bound_ms : 0},
+          {"tpot_over_bound", r.tpot_weight_bound_ms > 0 ? r.tpot_ms / r.tpot_weight_bound_ms : 0}}},
+        {"memory",
+         {{"weights_bytes", mem.weights},
+          {"activations_bytes", mem.activations},
+          {"kv_cache_bytes", mem.kv_cache},
+          {"nccl_bytes", mem.nccl},
+          {"other_bytes", mem.other},
+          {"total_bytes", mem.total},
+          {"capacity_bytes", mem.capacity},
+          {"oom", mem.oom},
+          {"kv_bytes_per_token", mem.kv_bytes_per_token},
+          {"kv_budget_bytes", mem.kv_budget},
+          {"kv_oom", mem.kv_oom},
+          {"max_batch", mem.max_batch}}},
+        {"context", PhaseJson(r.context)},
+        {"generation", PhaseJson(r.generation)},
+        {"decode_steps_evaluated", r.decode_steps_evaluated},
+        {"notes", notes},
+    };
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+
+  std::printf("servecast estimate (static)\n");
+  std::printf("  model     %s  [%s, %s]\n", m.name.c_str(), model::FamilyName(m.family), m.architecture.c_str());
+  std::printf("  quant     gemm %s, moe %s, kv %s, fmha %s, comm %s\n", m.quant.gemm.c_str(),
+              m.family == model::Family::kDense ? "-" : m.quant.moe.c_str(), m.quant.kv.c_str(), m.quant.fmha.c_str(),
+              m.quant.comm.c_str());
+  std::printf("  system    %s (%s), engine %s, data %s, database mode %s\n", spec.name.c_str(),
+              spec.gpu.device_name.c_str(), a.engine.c_str(), db->source().c_str(),
+              perfdb::DatabaseModeName(db->mode()));
+  std::printf("  parallel  %s  (%d GPU%s per replica)\n", par.ToString().c_str(), r.gpus, r.gpus == 1 ? "" : "s");
+  std::printf("  workload  batch %lld, isl %lld, osl %lld, prefix %lld\n", static_cast<long long>(w.batch),
+              static_cast<long long>(w.isl), static_cast<long long>(w.osl), static_cast<long long>(w.prefix));
+  for (const auto& n : m.quant_notes) std::printf("  note      %s\n", n.c_str());
+  for (const auto& n : ops.notes) std::printf("  note      %s\n", n.c_str());
+  std::printf("\n");
+  std::printf("  TTFT             %10.3f ms   compute bound %.3f ms (x%.2f)\n", r.ttft_ms, r.ttft_compute_bound_ms,
+              r.ttft_compute_bound_ms > 0 ? r.ttft_ms / r.ttft_compute_bound_ms : 0.0);
+  std::printf("  TPOT             %10.3f ms   weight-streaming bound %.3f ms (x%.2f)\n", r.tpot_ms,
+              r.tpot_weight_bound_ms, r.tpot_weight_bound_ms > 0 ? r.tpot_ms / r.tpot_weight_bound_ms : 0.0);
+  std::printf("  request latency  %10.3f ms\n", r.request_latency_ms);
+  std::printf("  tokens/s         %10.1f   per GPU %.1f   per user %.1f   concurrency %lld\n", r.tokens_per_s,
+              r.tokens_per_s_gpu, r.tokens_per_s_user, static_cast<long long>(r.concurrency));
+  std::printf("  memory/GPU       %10.2f GiB of %.2f GiB%s; KV room for %lld requests of %lld tokens\n",
+              mem.total / kGiB, mem.capacity / kGiB, mem.oom ? " (OUT OF MEMORY)" : (mem.kv_oom ? " (KV cache over budget)" : ""),
+              static_cast<long long>(mem.max_batch), static_cast<long long>(w.isl + w.osl));
+  if (detail.memory) {
+    std::printf("\nmemory per GPU (GiB): weights %.3f, activations %.3f, KV cache %.3f, NCCL %.3f, other %.3f = %.3f\n",
+                mem.weights / kGiB, mem.activations / kGiB, mem.kv_cache / kGiB, mem.nccl / kGiB, mem.other / kGiB,
+                mem.total / kGiB);
+    std::printf("  KV cache: %.1f KiB per token, budget %.3f GiB (%s)\n", mem.kv_bytes_per_token / 1024.0,
+                mem.kv_budget / kGiB, engine.source_file.c_str());
+  }
+  if (detail.time || detail.source) {
+    PrintPhase("context (one prefill pass)", r.context, detail.source, "");
+    char note[128];
+    std::snprintf(note, sizeof note, " over %lld steps (%lld evaluated, stride %d)",
+                  static_cast<long long>(w.osl - 1), static_cast<long long>(r.decode_steps_evaluated), w.stride);
+    PrintPhase("generation (all decode steps)", r.generation, detail.source, note);
+  }
+  return 0;
+}
+
+}  // namespace servecast::cli

@@ -1,0 +1,37 @@
+#pragma once
+
+// `servecast estimate`: one deployment's latency, throughput and memory.
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace servecast::cli {
+
+struct EstimateArgs {
+  std::string model, system, engine = "trtllm", data, mode = "static";
+  std::vector<std::string> data_roots;
+  std::string database_mode = "silicon", transfer_policy = "aggressive";
+  std::int64_t isl = 1024, osl = 128, prefix = 0, batch = 1;
+  int tp = 1, pp = 1, dp = 1, moe_tp = 0, moe_ep = 0;  // 0: derived (moe_tp 1, moe_ep = tp x dp)
+  int nextn = 0, stride = 32;
+  double mtp_accepted = 0;
+  std::optional<std::string> gemm_quant, moe_quant, kv_quant, fmha_quant, comm_quant;
+  std::string moe_distribution;
+  std::string detail;  // comma list of time, memory, source
+  bool json = false;
+  std::string systems_dir, models_dir, engines_dir;
+};
+
+// Registers the subcommand and its options on `app`.
+CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& args);
+
+// Runs it; `find` resolves a resource folder name ("systems", "models",
+// "engines") of the installation. Throws the project's errors (the caller maps
+// them to exit codes).
+int RunEstimate(const EstimateArgs& args, const std::function<std::string(const std::string&)>& find);
+
+}  // namespace servecast::cli

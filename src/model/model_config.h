@@ -1,0 +1,107 @@
+#pragma once
+
+// A language model as the estimator sees it: the architecture facts read from a
+// Hugging Face config.json (+ hf_quant_config.json / quantization_config) and
+// the quantization of each op class (docs/estimator.md, "Models").
+//
+// Families (by architectures[0]):
+//   kDense     LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MiMoForCausalLM
+//   kMoe       MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, GptOssForCausalLM
+//   kDeepSeek  DeepseekV3ForCausalLM (parsed fully; the estimator says "not yet supported")
+// Multimodal configs are read from their `text_config`.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace servecast::model {
+
+enum class Family { kDense, kMoe, kDeepSeek };
+const char* FamilyName(Family f);  // "dense", "moe", "deepseek"
+
+// The quantization of each op class, by the perf tables' dtype names:
+//   gemm  bfloat16 | fp8 | fp8_static | fp8_block | int8_wo | int4_wo | nvfp4 | nvfp4_wo | ...
+//   moe   bfloat16 | fp8 | fp8_block | w4a16_mxfp4 | nvfp4 | ...
+//   kv    bfloat16 | fp8 | int8        (KV cache)
+//   fmha  bfloat16 | fp8               (attention math)
+//   comm  half | int8 | fp8            (collectives)
+struct QuantConfig {
+  std::string gemm = "bfloat16";
+  std::string moe = "bfloat16";
+  std::string kv = "bfloat16";
+  std::string fmha = "bfloat16";
+  std::string comm = "half";
+  bool operator==(const QuantConfig&) const = default;
+};
+
+// User overrides (--gemm-quant ...); a set field wins over inference.
+struct QuantOverrides {
+  std::optional<std::string> gemm, moe, kv, fmha, comm;
+};
+
+struct ModelConfig {
+  std::string name;          // bundled name / HF id ("meta-llama/Meta-Llama-3.1-8B") or the directory given
+  std::string config_path;   // the config.json read
+  std::string architecture;  // architectures[0]
+  Family family = Family::kDense;
+
+  std::int64_t num_layers = 0;    // num_hidden_layers (L)
+  std::int64_t hidden_size = 0;   // H
+  std::int64_t num_heads = 0;     // num_attention_heads (n)
+  std::int64_t num_kv_heads = 0;  // num_key_value_heads (n_kv); = n when absent
+  std::int64_t head_dim = 0;      // head_dim | attention_head_dim | H / n  (d)
+  std::int64_t intermediate_size = 0;  // I (dense FFN)
+  std::int64_t vocab_size = 0;         // V
+  std::int64_t max_position_embeddings = 0;
+  bool qk_norm = false;  // Qwen3 / Qwen3-MoE: RMSNorm on q and k per head
+
+  // Attention window per layer (0 = full attention); size num_layers. Filled from
+  // layer_types + sliding_window (gpt-oss: alternating 128 / full), or from a
+  // global sliding_window applied to every layer (when use_sliding_window is not false).
+  std::vector<std::int64_t> layer_windows;
+
+  // MoE (0 when dense).
+  std::int64_t num_experts = 0;              // E
+  std::int64_t experts_per_token = 0;        // topk
+  std::int64_t moe_intermediate_size = 0;    // I_moe (else I)
+  std::int64_t num_shared_experts = 0;       // shared experts, each I_moe wide
+  std::int64_t shared_expert_intermediate_size = 0;  // total width of the shared experts (0: none)
+
+  // DeepSeek-V3/R1 (MLA).
+  std::int64_t q_lora_rank = 0;
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_nope_head_dim = 0;
+  std::int64_t qk_rope_head_dim = 0;
+  std::int64_t v_head_dim = 0;
+  std::int64_t first_k_dense_replace = 0;
+  std::int64_t num_nextn_predict_layers = 0;
+
+  // Quantization: what the checkpoint says (raw algo name, "" when bf16), and the
+  // per-op-class modes inferred from it (then overridden by the user).
+  std::string quant_algo;        // e.g. "fp8", "fp8_block", "nvfp4", "mxfp4", ""
+  bool dynamic_activations = false;
+  QuantConfig quant;
+  std::vector<std::string> quant_notes;  // how each mode was decided ("gemm fp8_static: quant_algo fp8, static scales")
+};
+
+// Parses config.json text (and the optional hf_quant_config.json text, "" when
+// absent). `where` names the file in errors. Malformed JSON, a missing or
+// mistyped required field, or an unknown architecture -> ConfigError naming the
+// file and the field.
+ModelConfig ParseHfConfig(const std::string& config_json, const std::string& hf_quant_json, const std::string& where);
+
+// Resolves --model: a directory holding config.json; else a bundled model by
+// directory name under `models_dir` ("Qwen--Qwen3-32B") or by HF id
+// ("Qwen/Qwen3-32B", case-insensitive). Unknown -> UsageError listing the bundled
+// models.
+ModelConfig LoadModel(const std::string& spec, const std::string& models_dir);
+
+// The bundled models' HF ids ("Qwen/Qwen3-32B"), sorted.
+std::vector<std::string> BundledModels(const std::string& models_dir);
+
+// Applies user overrides (validated against the known mode names; unknown ->
+// UsageError listing them) and notes them in quant_notes.
+void ApplyQuantOverrides(ModelConfig& m, const QuantOverrides& o);
+
+}  // namespace servecast::model

@@ -1,0 +1,99 @@
+#include "serve/database.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "perfdb/discovery.h"
+
+namespace servecast::serve {
+
+namespace {
+
+// The data source backend when none is named: the only one the system has
+// (NCCL's system-wide tables aside), else "cuda" when present.
+std::string DefaultBackend(const perfdb::DataTree& tree, const std::string& system) {
+  std::vector<std::string> backends;
+  for (const auto& b : tree.Backends(system))
+    if (b != "nccl" && b != "oneccl") backends.push_back(b);
+  if (backends.size() == 1) return backends.front();
+  if (std::find(backends.begin(), backends.end(), "cuda") != backends.end()) return "cuda";
+  std::string have;
+  for (const auto& b : backends) have += (have.empty() ? "" : ", ") + b;
+  if (backends.empty())
+    throw perfdb::MissingDataError("no perf data for system '" + system + "' under the data roots" +
+                                   (tree.Systems().empty() ? "" : " (systems with data: " + [&] {
+                                     std::string s;
+                                     for (const auto& x : tree.Systems()) s += (s.empty() ? "" : ", ") + x;
+                                     return s;
+                                   }() + ")"));
+  throw UsageError("system '" + system + "' has perf data from several sources (" + have +
+                   "); choose one with --data <backend>[/<version>]");
+}
+
+}  // namespace
+
+std::unique_ptr<Database> Database::Open(systems::SystemSpec spec, const DatabaseOptions& options,
+                                         const std::set<TableNeed>& needs) {
+  std::unique_ptr<Database> d(new Database());
+  d->options_ = options;
+  d->sol_ = std::make_shared<const perfdb::Sol>(std::move(spec));
+  const bool sol_mode = options.mode == perfdb::DatabaseMode::kSol;
+  if (!sol_mode) {
+    perfdb::OpenOptions open;
+    open.nccl_version = options.nccl_version;
+    open.shared_layer = options.mode == perfdb::DatabaseMode::kSilicon || options.mode == perfdb::DatabaseMode::kHybrid;
+    const std::string system = d->sol_->spec().name;
+    std::string backend = options.backend;
+    if (backend.empty()) backend = DefaultBackend(perfdb::DataTree::Scan(options.roots), system);
+    d->options_.backend = backend;
+    d->db_.emplace(perfdb::PerfDatabase::Open(options.roots, system, backend, options.version, open));
+    const perfdb::PerfDatabase& db = *d->db_;
+    auto load = [&](const std::string& table, auto&& build) {
+      try {
+        build(db.Table(table));
+      } catch (const perfdb::MissingDataError&) {
+        d->absent_.push_back(table);
+      }
+    };
+    auto sol = d->sol_;
+    if (needs.count(TableNeed::kGemm))
+      load("gemm_perf", [&](const perfdb::LoadedTable& t) { d->gemm_.emplace(t.table, *sol, t.name); });
+    if (needs.count(TableNeed::kContextAttention))
+      load("context_attention_perf",
+           [&](const perfdb::LoadedTable& t) { d->context_.emplace(perfdb::ContextAttentionTable::FromLoaded(t, sol)); });
+    if (needs.count(TableNeed::kGenerationAttention))
+      load("generation_attention_perf", [&](const perfdb::LoadedTable& t) {
+        d->generation_.emplace(perfdb::GenerationAttentionTable::FromLoaded(t, sol));
+      });
+    if (needs.count(TableNeed::kMoe))
+      load("moe_perf", [&](const perfdb::LoadedTable& t) { d->moe_.emplace(perfdb::MoeTable::FromLoaded(t, sol)); });
+    if (needs.count(TableNeed::kNccl))
+      load("nccl_perf", [&](const perfdb::LoadedTable& t) { d->nccl_.emplace(perfdb::NcclTable::FromLoaded(t, sol)); });
+    if (needs.count(TableNeed::kCustomAllReduce))
+      load("custom_allreduce_perf", [&](const perfdb::LoadedTable& t) {
+        d->custom_ar_.emplace(perfdb::CustomAllReduceTable::FromLoaded(t, sol));
+      });
+    if (needs.count(TableNeed::kElementwise))
+      load("elementwise_perf",
+           [&](const perfdb::LoadedTable& t) { d->elementwise_.emplace(perfdb::ElementwiseTable::FromLoaded(t, sol)); });
+    if (needs.count(TableNeed::kQuantize)) {
+      load("computescale_perf", [&](const perfdb::LoadedTable& t) {
+        d->compute_scale_.emplace(perfdb::ComputeScaleTable::FromLoaded(t, sol));
+      });
+      load("scale_matrix_perf", [&](const perfdb::LoadedTable& t) {
+        d->scale_matrix_.emplace(perfdb::ScaleMatrixTable::FromLoaded(t, sol));
+      });
+    }
+  }
+  d->estimator_ = std::make_unique<perfdb::OpEstimator>(
+      *d->sol_, options.mode, d->gemm_ ? &*d->gemm_ : nullptr, d->context_ ? &*d->context_ : nullptr,
+      d->generation_ ? &*d->generation_ : nullptr, options.policy, d->moe_ ? &*d->moe_ : nullptr);
+  return d;
+}
+
+std::string Database::source() const {
+  if (!db_) return "sol";
+  return db_->backend() + "/" + db_->version();
+}
+
+}  // namespace servecast::serve

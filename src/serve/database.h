@@ -1,0 +1,78 @@
+#pragma once
+
+// The perf data one estimate reads: a system spec, its SOL model, the tables of
+// one data source (<backend>/<version> under the data roots) and the database
+// mode (docs/estimator.md, "Data"). Tables are loaded when opened, only those
+// asked for; a table the source lacks is absent (null), and a query that needs
+// it is answered per the mode (SILICON: a miss naming the table; HYBRID: the
+// util-empirical fallback; SOL: the roofline).
+
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "perfdb/comm.h"
+#include "perfdb/elementwise.h"
+#include "perfdb/modes.h"
+#include "perfdb/perf_database.h"
+#include "perfdb/quantize.h"
+#include "system/system_spec.h"
+
+namespace servecast::serve {
+
+enum class TableNeed { kGemm, kContextAttention, kGenerationAttention, kMoe, kNccl, kCustomAllReduce, kElementwise, kQuantize };
+
+struct DatabaseOptions {
+  std::vector<std::string> roots;  // data roots holding <system>/<family>/<backend>/<version>/
+  std::string backend;             // data source backend ("cuda", "trtllm", ...); "" = the only/newest one present
+  std::string version;             // "" = newest
+  perfdb::DatabaseMode mode = perfdb::DatabaseMode::kSilicon;
+  perfdb::TransferPolicy policy = perfdb::TransferPolicy::kAggressive;
+  std::string nccl_version;        // "" = newest
+};
+
+class Database {
+ public:
+  // Opens the source and loads the needed tables. In SOL mode no data is read
+  // (and none needs to exist). Throws MissingDataError when the system, backend
+  // or version is absent from the roots (naming what exists).
+  static std::unique_ptr<Database> Open(systems::SystemSpec spec, const DatabaseOptions& options,
+                                        const std::set<TableNeed>& needs);
+
+  const systems::SystemSpec& spec() const { return sol_->spec(); }
+  const perfdb::Sol& sol() const { return *sol_; }
+  std::shared_ptr<const perfdb::Sol> sol_ptr() const { return sol_; }
+  perfdb::DatabaseMode mode() const { return options_.mode; }
+  const perfdb::OpEstimator& estimator() const { return *estimator_; }
+  const perfdb::ContextAttentionTable* context_attention() const { return context_ ? &*context_ : nullptr; }
+  const perfdb::NcclTable* nccl() const { return nccl_ ? &*nccl_ : nullptr; }
+  const perfdb::CustomAllReduceTable* custom_allreduce() const { return custom_ar_ ? &*custom_ar_ : nullptr; }
+  const perfdb::ElementwiseTable* elementwise() const { return elementwise_ ? &*elementwise_ : nullptr; }
+  const perfdb::ComputeScaleTable* compute_scale() const { return compute_scale_ ? &*compute_scale_ : nullptr; }
+  const perfdb::ScaleMatrixTable* scale_matrix() const { return scale_matrix_ ? &*scale_matrix_ : nullptr; }
+  // "cuda/13.0-cublaslt13.1-cudnn9.14-nccl2.28" (or "sol" when no data was read).
+  std::string source() const;
+  // Tables asked for that the source does not have (names), for reports.
+  const std::vector<std::string>& absent_tables() const { return absent_; }
+
+ private:
+  Database() = default;
+  DatabaseOptions options_;
+  std::shared_ptr<const perfdb::Sol> sol_;
+  std::optional<perfdb::PerfDatabase> db_;
+  std::optional<perfdb::GemmPerf> gemm_;
+  std::optional<perfdb::ContextAttentionTable> context_;
+  std::optional<perfdb::GenerationAttentionTable> generation_;
+  std::optional<perfdb::MoeTable> moe_;
+  std::optional<perfdb::NcclTable> nccl_;
+  std::optional<perfdb::CustomAllReduceTable> custom_ar_;
+  std::optional<perfdb::ElementwiseTable> elementwise_;
+  std::optional<perfdb::ComputeScaleTable> compute_scale_;
+  std::optional<perfdb::ScaleMatrixTable> scale_matrix_;
+  std::unique_ptr<perfdb::OpEstimator> estimator_;
+  std::vector<std::string> absent_;
+};
+
+}  // namespace servecast::serve

@@ -1,0 +1,237 @@
+#include "serve/evaluate.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "perfdb/sol.h"
+
+namespace servecast::serve {
+
+using model::Op;
+using model::OpKind;
+using perfdb::DatabaseMode;
+
+namespace {
+
+std::string Fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+OpCost FromEstimate(const perfdb::OpEstimate& e, double flops) {
+  return OpCost{e.latency_ms, e.sol_ms, flops, e.source, e.detail};
+}
+
+OpCost FromTable(const perfdb::Estimate& e, double flops, std::string detail) {
+  const double sol = e.sol_fraction * e.latency_ms;
+  return OpCost{e.latency_ms, sol, flops, perfdb::EstimateSourceName(e.source), std::move(detail)};
+}
+
+bool SolMode(const Database& db) { return db.mode() == DatabaseMode::kSol; }
+bool UsesMeasuredElementwise(const Database& db) {
+  return (db.mode() == DatabaseMode::kSilicon || db.mode() == DatabaseMode::kHybrid) && db.elementwise();
+}
+
+// A memory-bound op without a table: measured elementwise_perf row when the data
+// has that op (SILICON / HYBRID), else the memory formula.
+OpCost MemoryBound(const Database& db, const std::string& measured_op, double tokens, double width, double bytes) {
+  const double sol = db.sol().MemMs(bytes);
+  if (!measured_op.empty() && UsesMeasuredElementwise(db) && db.elementwise()->Has(measured_op, "bfloat16")) {
+    const perfdb::Estimate e = db.elementwise()->Query(measured_op, "bfloat16", tokens, width);
+    return OpCost{e.latency_ms, sol, 0, perfdb::EstimateSourceName(e.source),
+                  "elementwise_perf " + measured_op + " tokens=" + Fmt(tokens) + " width=" + Fmt(width)};
+  }
+  if (SolMode(db)) return OpCost{sol, sol, 0, "sol", "bytes / peak bandwidth"};
+  return OpCost{MemoryOpMs(db, bytes), sol, 0, "empirical",
+                "memory formula: " + Fmt(bytes) + " B / (bw x efficiency) + constant latency"};
+}
+
+double GemmFlops(double m, double n, double k) { return 2.0 * m * n * k; }
+
+OpCost Gemm(const Op& op, const Database& db, std::int64_t m) {
+  const double flops = GemmFlops(static_cast<double>(m), static_cast<double>(op.n), static_cast<double>(op.k));
+  if (op.quant != "fp8_static" || SolMode(db)) {
+    OpCost c = FromEstimate(db.estimator().Gemm(op.quant, m, op.n, op.k), flops);
+    return c;
+  }
+  // Static-scale fp8: the fp8 row (dynamic quantization + GEMM) minus the
+  // dynamic scale computation, minus the activation quantization when the input
+  // arrives already quantized; never below the roofline (AIC §2.3).
+  perfdb::OpEstimate fp8 = db.estimator().Gemm("fp8", m, op.n, op.k);
+  double lat = fp8.latency_ms;
+  std::string detail = "fp8 row " + Fmt(fp8.latency_ms) + " ms (" + fp8.source + ")";
+  if (!db.compute_scale())
+    throw perfdb::MissingDataError("gemm " + op.name + " (fp8_static, m=" + std::to_string(m) +
+                                   "): computescale_perf is not in the data source " + db.source() +
+                                   " (needed to derive static-scale fp8 from the dynamic fp8 rows)");
+  const perfdb::Estimate cs = db.compute_scale()->Query({m, op.k, "fp8"});
+  lat -= cs.latency_ms;
+  detail += " - compute_scale " + Fmt(cs.latency_ms);
+  if (op.low_precision_input) {
+    if (db.scale_matrix()) {
+      const perfdb::Estimate sm = db.scale_matrix()->Query({m, op.k, "fp8"});
+      lat -= sm.latency_ms;
+      detail += " - scale_matrix " + Fmt(sm.latency_ms);
+    } else {
+      detail += " (scale_matrix_perf absent: quantization of the fp8 input not subtracted)";
+    }
+  }
+  const double sol = db.sol().GemmMs("fp8", static_cast<double>(m), static_cast<double>(op.n), static_cast<double>(op.k));
+  return OpCost{std::max(lat, sol), sol, flops, "estimated", detail};
+}
+
+// Per-token-sized extras fused into a context attention layer by AIC's model:
+// RoPE, the KV-cache write and (Qwen3) q/k norms, x 1.1. With a measured
+// rotary_embedding table, RoPE is that kernel over every token instead.
+double ContextExtrasMs(const Op& op, const Database& db, const PassShape& s, std::string& how) {
+  const double q = static_cast<double>(op.heads * op.head_dim);
+  const double k = static_cast<double>(op.kv_heads * op.head_dim);
+  const double fmha_bytes = perfdb::FmhaQuant(op.fmha_quant).mem_bytes;
+  auto mem = [&](double bytes) { return MemoryOpMs(db, bytes); };
+  double rope = 2 * mem(2 * q + 2 * k);
+  how = "rope+kv_write";
+  if (UsesMeasuredElementwise(db) && db.elementwise()->Has("rotary_embedding", "bfloat16")) {
+    rope = db.elementwise()
+               ->Query("rotary_embedding", "bfloat16", static_cast<double>(s.batch * s.seq),
+                       static_cast<double>(op.heads + op.kv_heads) * 128.0)
+               .latency_ms;
+    how = "rope (elementwise_perf rotary_embedding)+kv_write";
+  }
+  double extras = rope + mem(k * fmha_bytes) + mem(k * fmha_bytes);
+  if (op.qk_norm) {
+    extras += 2 * (2 * mem(2 * q) + 2 * mem(2 * k));
+    how += "+qk_norm";
+  }
+  return 1.1 * extras;
+}
+
+OpCost ContextAttention(const Op& op, const Database& db, const PassShape& s) {
+  const std::int64_t full = s.seq + s.prefix;
+  const double b = static_cast<double>(s.batch), f = static_cast<double>(full), p = static_cast<double>(s.prefix);
+  const double n = static_cast<double>(op.heads), d = static_cast<double>(op.head_dim);
+  double flops = 2.0 * b * (f * f - p * p) * n * d;
+  if (op.window > 0 && full > op.window) flops = 2.0 * b * (f - p) * static_cast<double>(op.window) * n * d * 2.0;
+  const double sol = db.sol().ContextAttentionMs(b, static_cast<double>(s.seq), p, n, static_cast<double>(op.kv_heads),
+                                                 d, static_cast<double>(op.window), op.fmha_quant, op.kv_quant);
+  perfdb::OpEstimate e = db.estimator().ContextAttention(
+      {s.batch, full, op.heads, op.kv_heads, op.head_dim, op.window, op.fmha_quant, op.kv_quant});
+  const double prefix_share = (f * f - p * p) / (f * f);
+  std::string how;
+  const double extras = SolMode(db) ? 0.0 : ContextExtrasMs(op, db, s, how);
+  OpCost c{e.latency_ms * prefix_share + extras, sol, flops, e.source, e.detail};
+  if (!SolMode(db)) {
+    c.detail = "table " + Fmt(e.latency_ms) + " ms (" + e.source + ")";
+    if (s.prefix > 0) c.detail += " x prefix share " + Fmt(prefix_share);
+    c.detail += " + " + how + " " + Fmt(extras) + " ms";
+    c.source = e.source == "silicon" ? "mixed" : e.source;
+  }
+  return c;
+}
+
+OpCost GenerationAttention(const Op& op, const Database& db, const PassShape& s) {
+  const double kv_len = static_cast<double>(op.window > 0 ? std::min<std::int64_t>(s.seq - 1, op.window) : s.seq - 1);
+  const double flops = 2.0 * static_cast<double>(s.batch) * static_cast<double>(op.heads) *
+                       static_cast<double>(op.head_dim) * 2.0 * kv_len;
+  return FromEstimate(
+      db.estimator().GenerationAttention({s.batch, s.seq, op.heads, op.kv_heads, op.head_dim, op.window, op.kv_quant}),
+      flops);
+}
+
+OpCost Moe(const Op& op, const Database& db, std::int64_t tokens) {
+  const std::int64_t t = tokens * op.token_multiplier;
+  const double flops = static_cast<double>(t) * static_cast<double>(op.topk) * static_cast<double>(op.hidden) *
+                       static_cast<double>(op.inter) * 3.0 * 2.0 / op.moe_ep / op.moe_tp;
+  return FromEstimate(db.estimator().Moe({t, op.hidden, op.inter, op.topk, op.experts, op.moe_tp, op.moe_ep, op.quant,
+                                          op.distribution}),
+                      flops);
+}
+
+OpCost Comm(const Op& op, const Database& db, std::int64_t tokens) {
+  const double size = static_cast<double>(tokens) * static_cast<double>(op.elems_per_token) * op.volume_factor;
+  const std::string what = op.collective + " of " + Fmt(size) + " elements over " + std::to_string(op.gpus) + " GPUs";
+  if (op.kind == OpKind::kCustomAllReduce) {
+    const double sol = db.sol().CustomAllReduceMs(size, op.gpus, op.comm_dtype);
+    if (SolMode(db)) return OpCost{sol, sol, 0, "sol", what};
+    if (!db.custom_allreduce())
+      throw perfdb::MissingDataError(op.name + " (" + what + "): custom_allreduce_perf is not in the data source " +
+                                     db.source());
+    const perfdb::CommEstimate e = db.custom_allreduce()->QueryWithDonor({op.gpus, size, op.comm_dtype});
+    std::string detail = "custom_allreduce_perf: " + what;
+    if (e.borrowed_from_gpus) detail += " (borrowed from " + std::to_string(*e.borrowed_from_gpus) + " GPUs)";
+    return FromTable(e, 0, detail);
+  }
+  const double sol = db.sol().NcclMs(op.collective, size, op.gpus, op.comm_dtype);
+  if (SolMode(db)) return OpCost{sol, sol, 0, "sol", what};
+  if (!db.nccl())
+    throw perfdb::MissingDataError(op.name + " (" + what + "): nccl_perf is not in the data of " + db.spec().name);
+  const perfdb::CommEstimate e = db.nccl()->QueryWithDonor({op.collective, op.comm_dtype, op.gpus, size});
+  std::string detail = "nccl_perf: " + what;
+  if (e.borrowed_from_gpus) detail += " (borrowed from " + std::to_string(*e.borrowed_from_gpus) + " GPUs)";
+  return FromTable(e, 0, detail);
+}
+
+OpCost P2P(const Op& op, const Database& db, std::int64_t tokens) {
+  const auto& node = db.spec().node;
+  const double bytes = static_cast<double>(tokens) * static_cast<double>(op.elems_per_token) * 2.0;
+  const double sol = 1e3 * bytes / node.inter_node_bw_bytes_per_s;
+  if (SolMode(db)) return OpCost{sol, sol, 0, "sol", "bytes / inter-node bandwidth"};
+  return OpCost{sol + 1e3 * node.p2p_latency_s, sol, 0, "empirical",
+                "bytes / inter-node bandwidth + p2p latency (" + Fmt(bytes) + " B)"};
+}
+
+}  // namespace
+
+double MemoryOpMs(const Database& db, double bytes) {
+  const auto& gpu = db.spec().gpu;
+  if (SolMode(db)) return 1e3 * bytes / gpu.mem_bw_bytes_per_s;
+  return 1e3 * (bytes / (gpu.mem_bw_bytes_per_s * gpu.mem_bw_efficiency) + gpu.mem_latency_s);
+}
+
+namespace {
+
+OpCost Dispatch(const Op& op, const Database& db, const PassShape& shape) {
+  const std::int64_t tokens = op.tokens == model::TokenRule::kPerRequest ? shape.batch : shape.Tokens();
+  switch (op.kind) {
+    case OpKind::kGemm: return Gemm(op, db, tokens);
+    case OpKind::kContextAttention: return ContextAttention(op, db, shape);
+    case OpKind::kGenerationAttention: return GenerationAttention(op, db, shape);
+    case OpKind::kElementwise: {
+      const double t = static_cast<double>(tokens);
+      return MemoryBound(db, op.measured_op, t, static_cast<double>(op.measured_width),
+                         2.0 * static_cast<double>(op.dim_in + op.dim_out) * t);
+    }
+    case OpKind::kEmbedding: {
+      const double t = static_cast<double>(tokens);
+      return MemoryBound(db, op.measured_op, t, static_cast<double>(op.measured_width),
+                         t * static_cast<double>(op.dim_in) * 2.0);
+    }
+    case OpKind::kCustomAllReduce:
+    case OpKind::kNccl: return Comm(op, db, tokens);
+    case OpKind::kP2P: return P2P(op, db, tokens);
+    case OpKind::kMoe: return Moe(op, db, tokens);
+  }
+  throw Error("op " + op.name + ": unknown kind");
+}
+
+std::string FlopsKey(const Op& op, const Database& db) {
+  switch (op.kind) {
+    case OpKind::kGemm: return perfdb::GemmQuant(op.quant == "fp8_static" ? "fp8" : op.quant).flops_key;
+    case OpKind::kContextAttention: return perfdb::FmhaQuant(op.fmha_quant).flops_key;
+    case OpKind::kGenerationAttention:
+      return op.kv_quant == "fp8" && db.spec().gpu.sm_version >= 89 ? "fp8" : "bfloat16";
+    case OpKind::kMoe: return perfdb::MoeQuant(op.quant).flops_key;
+    default: return "bfloat16";
+  }
+}
+
+}  // namespace
+
+OpCost EvaluateOp(const Op& op, const Database& db, const PassShape& shape) {
+  OpCost c = Dispatch(op, db, shape);
+  if (c.flops > 0) c.math_ms = 1e3 * c.flops / db.sol().PeakFlops(FlopsKey(op, db));
+  return c;
+}
+
+}  // namespace servecast::serve

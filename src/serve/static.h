@@ -1,0 +1,72 @@
+#pragma once
+
+// The static estimate (AIC §3.1; docs/estimator.md, "Static estimate"): one batch
+// of `batch` requests prefilled together, then decoded together to `osl` tokens.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+#include "model/ops.h"
+#include "serve/database.h"
+#include "serve/engine_profile.h"
+#include "serve/evaluate.h"
+#include "serve/memory.h"
+
+namespace servecast::serve {
+
+struct Workload {
+  std::int64_t batch = 1;   // requests per attention-DP rank
+  std::int64_t isl = 1024;  // input tokens per request (prefix included)
+  std::int64_t osl = 128;   // output tokens per request
+  std::int64_t prefix = 0;  // cached prefix tokens (not recomputed)
+  int nextn = 0;            // MTP draft tokens per step
+  double mtp_accepted = 0;  // mean accepted draft tokens per step (progress = 1 + this)
+  int stride = 32;          // decode quadrature stride (1 = every step)
+};
+
+// One op's share of a phase.
+struct OpLine {
+  std::string name;
+  model::OpKind kind = model::OpKind::kGemm;
+  double latency_ms = 0;  // over the phase: latency x occurrences (x decode steps)
+  double sol_ms = 0;      // the same sum of rooflines
+  double share = 0;       // latency_ms / phase latency
+  std::string source;     // of the first evaluation (context) or the least exact over steps
+  std::string detail;     // of the first evaluation
+};
+
+struct PhaseEstimate {
+  double latency_ms = 0;
+  double sol_ms = 0;
+  double math_ms = 0;  // FLOPs / peak, summed
+  std::vector<OpLine> ops;
+};
+
+struct StaticEstimate {
+  PhaseEstimate context;     // one prefill pass
+  PhaseEstimate generation;  // the whole decode phase (osl - 1 steps)
+  std::int64_t decode_steps_evaluated = 0;
+  double ttft_ms = 0, tpot_ms = 0, request_latency_ms = 0;
+  double seq_per_s = 0, tokens_per_s = 0, tokens_per_s_gpu = 0, tokens_per_s_user = 0;
+  std::int64_t concurrency = 0;
+  int gpus = 1;
+  // Bounds next to the answer: prefill math at peak rate; one decode step
+  // streaming every weight of a GPU once at peak memory bandwidth.
+  double ttft_compute_bound_ms = 0;
+  double tpot_weight_bound_ms = 0;
+  MemoryBreakdown memory;
+};
+
+// Validates the workload (UsageError naming the field).
+void ValidateWorkload(const Workload& w);
+
+// One pass of `ops` at `shape` (x `correction` on every op).
+PhaseEstimate EvaluatePass(const std::vector<model::Op>& ops, const Database& db, const PassShape& shape,
+                           double correction = 1.0);
+
+StaticEstimate RunStatic(const model::ModelConfig& m, const model::ParallelConfig& p, const model::OpList& ops,
+                         const Database& db, const EngineProfile& engine, const Workload& w);
+
+}  // namespace servecast::serve
