@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "backends/cuda/attention_ops.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/elementwise_ops.h"
 #include "backends/cuda/gemm_ops.h"
@@ -12,6 +13,7 @@ void RegisterCudaBackend(collect::Registry& registry) {
   registry.AddBackend(std::make_unique<CudaBackend>());
   RegisterGemmOps(registry);
   RegisterElementwiseOps(registry);
+  RegisterAttentionOps(registry);
 }
 
 }  // namespace servecast::cuda

@@ -1,0 +1,619 @@
+// The CUDA backend's attention ops (attention_ops.h). Each case: parse and
+// validate the parameters -> prepare deterministic inputs (poisoned outputs) ->
+// one call checked against a double-precision host reference (sampled rows, and
+// a whole-output scan for unwritten NaN poison) -> time with TimeOnDevice,
+// rotating copies of the inputs (KV cache / Q,K,V) so repeated calls miss in L2
+// -> one row.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/cuda/attention_cudnn.h"
+#include "backends/cuda/attention_kernels.h"
+#include "backends/cuda/attention_ops.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device.h"
+#include "backends/cuda/elementwise_kernels.h"
+#include "backends/cuda/fill.h"
+#include "backends/cuda/harness.h"
+#include "collect/case.h"
+#include "collect/table_spec.h"
+#include "core/error.h"
+#include "core/hash.h"
+
+namespace servecast::cuda {
+namespace {
+
+using collect::CaseResult;
+using collect::Disposition;
+using collect::FailureClass;
+using collect::Params;
+
+constexpr double kBf16Roundoff = 0x1p-8;
+constexpr float kQueryRange = 3.0f;  // wider than K so the softmax is not flat
+constexpr float kKeyValueRange = 1.0f;
+// fp8 KV scales other than 1, so that a kernel ignoring them fails the check.
+constexpr float kFp8KScale = 0.5f;
+constexpr float kFp8VScale = 1.5f;
+
+enum class Phase { kContext, kGeneration };
+
+struct AttnShape {
+  std::int64_t batch = 1, isl = 1, num_heads = 1, num_kv_heads = 1, head_dim = 128, window = 0, step = 0;
+  bool kv_fp8 = false;
+  std::int64_t group() const { return num_heads / num_kv_heads; }
+};
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+CaseResult Invalid(const std::string& op, const std::string& msg) {
+  return CaseResult::Failure(Disposition::kFailed, FailureClass::kUnsupportedConfig, "InvalidParams", op + ": " + msg);
+}
+CaseResult Unsupported(const std::string& type, const std::string& msg) {
+  return CaseResult::Failure(Disposition::kNotSupported, FailureClass::kUnsupportedConfig, type, msg);
+}
+
+// The case's shape, or the outcome when it is invalid or not supported here.
+std::optional<CaseResult> ParseAttention(const Params& p, Phase phase, AttnShape& s) {
+  const std::string op = phase == Phase::kContext ? "attention_context" : "attention_generation";
+  std::int64_t beam = 0;
+  std::string attn_dtype, kv_dtype;
+  try {
+    s.batch = p.Int("batch_size");
+    s.isl = p.Int("isl");
+    s.num_heads = p.Int("num_heads");
+    s.num_kv_heads = p.Int("num_key_value_heads");
+    s.head_dim = p.Int("head_dim");
+    s.window = p.Int("window_size");
+    s.step = p.Int("step");
+    beam = p.Int("beam_width");
+    attn_dtype = p.Str("attn_dtype");
+    kv_dtype = p.Str("kv_cache_dtype");
+  } catch (const Error& e) {
+    return Invalid(op, e.what());
+  }
+  if (s.batch <= 0 || s.isl <= 0 || s.num_heads <= 0 || s.num_kv_heads < 0 || s.head_dim <= 0 || s.window < 0 ||
+      s.step < 0)
+    return Invalid(op, "batch_size, isl, num_heads and head_dim must be positive, num_key_value_heads, window_size "
+                       "and step non-negative (got " +
+                           p.Canonical() + ")");
+  if (s.num_kv_heads == 0) s.num_kv_heads = s.num_heads;  // AIC's tables write 0 for MHA
+  if (s.num_heads % s.num_kv_heads != 0)
+    return Invalid(op, "num_heads " + std::to_string(s.num_heads) + " is not a multiple of num_key_value_heads " +
+                           std::to_string(s.num_kv_heads));
+  if (beam != 1) return Unsupported("UnsupportedConfig", op + ": beam_width " + std::to_string(beam) + " (only 1)");
+  for (const std::string* dt : {&attn_dtype, &kv_dtype})
+    if (*dt != "bfloat16" && *dt != "fp8")
+      return Unsupported("UnsupportedDtype", op + " on cuda: dtype '" + *dt + "' (have bfloat16, fp8)");
+  s.kv_fp8 = kv_dtype == "fp8";
+  if (phase == Phase::kContext) {
+    if (s.step != 0)
+      return Unsupported("UnsupportedConfig", op + ": step " + std::to_string(s.step) +
+                                                  " (prefill over a cached prefix) is not supported; step 0 only");
+    if (attn_dtype != "bfloat16" || s.kv_fp8)
+      return Unsupported(
+          "UnsupportedDtype",
+          op + " on cuda runs attn_dtype bfloat16 with kv_cache_dtype bfloat16 only: the fp8 paths (fp8 KV cache, "
+               "fp8 context FMHA through cuDNN's fp8 SDPA graph with its descale/scale/amax tensors) are not "
+               "implemented yet (issue 4; the case asks for attn_dtype " +
+               attn_dtype + ", kv_cache_dtype " + kv_dtype + ")");
+    if (static_cast<double>(s.batch) * s.isl * std::max(s.num_heads, s.num_kv_heads) * s.head_dim >= 2147483647.0)
+      return Unsupported("ShapeTooLarge", op + ": a tensor of more than 2^31 elements");
+  } else {
+    if (s.isl != 1)
+      return Unsupported("UnsupportedConfig", op + ": isl " + std::to_string(s.isl) +
+                                                  " is not supported; one query token per sequence (isl 1)");
+    if (attn_dtype != "bfloat16")
+      return Unsupported("UnsupportedDtype", op + " on cuda computes in bfloat16/fp32 (attn_dtype bfloat16); the case "
+                                                  "asks for attn_dtype " + attn_dtype);
+    if (!PagedDecodeSupportsHeadDim(s.head_dim))
+      return Unsupported("UnsupportedHeadDim", op + ": head_dim " + std::to_string(s.head_dim) +
+                                                   " has no kernel instantiation (64, 128, 256)");
+    if (s.step + 1 > std::numeric_limits<std::int32_t>::max() / 2)
+      return Unsupported("ShapeTooLarge", op + ": step " + std::to_string(s.step) + " beyond int32 positions");
+  }
+  return std::nullopt;
+}
+
+// Compares outputs with the reference element by element, each with its own
+// absolute tolerance; keeps the worst element. Non-finite output never passes.
+class RefCheck {
+ public:
+  explicit RefCheck(double reference_scale) : scale_(reference_scale) {}
+  void Add(const std::string& where, double got, double ref, double tol) {
+    ref *= scale_;
+    ++checked_;
+    const double err = std::fabs(got - ref);
+    const double ratio = std::isfinite(got) ? err / tol : std::numeric_limits<double>::infinity();
+    if (!(ratio <= 1)) ++bad_;
+    if (checked_ == 1 || ratio > worst_ratio_) {
+      worst_ratio_ = ratio;
+      worst_ = where + ": got " + Num(got) + ", expected " + Num(ref) + ", abs error " + Num(err) + ", tolerance " +
+               Num(tol);
+    }
+  }
+  void AddNonFinite(std::uint64_t count, std::size_t of) {
+    if (count == 0) return;
+    ++bad_;
+    unwritten_ = std::to_string(count) + " of " + std::to_string(of) +
+                 " output elements are NaN/Inf after the run (unwritten poison?)";
+  }
+  bool ok() const { return bad_ == 0 && checked_ > 0; }
+  std::string Describe(const std::string& rule) const {
+    std::string s = std::to_string(bad_) + " of " + std::to_string(checked_) + " checked elements out of tolerance";
+    if (checked_ > 0) s += "; worst at " + worst_ + " (" + rule + ")";
+    if (!unwritten_.empty()) s += "; " + unwritten_;
+    return s;
+  }
+
+ private:
+  double scale_;
+  std::int64_t checked_ = 0, bad_ = 0;
+  double worst_ratio_ = 0;
+  std::string worst_, unwritten_;
+};
+
+double Bf16(std::uint16_t bits) {
+  return static_cast<double>(Bf16ToF32(bits));
+}
+
+// fp8 e4m3 (bias 7, no infinities, 0x7F/0xFF NaN) to double.
+double Fp8E4m3(std::uint8_t bits) {
+  const int sign = bits >> 7, exp = (bits >> 3) & 0xF, mant = bits & 0x7;
+  double v;
+  if (exp == 0xF && mant == 0x7) return std::numeric_limits<double>::quiet_NaN();
+  if (exp == 0) v = std::ldexp(mant / 8.0, -6);
+  else v = std::ldexp(1.0 + mant / 8.0, exp - 7);
+  return sign ? -v : v;
+}
+
+std::uint64_t SeedFor(std::uint64_t base, std::uint64_t stream) {
+  SplitMix64 mix(base ^ (stream * 0x9E3779B97F4A7C15ULL));
+  return mix.Next();
+}
+
+template <class T>
+std::vector<T> Download(const void* dev, std::size_t count, std::size_t offset_elems, cudaStream_t stream) {
+  std::vector<T> host(count);
+  SC_CUDA_CHECK(cudaMemcpyAsync(host.data(), static_cast<const T*>(dev) + offset_elems, count * sizeof(T),
+                                cudaMemcpyDeviceToHost, stream));
+  SC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return host;
+}
+
+// One output row of attention in double precision: softmax over the given
+// scores, and per column the output and Σ_j p_j |v_jd| (the tolerance's scale).
+void ReferenceRow(const std::vector<double>& scores, const std::vector<const double*>& values, std::int64_t D,
+                  std::vector<double>& out, std::vector<double>& mag) {
+  double m = -INFINITY;
+  for (double s : scores) m = std::max(m, s);
+  double denom = 0;
+  std::vector<double> p(scores.size());
+  for (std::size_t j = 0; j < scores.size(); ++j) denom += (p[j] = std::exp(scores[j] - m));
+  out.assign(static_cast<std::size_t>(D), 0.0);
+  mag.assign(static_cast<std::size_t>(D), 0.0);
+  for (std::size_t j = 0; j < scores.size(); ++j) {
+    const double w = p[j] / denom;
+    for (std::int64_t d = 0; d < D; ++d) {
+      out[static_cast<std::size_t>(d)] += w * values[j][d];
+      mag[static_cast<std::size_t>(d)] += w * std::fabs(values[j][d]);
+    }
+  }
+}
+
+// The current device's multiprocessor count (the split rule's input); 132 (an
+// H100/H200) where no device answers, e.g. when a plan is sized without a GPU.
+int Multiprocessors() {
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count <= 0) {
+    cudaGetLastError();
+    return 132;
+  }
+  return count;
+}
+
+class AttentionOpBase : public collect::Op {
+ public:
+  AttentionOpBase(std::string name, const char* table, Phase phase, double reference_scale)
+      : name_(std::move(name)),
+        table_(*collect::FindTableSpec(table)),
+        phase_(phase),
+        reference_scale_(reference_scale) {}
+  std::string name() const override { return name_; }
+  const collect::TableSpec& table() const override { return table_; }
+  std::vector<std::string> required_params() const override {
+    return {"batch_size", "isl",        "num_heads",  "num_key_value_heads", "head_dim",
+            "window_size", "beam_width", "attn_dtype", "kv_cache_dtype",      "step"};
+  }
+
+  CaseResult Run(const collect::Case& c, const collect::RunContext& ctx) override {
+    AttnShape s;
+    if (std::optional<CaseResult> bad = ParseAttention(c.params, phase_, s)) return *bad;
+    if (!ctx.runtime)
+      return CaseResult::Failure(Disposition::kFailed, FailureClass::kCollectorBug, "MissingRuntime",
+                                 name_ + ": the run context carries no runtime");
+    try {
+      return RunChecked(c, ctx, s);
+    } catch (const CudaError& e) {
+      return CaseResultFromCudaError(e, FailureClass::kCollectorBug);
+    }
+  }
+
+ protected:
+  virtual CaseResult RunChecked(const collect::Case& c, const collect::RunContext& ctx, const AttnShape& s) = 0;
+
+  CaseResult Incorrect(const std::string& source, const RefCheck& check, const std::string& rule) const {
+    return CaseResult::Failure(Disposition::kIncorrect, FailureClass::kCollectorBug, "IncorrectOutput",
+                               name_ + " (" + source + "): " + check.Describe(rule));
+  }
+  CaseResult Row(const collect::Case& c, const collect::RunContext& ctx, const std::string& source,
+                 const collect::TimingStats& stats) const {
+    return CaseResult::Passed(
+        {collect::MakeRow(table_, *ctx.runtime, name_, source, c.params, stats, ctx.measure_power)});
+  }
+
+  std::string name_;
+  const collect::TableSpec& table_;
+  Phase phase_;
+  double reference_scale_;
+};
+
+// ---- attention_context: cuDNN fused SDPA --------------------------------------------
+
+class AttentionContextOp : public AttentionOpBase {
+ public:
+  explicit AttentionContextOp(double reference_scale)
+      : AttentionOpBase("attention_context", "context_attention_perf", Phase::kContext, reference_scale) {}
+  double default_timeout_s() const override { return 300; }
+
+  double MemoryBytes(const Params& p) const override {
+    AttnShape s;
+    if (ParseAttention(p, Phase::kContext, s)) return 0;  // Run reports it
+    return SetBytes(s) + 256.0 * 1024 * 1024;              // + cuDNN workspace allowance
+  }
+
+ protected:
+  static double SetBytes(const AttnShape& s) {
+    const double tokens = static_cast<double>(s.batch * s.isl);
+    return tokens * s.head_dim * 2.0 * (2 * s.num_heads + 2 * s.num_kv_heads) + tokens * s.num_heads * 4.0;
+  }
+
+  struct Set {
+    DeviceBuffer q, k, v, o, stats;
+  };
+
+  CaseResult RunChecked(const collect::Case& c, const collect::RunContext& ctx, const AttnShape& s) override {
+    cudaStream_t stream = Context().stream;
+    const std::uint64_t base_seed = Fnv1a64(c.id);
+    SdpaShape shape{s.batch, s.isl, s.num_heads, s.num_kv_heads, s.head_dim, s.window};
+    std::string why;
+    bool unsupported = false;
+    std::unique_ptr<CudnnSdpa> sdpa = CudnnSdpa::Build(shape, why, unsupported);
+    if (!sdpa) {
+      if (unsupported) return Unsupported("CudnnSdpaUnsupported", name_ + " (cuDNN " + CudnnVersionString() + "): " + why);
+      return CaseResult::Failure(Disposition::kFailed, FailureClass::kFrameworkBug, "CudnnError",
+                                 name_ + " (cuDNN " + CudnnVersionString() + "): " + why);
+    }
+    const std::string source = sdpa->kernel_source();
+    DeviceBuffer workspace(std::max<std::size_t>(sdpa->workspace_bytes(), 16));
+
+    const std::size_t q_elems = static_cast<std::size_t>(s.batch * s.isl * s.num_heads * s.head_dim);
+    const std::size_t kv_elems = static_cast<std::size_t>(s.batch * s.isl * s.num_kv_heads * s.head_dim);
+    auto make_set = [&](std::uint64_t seed) {
+      Set set{DeviceBuffer(q_elems * 2), DeviceBuffer(kv_elems * 2), DeviceBuffer(kv_elems * 2),
+              DeviceBuffer(q_elems * 2), DeviceBuffer(static_cast<std::size_t>(s.batch * s.num_heads * s.isl) * 4)};
+      FillUniformBf16(set.q.get(), q_elems, SeedFor(seed, 1), kQueryRange, stream);
+      FillUniformBf16(set.k.get(), kv_elems, SeedFor(seed, 2), kKeyValueRange, stream);
+      FillUniformBf16(set.v.get(), kv_elems, SeedFor(seed, 3), kKeyValueRange, stream);
+      FillPoison(set.o.get(), set.o.bytes(), stream);
+      FillPoison(set.stats.get(), set.stats.bytes(), stream);
+      return set;
+    };
+    std::vector<Set> sets;
+    sets.push_back(make_set(SeedFor(base_seed, 100)));
+    auto bind = [&](Set& set) {
+      return sdpa->Bind(SdpaBuffers{set.q.get(), set.k.get(), set.v.get(), set.o.get(), set.stats.as<float>()},
+                        workspace.get());
+    };
+    bind(sets[0]);
+
+    // Check one call against the reference.
+    sdpa->Run(0, stream);
+    SC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    RefCheck check(reference_scale_);
+    check.AddNonFinite(CountNonFiniteBf16(sets[0].o.get(), q_elems, stream), q_elems);
+    CheckSampled(s, sets[0], SeedFor(base_seed, 2), check, stream);
+    const std::string rule = "4 * 2^-8 * sum_j p_j*|v_jd| + 1e-5 (bf16 P and output)";
+    if (!check.ok()) return Incorrect(source, check, rule);
+
+    // Time, rotating through copies of Q, K, V, O.
+    const double call_bytes = SetBytes(s);
+    const int copies = CopiesForColdL2(call_bytes);
+    for (int k = 1; k < copies; ++k) {
+      sets.push_back(make_set(SeedFor(base_seed, 100 + static_cast<std::uint64_t>(k))));
+      bind(sets.back());
+    }
+    SC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    TimeOptions opt;
+    opt.copies = copies;
+    opt.rotated_bytes = call_bytes * copies;
+    collect::TimingStats stats =
+        TimeOnDevice([&](cudaStream_t st, int iteration) { sdpa->Run(iteration % copies, st); }, ctx.timing, opt,
+                     ctx.measure_power);
+    return Row(c, ctx, source, stats);
+  }
+
+  // Sampled (batch, head, position) points: the first and the last position, the
+  // window's edges, the rest drawn from `seed`; K and V of a sampled batch entry
+  // are read once.
+  void CheckSampled(const AttnShape& s, const Set& set, std::uint64_t seed, RefCheck& check,
+                    cudaStream_t stream) const {
+    const std::int64_t S = s.isl, N = s.num_heads, KV = s.num_kv_heads, D = s.head_dim, G = s.group();
+    SplitMix64 rng(seed);
+    auto any = [&](std::int64_t n) { return static_cast<std::int64_t>(rng.Below(static_cast<std::uint64_t>(n))); };
+    struct Point {
+      std::int64_t b, h, pos;
+    };
+    std::vector<Point> pts = {{0, 0, 0}, {s.batch - 1, N - 1, S - 1}, {0, any(N), std::min<std::int64_t>(1, S - 1)}};
+    if (s.window > 0 && s.window < S) {
+      pts.push_back({s.batch - 1, any(N), s.window - 1});
+      pts.push_back({s.batch - 1, any(N), s.window});
+    }
+    while (pts.size() < 24) pts.push_back({rng.Below(2) ? 0 : s.batch - 1, any(N), any(S)});
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    for (std::int64_t b : {std::int64_t{0}, s.batch - 1}) {
+      std::vector<std::uint16_t> k, v;
+      bool loaded = false;
+      for (const Point& pt : pts) {
+        if (pt.b != b) continue;
+        if (!loaded) {
+          const std::size_t n = static_cast<std::size_t>(S * KV * D), off = static_cast<std::size_t>(b) * n;
+          k = Download<std::uint16_t>(set.k.get(), n, off, stream);
+          v = Download<std::uint16_t>(set.v.get(), n, off, stream);
+          loaded = true;
+        }
+        const std::int64_t g = pt.h / G;
+        auto q = Download<std::uint16_t>(set.q.get(), static_cast<std::size_t>(D),
+                                         static_cast<std::size_t>(((b * S + pt.pos) * N + pt.h) * D), stream);
+        auto o = Download<std::uint16_t>(set.o.get(), static_cast<std::size_t>(D),
+                                         static_cast<std::size_t>(((b * S + pt.pos) * N + pt.h) * D), stream);
+        const std::int64_t first = s.window > 0 ? std::max<std::int64_t>(0, pt.pos - s.window + 1) : 0;
+        std::vector<double> scores;
+        std::vector<std::vector<double>> vrows;
+        for (std::int64_t j = first; j <= pt.pos; ++j) {
+          double dot = 0;
+          std::vector<double> vr(static_cast<std::size_t>(D));
+          for (std::int64_t d = 0; d < D; ++d) {
+            const std::size_t kv_i = static_cast<std::size_t>((j * KV + g) * D + d);
+            dot += Bf16(q[static_cast<std::size_t>(d)]) * Bf16(k[kv_i]);
+            vr[static_cast<std::size_t>(d)] = Bf16(v[kv_i]);
+          }
+          scores.push_back(dot * scale);
+          vrows.push_back(std::move(vr));
+        }
+        std::vector<const double*> vptr;
+        for (const auto& r : vrows) vptr.push_back(r.data());
+        std::vector<double> ref, mag;
+        ReferenceRow(scores, vptr, D, ref, mag);
+        for (std::int64_t d = 0; d < D; ++d) {
+          const double tol = 4 * kBf16Roundoff * mag[static_cast<std::size_t>(d)] + 1e-5;
+          check.Add("out[b=" + std::to_string(b) + ",s=" + std::to_string(pt.pos) + ",head=" + std::to_string(pt.h) +
+                        ",d=" + std::to_string(d) + "]",
+                    Bf16(o[static_cast<std::size_t>(d)]), ref[static_cast<std::size_t>(d)], tol);
+        }
+      }
+      if (s.batch == 1) break;
+    }
+  }
+};
+
+// ---- attention_generation: servecast's paged split-KV decode ------------------------
+
+class AttentionGenerationOp : public AttentionOpBase {
+ public:
+  explicit AttentionGenerationOp(double reference_scale)
+      : AttentionOpBase("attention_generation", "generation_attention_perf", Phase::kGeneration, reference_scale) {}
+  double default_timeout_s() const override { return 180; }
+
+  double MemoryBytes(const Params& p) const override {
+    AttnShape s;
+    if (ParseAttention(p, Phase::kGeneration, s)) return 0;
+    const PagedDecodeShape d = Decode(s);
+    return CacheBytes(s) + 4.0 * s.batch * s.num_heads * s.head_dim +
+           static_cast<double>(PlanPagedDecode(d, Multiprocessors()).workspace_bytes);
+  }
+
+ protected:
+  static PagedDecodeShape Decode(const AttnShape& s) {
+    return PagedDecodeShape{s.batch, s.num_heads, s.num_kv_heads, s.head_dim, s.step + 1, s.window};
+  }
+  static std::size_t PoolElems(const AttnShape& s) {
+    return static_cast<std::size_t>(s.batch * Decode(s).pages_per_seq() * s.num_kv_heads * kPagedKvPageSize *
+                                    s.head_dim);
+  }
+  static double CacheBytes(const AttnShape& s) {
+    return 2.0 * static_cast<double>(PoolElems(s)) * (s.kv_fp8 ? 1 : 2) +
+           4.0 * static_cast<double>(s.batch * Decode(s).pages_per_seq());
+  }
+  // Bytes one call reads from the cache (the visible tokens' K and V).
+  static double ReadBytes(const AttnShape& s) {
+    const std::int64_t tokens = s.step + 1;
+    const std::int64_t visible = s.window > 0 ? std::min(tokens, s.window) : tokens;
+    return 2.0 * static_cast<double>(s.batch * visible * s.num_kv_heads * s.head_dim) * (s.kv_fp8 ? 1 : 2);
+  }
+
+  struct Set {
+    DeviceBuffer k, v, table, q, out;
+    std::vector<std::int32_t> host_table;
+  };
+
+  CaseResult RunChecked(const collect::Case& c, const collect::RunContext& ctx, const AttnShape& s) override {
+    DeviceContext& dev = Context();
+    cudaStream_t stream = dev.stream;
+    const std::uint64_t base_seed = Fnv1a64(c.id);
+    const PagedDecodeShape shape = Decode(s);
+    const PagedDecodePlan plan = PlanPagedDecode(shape, Multiprocessors());
+    const KvDtype kv = s.kv_fp8 ? KvDtype::kFp8E4m3 : KvDtype::kBf16;
+    const float k_scale = s.kv_fp8 ? kFp8KScale : 1.0f, v_scale = s.kv_fp8 ? kFp8VScale : 1.0f;
+    const std::string source = std::string("servecast_paged_decode_") + (s.kv_fp8 ? "fp8kv" : "bf16kv") +
+                               ":page=" + std::to_string(kPagedKvPageSize) + "," + plan.Describe();
+    const std::size_t pool = PoolElems(s), eb = s.kv_fp8 ? 1 : 2;
+    const std::int64_t pages_per_seq = shape.pages_per_seq();
+    const std::size_t table_n = static_cast<std::size_t>(s.batch * pages_per_seq);
+    const std::size_t q_elems = static_cast<std::size_t>(s.batch * s.num_heads * s.head_dim);
+    DeviceBuffer workspace(std::max<std::size_t>(plan.workspace_bytes, 16));
+
+    auto make_set = [&](std::uint64_t seed) {
+      Set set{DeviceBuffer(pool * eb), DeviceBuffer(pool * eb), DeviceBuffer(table_n * 4), DeviceBuffer(q_elems * 2),
+              DeviceBuffer(q_elems * 2), {}};
+      // Every slot, used or not: a kernel reading past a sequence's end reads noise.
+      if (s.kv_fp8) {
+        FillUniformFp8E4m3(set.k.get(), pool, SeedFor(seed, 1), kKeyValueRange, stream);
+        FillUniformFp8E4m3(set.v.get(), pool, SeedFor(seed, 2), kKeyValueRange, stream);
+      } else {
+        FillUniformBf16(set.k.get(), pool, SeedFor(seed, 1), kKeyValueRange, stream);
+        FillUniformBf16(set.v.get(), pool, SeedFor(seed, 2), kKeyValueRange, stream);
+      }
+      FillUniformBf16(set.q.get(), q_elems, SeedFor(seed, 3), kQueryRange, stream);
+      FillPoison(set.out.get(), set.out.bytes(), stream);
+      // Pages assigned to sequences in a shuffled order.
+      set.host_table.resize(table_n);
+      std::iota(set.host_table.begin(), set.host_table.end(), 0);
+      SplitMix64 rng(SeedFor(seed, 4));
+      for (std::size_t i = table_n; i > 1; --i) std::swap(set.host_table[i - 1], set.host_table[rng.Below(i)]);
+      SC_CUDA_CHECK(cudaMemcpyAsync(set.table.get(), set.host_table.data(), table_n * 4, cudaMemcpyHostToDevice,
+                                    stream));
+      SC_CUDA_CHECK(cudaStreamSynchronize(stream));
+      return set;
+    };
+    auto launch = [&](Set& set, cudaStream_t st) {
+      LaunchPagedDecode(shape, plan, kv, set.q.get(), set.k.get(), set.v.get(), set.table.as<std::int32_t>(), k_scale,
+                        v_scale, set.out.get(), workspace.get(), st);
+    };
+
+    std::vector<Set> sets;
+    sets.push_back(make_set(SeedFor(base_seed, 100)));
+    launch(sets[0], stream);
+    SC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    RefCheck check(reference_scale_);
+    check.AddNonFinite(CountNonFiniteBf16(sets[0].out.get(), q_elems, stream), q_elems);
+    CheckSampled(s, sets[0], k_scale, v_scale, SeedFor(base_seed, 5), check, stream);
+    const std::string rule = "(2^-8 + 1e-4) * sum_j p_j*|v_jd| + 1e-6 (fp32 math, bf16 output)";
+    if (!check.ok()) return Incorrect(source, check, rule);
+
+    const double call_bytes = CacheBytes(s);
+    const int copies = CopiesForColdL2(call_bytes);
+    for (int k = 1; k < copies; ++k) sets.push_back(make_set(SeedFor(base_seed, 100 + static_cast<std::uint64_t>(k))));
+    TimeOptions opt;
+    opt.copies = copies;
+    opt.rotated_bytes = call_bytes * copies;
+    collect::TimingStats stats = TimeOnDevice(
+        [&](cudaStream_t st, int iteration) { launch(sets[static_cast<std::size_t>(iteration % copies)], st); },
+        ctx.timing, opt, ctx.measure_power);
+    (void)ReadBytes;
+    return Row(c, ctx, source, stats);
+  }
+
+  // Sampled sequences (first, last, one drawn) and heads (all, or up to 8 with the
+  // first and the last): their visible pages are read back and the output
+  // recomputed in double precision from the stored (dequantized) K and V.
+  void CheckSampled(const AttnShape& s, const Set& set, float k_scale, float v_scale, std::uint64_t seed,
+                    RefCheck& check, cudaStream_t stream) const {
+    const std::int64_t N = s.num_heads, KV = s.num_kv_heads, D = s.head_dim, G = s.group();
+    const std::int64_t tokens = s.step + 1;
+    const std::int64_t first = s.window > 0 ? std::max<std::int64_t>(0, tokens - s.window) : 0;
+    const std::int64_t pages_per_seq = Decode(s).pages_per_seq();
+    const std::size_t page_elems = static_cast<std::size_t>(KV * kPagedKvPageSize * D);
+    SplitMix64 rng(seed);
+    std::set<std::int64_t> seqs = {0, s.batch - 1, static_cast<std::int64_t>(rng.Below(static_cast<std::uint64_t>(s.batch)))};
+    const std::int64_t max_heads = tokens > 16384 ? 4 : 8;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    auto value = [&](const std::vector<std::uint8_t>& raw, std::size_t i, float sc) {
+      if (s.kv_fp8) return Fp8E4m3(raw[i]) * sc;
+      std::uint16_t bits;
+      std::memcpy(&bits, raw.data() + 2 * i, 2);
+      return Bf16(bits);
+    };
+    for (std::int64_t b : seqs) {
+      std::set<std::int64_t> heads = {0, N - 1};
+      while (static_cast<std::int64_t>(heads.size()) < std::min(N, max_heads))
+        heads.insert(static_cast<std::int64_t>(rng.Below(static_cast<std::uint64_t>(N))));
+      // The visible pages of sequence b, in sequence order.
+      const std::int64_t p0 = first / kPagedKvPageSize, p1 = (tokens - 1) / kPagedKvPageSize;
+      const std::size_t eb = s.kv_fp8 ? 1 : 2;
+      std::vector<std::uint8_t> k(static_cast<std::size_t>(p1 - p0 + 1) * page_elems * eb), v(k.size());
+      for (std::int64_t p = p0; p <= p1; ++p) {
+        const std::size_t pool_page = static_cast<std::size_t>(set.host_table[static_cast<std::size_t>(b * pages_per_seq + p)]);
+        const std::size_t dst = static_cast<std::size_t>(p - p0) * page_elems * eb;
+        SC_CUDA_CHECK(cudaMemcpyAsync(k.data() + dst, set.k.as<std::uint8_t>() + pool_page * page_elems * eb,
+                                      page_elems * eb, cudaMemcpyDeviceToHost, stream));
+        SC_CUDA_CHECK(cudaMemcpyAsync(v.data() + dst, set.v.as<std::uint8_t>() + pool_page * page_elems * eb,
+                                      page_elems * eb, cudaMemcpyDeviceToHost, stream));
+      }
+      SC_CUDA_CHECK(cudaStreamSynchronize(stream));
+      auto q = Download<std::uint16_t>(set.q.get(), static_cast<std::size_t>(N * D), static_cast<std::size_t>(b * N * D),
+                                       stream);
+      auto o = Download<std::uint16_t>(set.out.get(), static_cast<std::size_t>(N * D),
+                                       static_cast<std::size_t>(b * N * D), stream);
+      for (std::int64_t h : heads) {
+        const std::int64_t g = h / G;
+        std::vector<double> scores;
+        std::vector<std::vector<double>> vrows;
+        for (std::int64_t j = first; j < tokens; ++j) {
+          const std::size_t row = static_cast<std::size_t>(
+              ((j / kPagedKvPageSize - p0) * KV + g) * kPagedKvPageSize * D + (j % kPagedKvPageSize) * D);
+          double dot = 0;
+          std::vector<double> vr(static_cast<std::size_t>(D));
+          for (std::int64_t d = 0; d < D; ++d) {
+            dot += Bf16(q[static_cast<std::size_t>(h * D + d)]) * value(k, row + static_cast<std::size_t>(d), k_scale);
+            vr[static_cast<std::size_t>(d)] = value(v, row + static_cast<std::size_t>(d), v_scale);
+          }
+          scores.push_back(dot * scale);
+          vrows.push_back(std::move(vr));
+        }
+        std::vector<const double*> vptr;
+        for (const auto& r : vrows) vptr.push_back(r.data());
+        std::vector<double> ref, mag;
+        ReferenceRow(scores, vptr, D, ref, mag);
+        for (std::int64_t d = 0; d < D; ++d) {
+          const double tol = (kBf16Roundoff + 1e-4) * mag[static_cast<std::size_t>(d)] + 1e-6;
+          check.Add("out[b=" + std::to_string(b) + ",head=" + std::to_string(h) + ",d=" + std::to_string(d) + "]",
+                    Bf16(o[static_cast<std::size_t>(h * D + d)]), ref[static_cast<std::size_t>(d)], tol);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<collect::Op> MakeAttentionContextOp(double reference_scale) {
+  return std::make_unique<AttentionContextOp>(reference_scale);
+}
+
+std::unique_ptr<collect::Op> MakeAttentionGenerationOp(double reference_scale) {
+  return std::make_unique<AttentionGenerationOp>(reference_scale);
+}
+
+void RegisterAttentionOps(collect::Registry& r) {
+  r.AddOp("cuda", MakeAttentionContextOp());
+  r.AddOp("cuda", MakeAttentionGenerationOp());
+}
+
+}  // namespace servecast::cuda

@@ -1,0 +1,428 @@
+// servecast_paged_decode: decode attention over a paged KV cache, split along
+// the KV length (flash-decoding), all query heads of a KV group (up to 8 per CTA)
+// reading each page once. See attention_kernels.h for layouts and semantics.
+//
+// One CTA = 128 threads = one (batch, KV head, head chunk, KV split). A token's
+// head vector is read by D/8 consecutive lanes, 8 elements each (16-byte loads for
+// bf16, 8-byte for fp8); the CTA walks its pages in tiles of 4 loads per thread
+// (TILE tokens), prefetching the next tile's K and V into registers while it
+// works on the current one:
+//   scores  (each lane: partial dot products, shuffle-reduced over its D/8 lanes)
+//   softmax (one warp per head: tile max, rescale factor, p = 2^(s - m))
+//   p·V     (each lane accumulates its 8 columns for its tokens)
+// At the end the partial accumulators are reduced across the CTA; with one split
+// the normalized output is written directly, else (o, log-sum-exp) per split go
+// to a float workspace and paged_decode_reduce combines them.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "backends/cuda/attention_kernels.h"
+#include "backends/cuda/cuda_check.h"
+#include "core/error.h"
+
+namespace servecast::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+constexpr int kLoadsPerThread = 4;
+constexpr int kMaxSplits = 256;
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct DecodeArgs {
+  const __nv_bfloat16* q;
+  const void* k;
+  const void* v;
+  const std::int32_t* page_table;
+  __nv_bfloat16* out;
+  float* part_o;    // [batch][num_heads][splits][D]
+  float* part_lse;  // [batch][num_heads][splits], log2 domain
+  int num_heads, num_kv_heads, group, head_chunks;
+  int pages_per_seq, tokens, first_token;
+  int pages_per_split, splits;
+  float q_scale;  // softmax scale · log2(e) · k_scale
+  float v_scale;
+};
+
+// 8 elements of one head vector, as loaded.
+template <class KvT>
+struct Vec8;
+template <>
+struct Vec8<__nv_bfloat16> {
+  using Raw = uint4;
+  __device__ static void ToFloat(const Raw& r, float* f) {
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&r);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float2 t = __bfloat1622float2(h[i]);
+      f[2 * i] = t.x;
+      f[2 * i + 1] = t.y;
+    }
+  }
+};
+template <>
+struct Vec8<__nv_fp8_e4m3> {
+  using Raw = uint2;
+  __device__ static void ToFloat(const Raw& r, float* f) {
+    const __nv_fp8x2_storage_t* p = reinterpret_cast<const __nv_fp8x2_storage_t*>(&r);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(p[i], __NV_E4M3);
+      float2 t = __half22float2(*reinterpret_cast<__half2*>(&hr));
+      f[2 * i] = t.x;
+      f[2 * i + 1] = t.y;
+    }
+  }
+};
+
+template <int D, class KvT, int GC>
+__global__ void __launch_bounds__(kThreads) paged_decode_attention(DecodeArgs a) {
+  constexpr int kLanesPerToken = D / 8;
+  constexpr int kTokensPerWave = kThreads / kLanesPerToken;
+  constexpr int kTile = kTokensPerWave * kLoadsPerThread;
+  static_assert(kPagedKvPageSize % kTile == 0, "a tile must not cross a page");
+  constexpr int kTilesPerPage = kPagedKvPageSize / kTile;
+  using Raw = typename Vec8<KvT>::Raw;
+
+  __shared__ float s_p[2][GC][kTile];
+  __shared__ float s_factor[2][GC];
+  __shared__ float s_max[GC], s_sum[GC];
+  __shared__ float s_red[kWarps][GC][D];
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int l = tid % kLanesPerToken;  // which 8 columns
+  const int row = tid / kLanesPerToken;
+  const int split = blockIdx.x;
+  const int kvh = blockIdx.y / a.head_chunks, chunk = blockIdx.y % a.head_chunks;
+  const int b = blockIdx.z;
+  const int g0 = chunk * GC;  // first head of the chunk within the group
+
+  // Query heads of this CTA, pre-scaled.
+  float qf[GC][8];
+#pragma unroll
+  for (int g = 0; g < GC; ++g) {
+    if (g0 + g < a.group) {
+      const int h = kvh * a.group + g0 + g;
+      Vec8<__nv_bfloat16>::ToFloat(
+          *reinterpret_cast<const uint4*>(a.q + (static_cast<std::size_t>(b) * a.num_heads + h) * D + l * 8), qf[g]);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) qf[g][e] *= a.q_scale;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) qf[g][e] = 0.f;
+    }
+  }
+  if (tid < GC) {
+    s_max[tid] = -INFINITY;
+    s_sum[tid] = 0.f;
+  }
+  float acc[GC][8];
+#pragma unroll
+  for (int g = 0; g < GC; ++g)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[g][e] = 0.f;
+
+  const int first_page = a.first_token / kPagedKvPageSize;
+  const int last_page = (a.tokens - 1) / kPagedKvPageSize;
+  const int p_begin = first_page + split * a.pages_per_split;
+  const int p_end = min(last_page + 1, p_begin + a.pages_per_split);
+  const int n_tiles = (p_end - p_begin) * kTilesPerPage;
+  const std::int32_t* table = a.page_table + static_cast<std::size_t>(b) * a.pages_per_seq;
+  const KvT* k_pool = static_cast<const KvT*>(a.k);
+  const KvT* v_pool = static_cast<const KvT*>(a.v);
+
+  auto tile_base = [&](int t) -> std::size_t {
+    const int page = p_begin + t / kTilesPerPage;
+    const std::size_t pool_page = static_cast<std::size_t>(table[page]);
+    return ((pool_page * a.num_kv_heads + kvh) * kPagedKvPageSize + (t % kTilesPerPage) * kTile) * D;
+  };
+  auto load_tile = [&](int t, Raw* kr, Raw* vr) {
+    const std::size_t base = tile_base(t);
+#pragma unroll
+    for (int i = 0; i < kLoadsPerThread; ++i) {
+      const std::size_t off = base + static_cast<std::size_t>(i * kTokensPerWave + row) * D + l * 8;
+      kr[i] = *reinterpret_cast<const Raw*>(k_pool + off);
+      vr[i] = *reinterpret_cast<const Raw*>(v_pool + off);
+    }
+  };
+
+  Raw k_cur[kLoadsPerThread], v_cur[kLoadsPerThread], k_next[kLoadsPerThread], v_next[kLoadsPerThread];
+  if (n_tiles > 0) load_tile(0, k_next, v_next);
+  __syncthreads();  // s_max / s_sum initialized
+
+  for (int t = 0; t < n_tiles; ++t) {
+    const int buf = t & 1;
+#pragma unroll
+    for (int i = 0; i < kLoadsPerThread; ++i) {
+      k_cur[i] = k_next[i];
+      v_cur[i] = v_next[i];
+    }
+    if (t + 1 < n_tiles) load_tile(t + 1, k_next, v_next);
+    const int tile_pos0 = (p_begin + t / kTilesPerPage) * kPagedKvPageSize + (t % kTilesPerPage) * kTile;
+
+    // Scores.
+#pragma unroll
+    for (int i = 0; i < kLoadsPerThread; ++i) {
+      float kf[8];
+      Vec8<KvT>::ToFloat(k_cur[i], kf);
+      const int tok = i * kTokensPerWave + row;
+      const int pos = tile_pos0 + tok;
+      const bool valid = pos >= a.first_token && pos < a.tokens;
+#pragma unroll
+      for (int g = 0; g < GC; ++g) {
+        float s = 0.f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) s = fmaf(qf[g][e], kf[e], s);
+#pragma unroll
+        for (int off = kLanesPerToken / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        if (l == 0) s_p[buf][g][tok] = valid ? s : -INFINITY;
+      }
+    }
+    __syncthreads();
+
+    // Online softmax, one warp per head.
+    for (int g = warp; g < GC; g += kWarps) {
+      float m_tile = -INFINITY;
+      for (int j = lane; j < kTile; j += 32) m_tile = fmaxf(m_tile, s_p[buf][g][j]);
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) m_tile = fmaxf(m_tile, __shfl_xor_sync(0xffffffffu, m_tile, off));
+      const float m_old = s_max[g];
+      const float m_new = fmaxf(m_old, m_tile);
+      float sum = 0.f;
+      for (int j = lane; j < kTile; j += 32) {
+        const float s = s_p[buf][g][j];
+        const float p = m_new == -INFINITY ? 0.f : exp2f(s - m_new);
+        s_p[buf][g][j] = p;
+        sum += p;
+      }
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      if (lane == 0) {
+        const float factor = m_new == -INFINITY ? 1.f : exp2f(m_old - m_new);
+        s_factor[buf][g] = factor;
+        s_sum[g] = s_sum[g] * factor + sum;
+        s_max[g] = m_new;
+      }
+    }
+    __syncthreads();
+
+    // p·V.
+#pragma unroll
+    for (int g = 0; g < GC; ++g) {
+      const float f = s_factor[buf][g];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[g][e] *= f;
+    }
+#pragma unroll
+    for (int i = 0; i < kLoadsPerThread; ++i) {
+      float vf[8];
+      Vec8<KvT>::ToFloat(v_cur[i], vf);
+      const int tok = i * kTokensPerWave + row;
+#pragma unroll
+      for (int g = 0; g < GC; ++g) {
+        const float p = s_p[buf][g][tok];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[g][e] = fmaf(p, vf[e], acc[g][e]);
+      }
+    }
+  }
+
+  // Reduce the accumulators of the lanes that share columns: within the warp by
+  // shuffles, across warps through shared memory.
+#pragma unroll
+  for (int g = 0; g < GC; ++g)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      float x = acc[g][e];
+#pragma unroll
+      for (int off = kLanesPerToken; off < 32; off <<= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
+      acc[g][e] = x;
+    }
+  if (lane < kLanesPerToken) {
+#pragma unroll
+    for (int g = 0; g < GC; ++g)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) s_red[warp][g][l * 8 + e] = acc[g][e];
+  }
+  __syncthreads();
+  for (int idx = tid; idx < GC * D; idx += kThreads) {
+    const int g = idx / D, d = idx % D;
+    if (g0 + g >= a.group) continue;
+    float o = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) o += s_red[w][g][d];
+    const float sum = s_sum[g];
+    const int h = kvh * a.group + g0 + g;
+    const std::size_t bh = static_cast<std::size_t>(b) * a.num_heads + h;
+    if (a.splits == 1) {
+      a.out[bh * D + d] = __float2bfloat16(o * a.v_scale / sum);
+    } else {
+      const std::size_t slot = bh * a.splits + split;
+      a.part_o[slot * D + d] = sum > 0.f ? o * a.v_scale / sum : 0.f;
+      if (d == 0) a.part_lse[slot] = sum > 0.f ? s_max[g] + log2f(sum) : -INFINITY;
+    }
+  }
+}
+
+// One CTA of D threads per (batch, head): out = Σ_s 2^(lse_s − M) o_s / Σ_s 2^(lse_s − M).
+template <int D>
+__global__ void __launch_bounds__(D) paged_decode_reduce(const float* part_o, const float* part_lse, int splits,
+                                                         __nv_bfloat16* out) {
+  __shared__ float s_w[kMaxSplits];
+  __shared__ float s_total;
+  const std::size_t bh = blockIdx.x;
+  const int d = threadIdx.x;
+  float m = -INFINITY;
+  for (int s = 0; s < splits; ++s) m = fmaxf(m, part_lse[bh * splits + s]);
+  for (int s = d; s < splits; s += D) s_w[s] = m == -INFINITY ? 0.f : exp2f(part_lse[bh * splits + s] - m);
+  __syncthreads();
+  if (d == 0) {
+    float t = 0.f;
+    for (int s = 0; s < splits; ++s) t += s_w[s];
+    s_total = t;
+  }
+  __syncthreads();
+  float o = 0.f;
+  for (int s = 0; s < splits; ++s) o = fmaf(s_w[s], part_o[(bh * splits + s) * D + d], o);
+  out[bh * D + d] = __float2bfloat16(o / s_total);
+}
+
+template <int D, class KvT>
+void LaunchTyped(const DecodeArgs& a, const PagedDecodePlan& plan, std::int64_t batch, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(a.num_kv_heads * plan.head_chunks),
+                  static_cast<unsigned>(batch));
+  switch (plan.heads_per_cta) {
+    case 1:
+      paged_decode_attention<D, KvT, 1><<<grid, kThreads, 0, stream>>>(a);
+      break;
+    case 2:
+      paged_decode_attention<D, KvT, 2><<<grid, kThreads, 0, stream>>>(a);
+      break;
+    case 4:
+      paged_decode_attention<D, KvT, 4><<<grid, kThreads, 0, stream>>>(a);
+      break;
+    case 8:
+      paged_decode_attention<D, KvT, 8><<<grid, kThreads, 0, stream>>>(a);
+      break;
+    default:
+      throw Error("paged decode: no instantiation for " + std::to_string(plan.heads_per_cta) + " heads per CTA");
+  }
+  SC_CUDA_CHECK_LAUNCH();
+  if (plan.splits > 1) {
+    paged_decode_reduce<D><<<static_cast<unsigned>(batch * a.num_heads), D, 0, stream>>>(a.part_o, a.part_lse,
+                                                                                        plan.splits, a.out);
+    SC_CUDA_CHECK_LAUNCH();
+  }
+}
+
+template <int D>
+void LaunchHeadDim(const DecodeArgs& a, const PagedDecodePlan& plan, KvDtype kv, std::int64_t batch,
+                   cudaStream_t stream) {
+  if (kv == KvDtype::kBf16) LaunchTyped<D, __nv_bfloat16>(a, plan, batch, stream);
+  else LaunchTyped<D, __nv_fp8_e4m3>(a, plan, batch, stream);
+}
+
+__device__ __forceinline__ float HashUniform(std::uint64_t seed, std::size_t i, float scale) {
+  std::uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (static_cast<std::uint64_t>(i) + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  const float u = static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+  return (2.0f * u - 1.0f) * scale;
+}
+
+__global__ void fill_uniform_fp8_e4m3(__nv_fp8_e4m3* dst, std::size_t n, std::uint64_t seed, float scale) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    float v = HashUniform(seed, i, scale);
+    __nv_fp8_e4m3 f(v);
+    if (static_cast<float>(f) == 0.0f) f = __nv_fp8_e4m3(v < 0 ? -0.015625f : 0.015625f);
+    dst[i] = f;
+  }
+}
+
+}  // namespace
+
+std::string PagedDecodePlan::Describe() const {
+  return "splits=" + std::to_string(splits) + ",pages_per_split=" + std::to_string(pages_per_split) +
+         ",heads_per_cta=" + std::to_string(heads_per_cta);
+}
+
+bool PagedDecodeSupportsHeadDim(std::int64_t head_dim) {
+  return head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
+
+PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors) {
+  PagedDecodePlan p;
+  const std::int64_t g = s.group();
+  p.heads_per_cta = g >= 8 ? 8 : g >= 4 ? (g == 4 ? 4 : 8) : g == 3 ? 4 : static_cast<int>(g);
+  p.head_chunks = static_cast<int>((g + p.heads_per_cta - 1) / p.heads_per_cta);
+  const std::int64_t first = s.window > 0 ? std::max<std::int64_t>(0, s.tokens - s.window) : 0;
+  const std::int64_t pages = (s.tokens - 1) / kPagedKvPageSize - first / kPagedKvPageSize + 1;
+  const std::int64_t base = s.batch * s.num_kv_heads * p.head_chunks;
+  const std::int64_t target = 4LL * std::max(1, multiprocessors);
+  std::int64_t splits = (target + base - 1) / base;
+  splits = std::min<std::int64_t>(splits, (pages + 3) / 4);
+  splits = std::clamp<std::int64_t>(splits, 1, kMaxSplits);
+  p.pages_per_split = (pages + splits - 1) / splits;
+  p.splits = static_cast<int>((pages + p.pages_per_split - 1) / p.pages_per_split);
+  if (p.splits > 1)
+    p.workspace_bytes = static_cast<std::size_t>(s.batch * s.num_heads) * static_cast<std::size_t>(p.splits) *
+                        (static_cast<std::size_t>(s.head_dim) + 1) * sizeof(float);
+  return p;
+}
+
+void LaunchPagedDecode(const PagedDecodeShape& s, const PagedDecodePlan& plan, KvDtype kv_dtype, const void* q,
+                       const void* k_pool, const void* v_pool, const std::int32_t* page_table, float k_scale,
+                       float v_scale, void* out, void* workspace, cudaStream_t stream) {
+  if (!PagedDecodeSupportsHeadDim(s.head_dim))
+    throw Error("paged decode: head_dim " + std::to_string(s.head_dim) + " has no instantiation (64, 128, 256)");
+  if (plan.splits > 1 && !workspace) throw Error("paged decode: split KV needs a workspace");
+  DecodeArgs a{};
+  a.q = static_cast<const __nv_bfloat16*>(q);
+  a.k = k_pool;
+  a.v = v_pool;
+  a.page_table = page_table;
+  a.out = static_cast<__nv_bfloat16*>(out);
+  if (plan.splits > 1) {
+    a.part_o = static_cast<float*>(workspace);
+    a.part_lse = a.part_o + static_cast<std::size_t>(s.batch * s.num_heads) * plan.splits * s.head_dim;
+  }
+  a.num_heads = static_cast<int>(s.num_heads);
+  a.num_kv_heads = static_cast<int>(s.num_kv_heads);
+  a.group = static_cast<int>(s.group());
+  a.head_chunks = plan.head_chunks;
+  a.pages_per_seq = static_cast<int>(s.pages_per_seq());
+  a.tokens = static_cast<int>(s.tokens);
+  a.first_token = s.window > 0 ? static_cast<int>(std::max<std::int64_t>(0, s.tokens - s.window)) : 0;
+  a.pages_per_split = static_cast<int>(plan.pages_per_split);
+  a.splits = plan.splits;
+  a.q_scale = kLog2e / std::sqrt(static_cast<float>(s.head_dim)) * k_scale;
+  a.v_scale = v_scale;
+  switch (s.head_dim) {
+    case 64:
+      LaunchHeadDim<64>(a, plan, kv_dtype, s.batch, stream);
+      break;
+    case 128:
+      LaunchHeadDim<128>(a, plan, kv_dtype, s.batch, stream);
+      break;
+    default:
+      LaunchHeadDim<256>(a, plan, kv_dtype, s.batch, stream);
+      break;
+  }
+}
+
+void FillUniformFp8E4m3(void* dst, std::size_t n, std::uint64_t seed, float scale, cudaStream_t stream) {
+  std::size_t blocks = std::min<std::size_t>((n + 255) / 256, 65536);
+  fill_uniform_fp8_e4m3<<<static_cast<unsigned>(std::max<std::size_t>(blocks, 1)), 256, 0, stream>>>(
+      static_cast<__nv_fp8_e4m3*>(dst), n, seed, scale);
+  SC_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace servecast::cuda

@@ -1,0 +1,71 @@
+#pragma once
+
+// servecast's own decode-attention kernel over a paged KV cache (flash-decoding
+// with split KV), and the device fills the attention ops need.
+//
+// Paged KV cache: one pool of pages per tensor (K and V), each page holding
+// kPagedKvPageSize tokens of every KV head, laid out
+// [page][kv_head][token in page][head_dim] (one head's tokens of a page are
+// contiguous); page_table [batch][pages_per_seq] (int32) maps a sequence's i-th
+// page to a pool page. Element type bf16, or fp8 e4m3 with one scale per tensor
+// (k = fp8 · k_scale).
+//
+// q and out: [batch][num_heads][head_dim] bf16. Query head h reads KV head
+// h / (num_heads / num_kv_heads). Every sequence has `tokens` tokens in the cache
+// (the query's own included); the query attends to all of them, or with window
+// w > 0 to the last w. Scale 1/sqrt(head_dim).
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace servecast::cuda {
+
+inline constexpr int kPagedKvPageSize = 64;  // tokens per page
+
+enum class KvDtype { kBf16, kFp8E4m3 };
+
+struct PagedDecodeShape {
+  std::int64_t batch = 1;
+  std::int64_t num_heads = 1;
+  std::int64_t num_kv_heads = 1;
+  std::int64_t head_dim = 128;
+  std::int64_t tokens = 1;  // cached tokens per sequence, the query's own included
+  std::int64_t window = 0;  // 0: all tokens
+  std::int64_t pages_per_seq() const { return (tokens + kPagedKvPageSize - 1) / kPagedKvPageSize; }
+  std::int64_t group() const { return num_heads / num_kv_heads; }
+};
+
+// How one launch is split: query heads per CTA (a power of two <= 8 covering
+// the group, the group in chunks of that), and the number of KV splits (CTAs
+// along the KV length, each a whole number of pages); `splits` > 1 adds the
+// reduce kernel and a float workspace of `workspace_bytes`.
+struct PagedDecodePlan {
+  int heads_per_cta = 1;
+  int head_chunks = 1;
+  int splits = 1;
+  std::int64_t pages_per_split = 1;
+  std::size_t workspace_bytes = 0;
+  std::string Describe() const;  // "splits=8,pages_per_split=16,heads_per_cta=4"
+};
+
+// True when head_dim has a compiled instantiation (64, 128, 256).
+bool PagedDecodeSupportsHeadDim(std::int64_t head_dim);
+
+// The split rule: enough CTAs for about four per multiprocessor, each split at
+// least 4 pages (256 tokens), at most 256 splits.
+PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors);
+
+// Enqueues the decode (and the reduce when plan.splits > 1) on `stream`.
+// `workspace` holds plan.workspace_bytes (may be null when that is 0).
+void LaunchPagedDecode(const PagedDecodeShape& s, const PagedDecodePlan& plan, KvDtype kv_dtype, const void* q,
+                       const void* k_pool, const void* v_pool, const std::int32_t* page_table, float k_scale,
+                       float v_scale, void* out, void* workspace, cudaStream_t stream);
+
+// Uniform fp8 e4m3 values in [-scale, scale) (rounded to fp8, never zero), from a
+// counter-based hash of (seed, index).
+void FillUniformFp8E4m3(void* dst, std::size_t n, std::uint64_t seed, float scale, cudaStream_t stream);
+
+}  // namespace servecast::cuda

@@ -1,0 +1,28 @@
+#pragma once
+
+// The CUDA backend's attention ops (docs/kernels.md says what each row times):
+//   attention_context     -> context_attention_perf: causal prefill (GQA/MQA/MHA,
+//                            optional sliding window), bf16, cuDNN's fused SDPA
+//                            built through the backend graph API (attention_cudnn.h)
+//   attention_generation  -> generation_attention_perf: one query token per
+//                            sequence over a paged KV cache (64-token pages), bf16
+//                            or fp8 e4m3 KV, servecast's split-KV decode kernel
+//                            (attention_kernels.h)
+
+#include <memory>
+
+#include "collect/op.h"
+#include "collect/registry.h"
+
+namespace servecast::cuda {
+
+// Registers both ops on the "cuda" backend.
+void RegisterAttentionOps(collect::Registry& r);
+
+// For tests: every reference value is multiplied by `reference_scale` before the
+// comparison, so a value other than 1 (e.g. 1.05) must make the check report the
+// case incorrect.
+std::unique_ptr<collect::Op> MakeAttentionContextOp(double reference_scale = 1.0);
+std::unique_ptr<collect::Op> MakeAttentionGenerationOp(double reference_scale = 1.0);
+
+}  // namespace servecast::cuda

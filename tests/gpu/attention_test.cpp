@@ -1,0 +1,181 @@
+// The CUDA attention ops (backends/cuda/attention_ops.h) against their
+// double-precision references on small shapes: MHA / GQA / MQA, sliding window,
+// head dims 64 / 128 / 256, bf16 and fp8 KV, split and unsplit decode; the
+// not_supported paths; a perturbed reference that must fail; and (printed, never
+// asserted) the achieved rates at one large shape of each op.
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <variant>
+#include <vector>
+
+#include "backends/cuda/attention_kernels.h"
+#include "backends/cuda/attention_ops.h"
+#include "backends/cuda/device.h"
+#include "collect/case.h"
+#include "collect/op.h"
+#include "gpu_test_util.h"
+
+namespace servecast::cuda {
+namespace {
+
+using collect::Disposition;
+
+struct AttnCase {
+  std::int64_t batch, isl, heads, kv_heads, head_dim, window, step;
+  std::string attn_dtype = "bfloat16", kv_dtype = "bfloat16";
+};
+
+collect::Case MakeCase(const std::string& op, const AttnCase& a) {
+  collect::Case c;
+  c.op = op;
+  c.params = collect::Params{{"batch_size", a.batch},
+                             {"isl", a.isl},
+                             {"num_heads", a.heads},
+                             {"num_key_value_heads", a.kv_heads},
+                             {"head_dim", a.head_dim},
+                             {"window_size", a.window},
+                             {"beam_width", std::int64_t{1}},
+                             {"attn_dtype", a.attn_dtype},
+                             {"kv_cache_dtype", a.kv_dtype},
+                             {"step", a.step}};
+  c.id = collect::MakeCaseId(op, c.params);
+  return c;
+}
+
+std::string Describe(const collect::CaseResult& r) {
+  return std::string(collect::ToString(r.disposition)) + ": " + r.error_type + " " + r.message;
+}
+
+double Latency(const collect::CaseResult& r) {
+  return AsDouble(r.rows.at(0).Get("latency"));
+}
+
+TEST(AttentionGeneration, SmallShapesMatchReference) {
+  SC_REQUIRE_GPU();
+  const collect::RunContext ctx = testing::QuickContext();
+  std::unique_ptr<collect::Op> op = MakeAttentionGenerationOp();
+  const std::vector<AttnCase> cases = {
+      {1, 1, 8, 8, 128, 0, 0},        // one token, MHA
+      {3, 1, 32, 8, 128, 0, 1000},    // GQA 4, split KV, a partial last page
+      {2, 1, 24, 8, 128, 0, 300},     // group 3 (heads per CTA 4, one masked)
+      {4, 1, 64, 4, 64, 0, 4095},     // group 16: two head chunks, head dim 64
+      {2, 1, 16, 2, 256, 0, 777},     // head dim 256
+      {2, 1, 8, 1, 128, 0, 2047},     // MQA
+      {2, 1, 32, 8, 64, 128, 1000},   // sliding window, first page partly hidden
+      {1, 1, 32, 8, 128, 0, 20000},   // many splits
+      {64, 1, 32, 8, 128, 0, 100},    // large batch: one split
+      {3, 1, 32, 8, 128, 0, 1000, "bfloat16", "fp8"},  // fp8 KV
+      {2, 1, 16, 2, 256, 64, 500, "bfloat16", "fp8"},  // fp8 KV, head dim 256, window
+      {2, 1, 8, 8, 64, 0, 63, "bfloat16", "fp8"},      // fp8 KV, head dim 64, exactly one page
+  };
+  for (const AttnCase& a : cases) {
+    collect::Case c = MakeCase("attention_generation", a);
+    collect::CaseResult r = op->Run(c, ctx);
+    EXPECT_EQ(r.disposition, Disposition::kPassed) << c.id << " -> " << Describe(r);
+    if (r.disposition == Disposition::kPassed) {
+      ASSERT_EQ(r.rows.size(), 1u);
+      EXPECT_GT(Latency(r), 0.0) << c.id;
+      EXPECT_NE(std::get<std::string>(r.rows[0].Get("kernel_source")).find("servecast_paged_decode"), std::string::npos);
+    }
+  }
+}
+
+TEST(AttentionGeneration, PerturbedReferenceIsIncorrect) {
+  SC_REQUIRE_GPU();
+  std::unique_ptr<collect::Op> op = MakeAttentionGenerationOp(1.05);
+  collect::CaseResult r = op->Run(MakeCase("attention_generation", {2, 1, 32, 8, 128, 0, 1000}), testing::QuickContext());
+  EXPECT_EQ(r.disposition, Disposition::kIncorrect) << Describe(r);
+}
+
+TEST(AttentionGeneration, UnsupportedCasesSaySo) {
+  SC_REQUIRE_GPU();
+  std::unique_ptr<collect::Op> op = MakeAttentionGenerationOp();
+  const collect::RunContext ctx = testing::QuickContext();
+  EXPECT_EQ(op->Run(MakeCase("attention_generation", {1, 1, 8, 8, 96, 0, 10}), ctx).disposition,
+            Disposition::kNotSupported);
+  EXPECT_EQ(op->Run(MakeCase("attention_generation", {1, 2, 8, 8, 128, 0, 10}), ctx).disposition,
+            Disposition::kNotSupported);
+  EXPECT_EQ(op->Run(MakeCase("attention_generation", {1, 1, 12, 8, 128, 0, 10}), ctx).disposition,
+            Disposition::kFailed);  // 12 heads over 8 KV heads: invalid
+}
+
+TEST(AttentionContext, SmallShapesMatchReference) {
+  SC_REQUIRE_GPU();
+  const collect::RunContext ctx = testing::QuickContext();
+  std::unique_ptr<collect::Op> op = MakeAttentionContextOp();
+  const std::vector<AttnCase> cases = {
+      {1, 128, 8, 8, 128, 0, 0},      // MHA
+      {2, 300, 32, 8, 128, 0, 0},     // GQA 4, length not a multiple of the tiles
+      {2, 256, 16, 1, 128, 0, 0},     // MQA
+      {1, 512, 8, 2, 64, 0, 0},       // head dim 64
+      {2, 200, 8, 4, 64, 64, 0},      // sliding window
+      {1, 1, 8, 8, 128, 0, 0},        // one token
+  };
+  for (const AttnCase& a : cases) {
+    collect::Case c = MakeCase("attention_context", a);
+    collect::CaseResult r = op->Run(c, ctx);
+    EXPECT_EQ(r.disposition, Disposition::kPassed) << c.id << " -> " << Describe(r);
+    if (r.disposition == Disposition::kPassed) {
+      ASSERT_EQ(r.rows.size(), 1u);
+      EXPECT_GT(Latency(r), 0.0) << c.id;
+      std::printf("[attention_context] %s: %s\n", c.id.c_str(), std::get<std::string>(r.rows[0].Get("kernel_source")).c_str());
+    }
+  }
+  // Head dim 256: cuDNN's SDPA runs it on Hopper from 9.x on, or says not supported.
+  collect::Case c256 = MakeCase("attention_context", {1, 256, 8, 2, 256, 0, 0});
+  collect::CaseResult r256 = op->Run(c256, ctx);
+  EXPECT_TRUE(r256.disposition == Disposition::kPassed || r256.disposition == Disposition::kNotSupported)
+      << Describe(r256);
+  std::printf("[attention_context] %s -> %s\n", c256.id.c_str(), Describe(r256).c_str());
+}
+
+TEST(AttentionContext, PerturbedReferenceIsIncorrectAndFp8IsNotSupported) {
+  SC_REQUIRE_GPU();
+  const collect::RunContext ctx = testing::QuickContext();
+  collect::CaseResult r =
+      MakeAttentionContextOp(1.05)->Run(MakeCase("attention_context", {1, 256, 8, 2, 128, 0, 0}), ctx);
+  EXPECT_EQ(r.disposition, Disposition::kIncorrect) << Describe(r);
+  AttnCase fp8{1, 128, 8, 8, 128, 0, 0, "bfloat16", "fp8"};
+  EXPECT_EQ(MakeAttentionContextOp()->Run(MakeCase("attention_context", fp8), ctx).disposition,
+            Disposition::kNotSupported);
+}
+
+// Printed, never asserted: the rates at the target shapes.
+TEST(AttentionRates, PrintLargeShapes) {
+  SC_REQUIRE_GPU();
+  collect::RunContext ctx = testing::QuickContext();
+  ctx.timing.min_samples = 10;
+  ctx.timing.budget_s = 0.5;
+  {
+    AttnCase a{1, 16384, 32, 8, 128, 0, 0};
+    collect::CaseResult r = MakeAttentionContextOp()->Run(MakeCase("attention_context", a), ctx);
+    if (r.disposition == Disposition::kPassed) {
+      const double flops = 4.0 * 32 * 128 * (16384.0 * 16385.0 / 2);
+      std::printf("[rate] context b=1 s=16384 h=32/8 d=128 bf16 causal: %.3f ms, %.1f TFLOP/s (%s)\n", Latency(r),
+                  flops / (Latency(r) * 1e-3) / 1e12, std::get<std::string>(r.rows[0].Get("kernel_source")).c_str());
+    } else {
+      std::printf("[rate] context 16k: %s\n", Describe(r).c_str());
+    }
+  }
+  for (const auto& [b, step, kv] : std::vector<std::tuple<std::int64_t, std::int64_t, std::string>>{
+           {1, 16383, "bfloat16"}, {128, 8191, "bfloat16"}, {256, 16383, "bfloat16"}, {64, 131071, "bfloat16"},
+           {256, 16383, "fp8"}}) {
+    AttnCase a{b, 1, 32, 8, 128, 0, step, "bfloat16", kv};
+    collect::CaseResult r = MakeAttentionGenerationOp()->Run(MakeCase("attention_generation", a), ctx);
+    if (r.disposition == Disposition::kPassed) {
+      const double bytes = 2.0 * b * (step + 1) * 8 * 128 * (kv == "fp8" ? 1 : 2);
+      std::printf("[rate] decode b=%lld kv_len=%lld h=32/8 d=128 kv=%s: %.4f ms, %.2f TB/s KV read (%s)\n",
+                  static_cast<long long>(b), static_cast<long long>(step + 1), kv.c_str(), Latency(r),
+                  bytes / (Latency(r) * 1e-3) / 1e12, std::get<std::string>(r.rows[0].Get("kernel_source")).c_str());
+    } else {
+      std::printf("[rate] decode b=%lld: %s\n", static_cast<long long>(b), Describe(r).c_str());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace servecast::cuda
