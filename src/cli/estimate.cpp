@@ -9,6 +9,7 @@
 #include "model/model_config.h"
 #include "model/ops.h"
 #include "perfdb/modes.h"
+#include "serve/agg.h"
 #include "serve/database.h"
 #include "serve/engine_profile.h"
 #include "serve/session.h"
@@ -70,7 +71,7 @@ void PrintPhase(const char* title, const serve::PhaseEstimate& p, bool with_deta
 }  // namespace
 
 CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
-  auto* c = app.add_subcommand("estimate", "latency, throughput and memory of one deployment (static batch)");
+  auto* c = app.add_subcommand("estimate", "latency, throughput and memory of one deployment (static, agg or disagg)");
   c->add_option("--model", a.model, "bundled model (HF id, e.g. Qwen/Qwen3-32B) or a folder with config.json")->required();
   c->add_option("--system", a.system, "system (systems/<name>.yaml), e.g. h200_sxm")->required();
   c->add_option("--backend", a.engine, "serving engine modelled: trtllm, vllm or sglang")->capture_default_str();
@@ -83,7 +84,20 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
       ->capture_default_str();
   c->add_option("--transfer-policy", a.transfer_policy, "hybrid / empirical: off, conservative, balanced, aggressive")
       ->capture_default_str();
-  c->add_option("--mode", a.mode, "static (agg and disagg arrive with the serving search)")->capture_default_str();
+  c->add_option("--mode", a.mode,
+                "static (one batch prefilled then decoded), agg (in-flight batching), disagg (prefill and decode workers)")
+      ->capture_default_str();
+  c->add_option("--ctx-tokens", a.ctx_tokens, "agg: prefill tokens per engine step (default: isl)");
+  c->add_option("--prefill-batch", a.prefill_batch, "disagg: requests per prefill pass")->capture_default_str();
+  c->add_option("--decode-batch", a.decode_batch, "disagg: requests per decode worker (default: --batch)");
+  c->add_option("--prefill-workers", a.prefill_workers, "disagg: prefill workers")->capture_default_str();
+  c->add_option("--decode-workers", a.decode_workers, "disagg: decode workers")->capture_default_str();
+  for (auto [flag, field] : {std::pair{"--prefill-tp", &a.prefill_tp}, {"--prefill-pp", &a.prefill_pp},
+                             {"--prefill-dp", &a.prefill_dp}, {"--prefill-moe-tp", &a.prefill_moe_tp},
+                             {"--prefill-moe-ep", &a.prefill_moe_ep}, {"--decode-tp", &a.decode_tp},
+                             {"--decode-pp", &a.decode_pp}, {"--decode-dp", &a.decode_dp},
+                             {"--decode-moe-tp", &a.decode_moe_tp}, {"--decode-moe-ep", &a.decode_moe_ep}})
+    c->add_option(flag, *field, std::string("disagg: ") + (flag + 2) + " of that worker (default: the shared value)");
   c->add_option("--isl", a.isl, "input tokens per request")->capture_default_str();
   c->add_option("--osl", a.osl, "output tokens per request")->capture_default_str();
   c->add_option("--prefix", a.prefix, "cached prefix tokens of the input")->capture_default_str();
@@ -112,9 +126,58 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
   return c;
 }
 
+namespace {
+
+model::ParallelConfig MakeParallel(int tp, int pp, int dp, int moe_tp, int moe_ep) {
+  model::ParallelConfig par;
+  par.tp = tp;
+  par.pp = pp;
+  par.dp = dp;
+  par.moe_tp = moe_tp > 0 ? moe_tp : 1;
+  par.moe_ep = moe_ep > 0 ? moe_ep : std::max(1, tp * dp / par.moe_tp);
+  return par;
+}
+
+int Pick(int side, int shared) { return side > 0 ? side : shared; }
+
+Json ParallelJson(const model::ParallelConfig& p) {
+  return {{"tp", p.tp}, {"pp", p.pp}, {"dp", p.dp}, {"moe_tp", p.moe_tp}, {"moe_ep", p.moe_ep}, {"gpus", p.GpusPerWorker()}};
+}
+
+Json MemoryJson(const serve::MemoryBreakdown& mem) {
+  return {{"weights_bytes", mem.weights},
+          {"activations_bytes", mem.activations},
+          {"kv_cache_bytes", mem.kv_cache},
+          {"nccl_bytes", mem.nccl},
+          {"other_bytes", mem.other},
+          {"total_bytes", mem.total},
+          {"capacity_bytes", mem.capacity},
+          {"oom", mem.oom},
+          {"kv_bytes_per_token", mem.kv_bytes_per_token},
+          {"kv_budget_bytes", mem.kv_budget},
+          {"kv_oom", mem.kv_oom},
+          {"max_batch", mem.max_batch}};
+}
+
+void PrintMemory(const serve::MemoryBreakdown& mem, const serve::EngineProfile& engine, std::int64_t seq_len,
+                 bool detail) {
+  std::printf("  memory/GPU       %10.2f GiB of %.2f GiB%s; KV room for %lld requests of %lld tokens\n",
+              mem.total / kGiB, mem.capacity / kGiB,
+              mem.oom ? " (OUT OF MEMORY)" : (mem.kv_oom ? " (KV cache over budget)" : ""),
+              static_cast<long long>(mem.max_batch), static_cast<long long>(seq_len));
+  if (!detail) return;
+  std::printf("\nmemory per GPU (GiB): weights %.3f, activations %.3f, KV cache %.3f, NCCL %.3f, other %.3f = %.3f\n",
+              mem.weights / kGiB, mem.activations / kGiB, mem.kv_cache / kGiB, mem.nccl / kGiB, mem.other / kGiB,
+              mem.total / kGiB);
+  std::printf("  KV cache: %.1f KiB per token, budget %.3f GiB (%s)\n", mem.kv_bytes_per_token / 1024.0,
+              mem.kv_budget / kGiB, engine.source_file.c_str());
+}
+
+}  // namespace
+
 int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std::string&)>& find) {
-  if (a.mode != "static")
-    throw UsageError("--mode '" + a.mode + "': this build estimates --mode static; agg and disagg are not built yet");
+  if (a.mode != "static" && a.mode != "agg" && a.mode != "disagg")
+    throw UsageError("--mode '" + a.mode + "': expected static, agg or disagg");
   const DetailFlags detail = ParseDetail(a.detail);
   const std::string systems_dir = a.systems_dir.empty() ? find("systems") : a.systems_dir;
   const std::string models_dir = a.models_dir.empty() ? find("models") : a.models_dir;
@@ -126,12 +189,17 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
   model::ApplyQuantOverrides(m, ov);
   serve::AdjustQuantForSystem(m, spec, ov);
 
-  model::ParallelConfig par;
-  par.tp = a.tp;
-  par.pp = a.pp;
-  par.dp = a.dp;
-  par.moe_tp = a.moe_tp > 0 ? a.moe_tp : 1;
-  par.moe_ep = a.moe_ep > 0 ? a.moe_ep : std::max(1, a.tp * a.dp / par.moe_tp);
+  // The deployment: one parallel config (static, agg) or one per worker kind (disagg).
+  const bool disagg = a.mode == "disagg";
+  const model::ParallelConfig par = MakeParallel(a.tp, a.pp, a.dp, a.moe_tp, a.moe_ep);
+  const model::ParallelConfig prefill_par =
+      disagg ? MakeParallel(Pick(a.prefill_tp, a.tp), Pick(a.prefill_pp, a.pp), Pick(a.prefill_dp, a.dp),
+                            Pick(a.prefill_moe_tp, a.moe_tp), Pick(a.prefill_moe_ep, a.moe_ep))
+             : par;
+  const model::ParallelConfig decode_par =
+      disagg ? MakeParallel(Pick(a.decode_tp, a.tp), Pick(a.decode_pp, a.pp), Pick(a.decode_dp, a.dp),
+                            Pick(a.decode_moe_tp, a.moe_tp), Pick(a.decode_moe_ep, a.moe_ep))
+             : par;
   model::OpListOptions oo;
   oo.engine = model::ParseEngine(a.engine);
   oo.nextn = a.nextn;
@@ -147,7 +215,8 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
   w.mtp_accepted = a.mtp_accepted;
   w.stride = a.stride;
   serve::ValidateWorkload(w);
-  model::OpList ops = model::BuildOpList(m, par, oo);
+  model::OpList ops = model::BuildOpList(m, prefill_par, oo);
+  model::OpList decode_ops = disagg ? model::BuildOpList(m, decode_par, oo) : model::OpList{};
 
   serve::DatabaseOptions dbo;
   dbo.roots = a.data_roots;
@@ -159,82 +228,198 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
   }
   dbo.mode = perfdb::ParseDatabaseMode(a.database_mode);
   dbo.policy = perfdb::ParseTransferPolicy(a.transfer_policy);
-  auto db = serve::Database::Open(spec, dbo, serve::NeedsOf(ops));
+  std::set<serve::TableNeed> needs = serve::NeedsOf(ops);
+  if (disagg) needs.merge(serve::NeedsOf(decode_ops));
+  auto db = serve::Database::Open(spec, dbo, needs);
   const std::string fmha_before = m.quant.fmha;
   serve::AdjustQuantForData(m, *db, ov);
-  if (m.quant.fmha != fmha_before) ops = model::BuildOpList(m, par, oo);
+  if (m.quant.fmha != fmha_before) {
+    ops = model::BuildOpList(m, prefill_par, oo);
+    if (disagg) decode_ops = model::BuildOpList(m, decode_par, oo);
+  }
   const serve::EngineProfile engine = serve::LoadEngineProfileByName(engines_dir, oo.engine);
+
+  Json notes = Json::array();
+  for (const auto& n : m.quant_notes) notes.push_back(n);
+  for (const auto& n : ops.notes) notes.push_back(n);
+  Json head = {
+      {"mode", a.mode},
+      {"model", {{"name", m.name}, {"architecture", m.architecture}, {"family", model::FamilyName(m.family)}}},
+      {"quant",
+       {{"gemm", m.quant.gemm}, {"moe", m.quant.moe}, {"kv", m.quant.kv}, {"fmha", m.quant.fmha}, {"comm", m.quant.comm}}},
+      {"system", spec.name},
+      {"engine", a.engine},
+      {"data", db->source()},
+      {"database_mode", perfdb::DatabaseModeName(db->mode())},
+  };
+  auto print_head = [&](const char* what) {
+    std::printf("servecast estimate (%s)\n", what);
+    std::printf("  model     %s  [%s, %s]\n", m.name.c_str(), model::FamilyName(m.family), m.architecture.c_str());
+    std::printf("  quant     gemm %s, moe %s, kv %s, fmha %s, comm %s\n", m.quant.gemm.c_str(),
+                m.family == model::Family::kDense ? "-" : m.quant.moe.c_str(), m.quant.kv.c_str(),
+                m.quant.fmha.c_str(), m.quant.comm.c_str());
+    std::printf("  system    %s (%s), engine %s, data %s, database mode %s\n", spec.name.c_str(),
+                spec.gpu.device_name.c_str(), a.engine.c_str(), db->source().c_str(),
+                perfdb::DatabaseModeName(db->mode()));
+  };
+  auto print_notes = [&] {
+    for (const auto& n : m.quant_notes) std::printf("  note      %s\n", n.c_str());
+    for (const auto& n : ops.notes) std::printf("  note      %s\n", n.c_str());
+    std::printf("\n");
+  };
+
+  if (a.mode == "agg") {
+    serve::AggInputs ai;
+    ai.batch = a.batch;
+    ai.ctx_tokens = a.ctx_tokens;
+    ai.isl = a.isl;
+    ai.osl = a.osl;
+    ai.prefix = a.prefix;
+    ai.nextn = a.nextn;
+    ai.mtp_accepted = a.mtp_accepted;
+    const serve::AggEstimate r = serve::RunAgg(m, par, ops, *db, engine, ai);
+    const std::int64_t C = a.ctx_tokens > 0 ? a.ctx_tokens : a.isl;
+    if (a.json) {
+      Json out = head;
+      out["parallel"] = ParallelJson(par);
+      out["workload"] = {{"batch", a.batch}, {"ctx_tokens", C}, {"isl", a.isl}, {"osl", a.osl}, {"prefix", a.prefix},
+                         {"nextn", a.nextn}, {"mtp_accepted", a.mtp_accepted}};
+      out["ttft_ms"] = r.ttft_ms;
+      out["tpot_ms"] = r.tpot_ms;
+      out["request_latency_ms"] = r.request_latency_ms;
+      out["seq_per_s"] = r.seq_per_s;
+      out["tokens_per_s"] = r.tokens_per_s;
+      out["tokens_per_s_gpu"] = r.tokens_per_s_gpu;
+      out["tokens_per_s_user"] = r.tokens_per_s_user;
+      out["concurrency"] = r.concurrency;
+      out["steps"] = {{"mixed_step_ms", r.mixed_step_ms},       {"decode_step_ms", r.decode_step_ms},
+                      {"mixed_steps", r.mixed_steps},           {"decode_steps", r.decode_steps},
+                      {"mixed_steps_in_tpot", r.mixed_steps_in_tpot}, {"mix_gen_tokens", r.mix_gen_tokens}};
+      out["memory"] = MemoryJson(r.memory);
+      out["mixed_step"] = PhaseJson(r.mixed);
+      if (!r.decode.ops.empty()) out["decode_step"] = PhaseJson(r.decode);
+      out["notes"] = notes;
+      std::printf("%s\n", out.dump(2).c_str());
+      return 0;
+    }
+    print_head("agg: in-flight batching");
+    std::printf("  parallel  %s  (%d GPU%s per replica)\n", par.ToString().c_str(), r.gpus, r.gpus == 1 ? "" : "s");
+    std::printf("  workload  concurrency %lld per worker, prefill budget %lld tokens/step, isl %lld, osl %lld, prefix %lld\n",
+                static_cast<long long>(a.batch), static_cast<long long>(C), static_cast<long long>(a.isl),
+                static_cast<long long>(a.osl), static_cast<long long>(a.prefix));
+    print_notes();
+    std::printf("  TTFT             %10.3f ms\n", r.ttft_ms);
+    std::printf("  TPOT             %10.3f ms   (mixed step %.3f ms x %.4g in TPOT, decode step %.3f ms x %.4g)\n",
+                r.tpot_ms, r.mixed_step_ms, r.mixed_steps_in_tpot, r.decode_step_ms, r.decode_steps);
+    std::printf("  request latency  %10.3f ms\n", r.request_latency_ms);
+    std::printf("  tokens/s         %10.1f   per GPU %.1f   per user %.1f   concurrency %lld\n", r.tokens_per_s,
+                r.tokens_per_s_gpu, r.tokens_per_s_user, static_cast<long long>(r.concurrency));
+    PrintMemory(r.memory, engine, a.isl + a.osl, detail.memory);
+    if (detail.time || detail.source) {
+      PrintPhase("mixed step (prefill chunk + decode rows)", r.mixed, detail.source, "");
+      if (!r.decode.ops.empty()) PrintPhase("decode-only step", r.decode, detail.source, "");
+    }
+    return 0;
+  }
+
+  if (disagg) {
+    serve::DisaggInputs di;
+    di.isl = a.isl;
+    di.osl = a.osl;
+    di.prefix = a.prefix;
+    di.nextn = a.nextn;
+    di.mtp_accepted = a.mtp_accepted;
+    di.prefill_batch = a.prefill_batch;
+    di.decode_batch = a.decode_batch > 0 ? a.decode_batch : a.batch;
+    di.prefill_workers = a.prefill_workers;
+    di.decode_workers = a.decode_workers;
+    di.stride = a.stride;
+    const serve::DisaggEstimate r = serve::RunDisagg(m, prefill_par, ops, decode_par, decode_ops, *db, engine, di);
+    if (a.json) {
+      Json out = head;
+      out["prefill"] = {{"parallel", ParallelJson(prefill_par)}, {"batch", di.prefill_batch},
+                        {"workers", di.prefill_workers},        {"ttft_ms", r.prefill.ttft_ms},
+                        {"seq_per_s", r.prefill_seq_per_s},     {"memory", MemoryJson(r.prefill.memory)},
+                        {"context", PhaseJson(r.prefill.context)}};
+      out["decode"] = {{"parallel", ParallelJson(decode_par)}, {"batch", di.decode_batch},
+                       {"workers", di.decode_workers},        {"tpot_ms", r.decode.tpot_ms},
+                       {"seq_per_s", r.decode_seq_per_s},     {"memory", MemoryJson(r.decode.memory)},
+                       {"generation", PhaseJson(r.decode.generation)}};
+      out["workload"] = {{"isl", a.isl}, {"osl", a.osl}, {"prefix", a.prefix}, {"nextn", a.nextn},
+                         {"mtp_accepted", a.mtp_accepted}, {"stride", a.stride}};
+      out["ttft_ms"] = r.ttft_ms;
+      out["tpot_ms"] = r.tpot_ms;
+      out["request_latency_ms"] = r.request_latency_ms;
+      out["seq_per_s"] = r.seq_per_s;
+      out["tokens_per_s"] = r.tokens_per_s;
+      out["tokens_per_s_gpu"] = r.tokens_per_s_gpu;
+      out["tokens_per_s_user"] = r.tokens_per_s_user;
+      out["concurrency"] = r.concurrency;
+      out["gpus"] = r.gpus;
+      out["notes"] = notes;
+      std::printf("%s\n", out.dump(2).c_str());
+      return 0;
+    }
+    print_head("disagg: prefill and decode workers");
+    std::printf("  prefill   %d x [%s], batch %lld\n", di.prefill_workers, prefill_par.ToString().c_str(),
+                static_cast<long long>(di.prefill_batch));
+    std::printf("  decode    %d x [%s], batch %lld   (%d GPUs in all)\n", di.decode_workers,
+                decode_par.ToString().c_str(), static_cast<long long>(di.decode_batch), r.gpus);
+    std::printf("  workload  isl %lld, osl %lld, prefix %lld\n", static_cast<long long>(a.isl),
+                static_cast<long long>(a.osl), static_cast<long long>(a.prefix));
+    print_notes();
+    std::printf("  TTFT             %10.3f ms   (prefill pass %.3f ms x %.2f queueing)\n", r.ttft_ms, r.prefill.ttft_ms,
+                engine.disagg.ttft_correction);
+    std::printf("  TPOT             %10.3f ms\n", r.tpot_ms);
+    std::printf("  request latency  %10.3f ms\n", r.request_latency_ms);
+    std::printf("  tokens/s         %10.1f   per GPU %.1f   per user %.1f   concurrency %lld\n", r.tokens_per_s,
+                r.tokens_per_s_gpu, r.tokens_per_s_user, static_cast<long long>(r.concurrency));
+    std::printf("  rates            prefill %.2f req/s per worker, decode %.2f req/s per worker\n",
+                r.prefill_seq_per_s, r.decode_seq_per_s);
+    std::printf("  prefill worker:");
+    PrintMemory(r.prefill.memory, engine, a.isl + a.osl, detail.memory);
+    std::printf("  decode worker: ");
+    PrintMemory(r.decode.memory, engine, a.isl + a.osl, detail.memory);
+    if (detail.time || detail.source) {
+      PrintPhase("prefill pass (x prefill correction)", r.prefill.context, detail.source, "");
+      PrintPhase("decode phase (x decode correction)", r.decode.generation, detail.source, "");
+    }
+    return 0;
+  }
 
   const serve::StaticEstimate r = serve::RunStatic(m, par, ops, *db, engine, w);
   const serve::MemoryBreakdown& mem = r.memory;
-
   if (a.json) {
-    Json notes = Json::array();
-    for (const auto& n : m.quant_notes) notes.push_back(n);
-    for (const auto& n : ops.notes) notes.push_back(n);
-    Json out = {
-        {"mode", "static"},
-        {"model", {{"name", m.name}, {"architecture", m.architecture}, {"family", model::FamilyName(m.family)}}},
-        {"quant",
-         {{"gemm", m.quant.gemm}, {"moe", m.quant.moe}, {"kv", m.quant.kv}, {"fmha", m.quant.fmha}, {"comm", m.quant.comm}}},
-        {"system", spec.name},
-        {"engine", a.engine},
-        {"data", db->source()},
-        {"database_mode", perfdb::DatabaseModeName(db->mode())},
-        {"parallel",
-         {{"tp", par.tp}, {"pp", par.pp}, {"dp", par.dp}, {"moe_tp", par.moe_tp}, {"moe_ep", par.moe_ep}, {"gpus", r.gpus}}},
-        {"workload",
-         {{"batch", w.batch}, {"isl", w.isl}, {"osl", w.osl}, {"prefix", w.prefix}, {"nextn", w.nextn},
-          {"mtp_accepted", w.mtp_accepted}, {"stride", w.stride}}},
-        {"ttft_ms", r.ttft_ms},
-        {"tpot_ms", r.tpot_ms},
-        {"request_latency_ms", r.request_latency_ms},
-        {"seq_per_s", r.seq_per_s},
-        {"tokens_per_s", r.tokens_per_s},
-        {"tokens_per_s_gpu", r.tokens_per_s_gpu},
-        {"tokens_per_s_user", r.tokens_per_s_user},
-        {"concurrency", r.concurrency},
-        {"bounds",
-         {{"ttft_compute_bound_ms", r.ttft_compute_bound_ms},
-          {"tpot_weight_bound_ms", r.tpot_weight_bound_ms},
-          {"ttft_over_bound", r.ttft_compute_bound_ms > 0 ? r.ttft_ms / r.ttft_compute_bound_ms : 0},
-          {"tpot_over_bound", r.tpot_weight_bound_ms > 0 ? r.tpot_ms / r.tpot_weight_bound_ms : 0}}},
-        {"memory",
-         {{"weights_bytes", mem.weights},
-          {"activations_bytes", mem.activations},
-          {"kv_cache_bytes", mem.kv_cache},
-          {"nccl_bytes", mem.nccl},
-          {"other_bytes", mem.other},
-          {"total_bytes", mem.total},
-          {"capacity_bytes", mem.capacity},
-          {"oom", mem.oom},
-          {"kv_bytes_per_token", mem.kv_bytes_per_token},
-          {"kv_budget_bytes", mem.kv_budget},
-          {"kv_oom", mem.kv_oom},
-          {"max_batch", mem.max_batch}}},
-        {"context", PhaseJson(r.context)},
-        {"generation", PhaseJson(r.generation)},
-        {"decode_steps_evaluated", r.decode_steps_evaluated},
-        {"notes", notes},
-    };
+    Json out = head;
+    out["parallel"] = ParallelJson(par);
+    out["workload"] = {{"batch", w.batch}, {"isl", w.isl}, {"osl", w.osl}, {"prefix", w.prefix}, {"nextn", w.nextn},
+                       {"mtp_accepted", w.mtp_accepted}, {"stride", w.stride}};
+    out["ttft_ms"] = r.ttft_ms;
+    out["tpot_ms"] = r.tpot_ms;
+    out["request_latency_ms"] = r.request_latency_ms;
+    out["seq_per_s"] = r.seq_per_s;
+    out["tokens_per_s"] = r.tokens_per_s;
+    out["tokens_per_s_gpu"] = r.tokens_per_s_gpu;
+    out["tokens_per_s_user"] = r.tokens_per_s_user;
+    out["concurrency"] = r.concurrency;
+    out["bounds"] = {{"ttft_compute_bound_ms", r.ttft_compute_bound_ms},
+                     {"tpot_weight_bound_ms", r.tpot_weight_bound_ms},
+                     {"ttft_over_bound", r.ttft_compute_bound_ms > 0 ? r.ttft_ms / r.ttft_compute_bound_ms : 0},
+                     {"tpot_over_bound", r.tpot_weight_bound_ms > 0 ? r.tpot_ms / r.tpot_weight_bound_ms : 0}};
+    out["memory"] = MemoryJson(mem);
+    out["context"] = PhaseJson(r.context);
+    out["generation"] = PhaseJson(r.generation);
+    out["decode_steps_evaluated"] = r.decode_steps_evaluated;
+    out["notes"] = notes;
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
 
-  std::printf("servecast estimate (static)\n");
-  std::printf("  model     %s  [%s, %s]\n", m.name.c_str(), model::FamilyName(m.family), m.architecture.c_str());
-  std::printf("  quant     gemm %s, moe %s, kv %s, fmha %s, comm %s\n", m.quant.gemm.c_str(),
-              m.family == model::Family::kDense ? "-" : m.quant.moe.c_str(), m.quant.kv.c_str(), m.quant.fmha.c_str(),
-              m.quant.comm.c_str());
-  std::printf("  system    %s (%s), engine %s, data %s, database mode %s\n", spec.name.c_str(),
-              spec.gpu.device_name.c_str(), a.engine.c_str(), db->source().c_str(),
-              perfdb::DatabaseModeName(db->mode()));
+  print_head("static");
   std::printf("  parallel  %s  (%d GPU%s per replica)\n", par.ToString().c_str(), r.gpus, r.gpus == 1 ? "" : "s");
   std::printf("  workload  batch %lld, isl %lld, osl %lld, prefix %lld\n", static_cast<long long>(w.batch),
               static_cast<long long>(w.isl), static_cast<long long>(w.osl), static_cast<long long>(w.prefix));
-  for (const auto& n : m.quant_notes) std::printf("  note      %s\n", n.c_str());
-  for (const auto& n : ops.notes) std::printf("  note      %s\n", n.c_str());
-  std::printf("\n");
+  print_notes();
   std::printf("  TTFT             %10.3f ms   compute bound %.3f ms (x%.2f)\n", r.ttft_ms, r.ttft_compute_bound_ms,
               r.ttft_compute_bound_ms > 0 ? r.ttft_ms / r.ttft_compute_bound_ms : 0.0);
   std::printf("  TPOT             %10.3f ms   weight-streaming bound %.3f ms (x%.2f)\n", r.tpot_ms,
@@ -242,16 +427,7 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
   std::printf("  request latency  %10.3f ms\n", r.request_latency_ms);
   std::printf("  tokens/s         %10.1f   per GPU %.1f   per user %.1f   concurrency %lld\n", r.tokens_per_s,
               r.tokens_per_s_gpu, r.tokens_per_s_user, static_cast<long long>(r.concurrency));
-  std::printf("  memory/GPU       %10.2f GiB of %.2f GiB%s; KV room for %lld requests of %lld tokens\n",
-              mem.total / kGiB, mem.capacity / kGiB, mem.oom ? " (OUT OF MEMORY)" : (mem.kv_oom ? " (KV cache over budget)" : ""),
-              static_cast<long long>(mem.max_batch), static_cast<long long>(w.isl + w.osl));
-  if (detail.memory) {
-    std::printf("\nmemory per GPU (GiB): weights %.3f, activations %.3f, KV cache %.3f, NCCL %.3f, other %.3f = %.3f\n",
-                mem.weights / kGiB, mem.activations / kGiB, mem.kv_cache / kGiB, mem.nccl / kGiB, mem.other / kGiB,
-                mem.total / kGiB);
-    std::printf("  KV cache: %.1f KiB per token, budget %.3f GiB (%s)\n", mem.kv_bytes_per_token / 1024.0,
-                mem.kv_budget / kGiB, engine.source_file.c_str());
-  }
+  PrintMemory(mem, engine, w.isl + w.osl, detail.memory);
   if (detail.time || detail.source) {
     PrintPhase("context (one prefill pass)", r.context, detail.source, "");
     char note[128];

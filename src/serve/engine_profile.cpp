@@ -1,5 +1,7 @@
 #include "serve/engine_profile.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "core/error.h"
@@ -18,9 +20,17 @@ double MemoryProfile::ActivationCoefficient(model::Family family, int tp) const 
   return std::prev(b)->second;
 }
 
+double AggProfile::QueueFactor(std::int64_t batch, double prefill_steps) const {
+  if (queue_rule == QueueRule::kLog2Batch) {
+    if (batch <= 1) return 1.0;
+    return std::min(1.0 + std::log2(static_cast<double>(batch)) * queue_slope, queue_max);
+  }
+  return std::min(queue_base + (prefill_steps - queue_pivot) * queue_slope, queue_max);
+}
+
 EngineProfile LoadEngineProfile(const std::string& path) {
   YamlReader root(path, LoadYamlFile(path));
-  root.AllowOnlyKeys({"schema_version", "engine", "memory"});
+  root.AllowOnlyKeys({"schema_version", "engine", "memory", "agg", "disagg"});
   if (root.RequiredInt("schema_version") != 1)
     throw ConfigError(root.Where("schema_version"), "unsupported schema_version", "1");
   EngineProfile p;
@@ -63,6 +73,55 @@ EngineProfile LoadEngineProfile(const std::string& path) {
   p.memory.kv_budget.tolerance = kv.RequiredDouble("tolerance");
   for (double f : {p.memory.kv_budget.fraction, p.memory.kv_budget.reserved, p.memory.kv_budget.tolerance})
     if (f < 0 || f > 1) throw ConfigError(kv.Where(), "KV budget fractions must lie in [0, 1]");
+
+  YamlReader agg = root.Child("agg");
+  agg.AllowOnlyKeys({"mix_gen_tokens", "mix_efficiency", "tpot_mix_steps_offset", "ttft_queue", "dispatch_ms_per_layer",
+                     "throughput_cap", "max_num_tokens"});
+  AggProfile& a = p.agg;
+  const std::string mix = agg.RequiredString("mix_gen_tokens");
+  if (mix == "base") a.mix_gen_tokens = AggProfile::MixGenTokens::kBase;
+  else if (mix == "vllm") a.mix_gen_tokens = AggProfile::MixGenTokens::kVllm;
+  else throw ConfigError(agg.Where("mix_gen_tokens"), "unknown rule '" + mix + "'", "base or vllm");
+  a.mix_efficiency = agg.RequiredDouble("mix_efficiency");
+  a.tpot_mix_steps_offset = static_cast<int>(agg.RequiredInt("tpot_mix_steps_offset"));
+  YamlReader q = agg.Child("ttft_queue");
+  const std::string qrule = q.RequiredString("rule");
+  if (qrule == "linear") {
+    q.AllowOnlyKeys({"rule", "base", "pivot", "slope", "max"});
+    a.queue_rule = AggProfile::QueueRule::kLinear;
+    a.queue_base = q.RequiredDouble("base");
+    a.queue_pivot = q.RequiredDouble("pivot");
+  } else if (qrule == "log2_batch") {
+    q.AllowOnlyKeys({"rule", "slope", "max"});
+    a.queue_rule = AggProfile::QueueRule::kLog2Batch;
+  } else {
+    throw ConfigError(q.Where("rule"), "unknown TTFT queue rule '" + qrule + "'", "linear or log2_batch");
+  }
+  a.queue_slope = q.RequiredDouble("slope");
+  a.queue_max = q.RequiredDouble("max");
+  a.dispatch_ms_per_layer = agg.RequiredDouble("dispatch_ms_per_layer");
+  const std::string cap = agg.RequiredString("throughput_cap");
+  if (cap == "none") a.littles_law_cap = false;
+  else if (cap == "littles_law") a.littles_law_cap = true;
+  else throw ConfigError(agg.Where("throughput_cap"), "unknown cap '" + cap + "'", "none or littles_law");
+  a.max_num_tokens = agg.RequiredInt("max_num_tokens");
+  if (a.mix_efficiency <= 0 || a.tpot_mix_steps_offset < 0 || a.queue_max <= 0 || a.max_num_tokens < 0 ||
+      a.dispatch_ms_per_layer < 0)
+    throw ConfigError(agg.Where(), "agg constants out of range",
+                      "mix_efficiency > 0, offsets and dispatch >= 0, queue max > 0, max_num_tokens >= 0");
+
+  YamlReader dis = root.Child("disagg");
+  dis.AllowOnlyKeys({"prefill_latency_correction", "decode_latency_correction", "ttft_correction",
+                     "prefill_rate_degradation", "decode_rate_degradation"});
+  DisaggProfile& d = p.disagg;
+  d.prefill_latency_correction = dis.RequiredDouble("prefill_latency_correction");
+  d.decode_latency_correction = dis.RequiredDouble("decode_latency_correction");
+  d.ttft_correction = dis.RequiredDouble("ttft_correction");
+  d.prefill_rate_degradation = dis.RequiredDouble("prefill_rate_degradation");
+  d.decode_rate_degradation = dis.RequiredDouble("decode_rate_degradation");
+  for (double v : {d.prefill_latency_correction, d.decode_latency_correction, d.ttft_correction,
+                   d.prefill_rate_degradation, d.decode_rate_degradation})
+    if (v <= 0) throw ConfigError(dis.Where(), "disagg constants must be positive");
   return p;
 }
 

@@ -3,6 +3,7 @@
 // A serving engine's constants, read from engines/<engine>.yaml (docs/estimator.md,
 // "Engine profiles"): one data file per engine, so calibration changes data, not code.
 
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -35,10 +36,36 @@ struct MemoryProfile {
   double ActivationCoefficient(model::Family family, int tp) const;
 };
 
+// In-flight batching constants (AIC §3.3).
+struct AggProfile {
+  enum class MixGenTokens { kBase, kVllm } mix_gen_tokens = MixGenTokens::kBase;
+  double mix_efficiency = 1;
+  int tpot_mix_steps_offset = 0;  // mixed steps counted in TPOT: max(1, n - offset) (0: n)
+  enum class QueueRule { kLinear, kLog2Batch } queue_rule = QueueRule::kLinear;
+  double queue_base = 2, queue_pivot = 3, queue_slope = 0.05, queue_max = 4;
+  double dispatch_ms_per_layer = 0;
+  bool littles_law_cap = false;
+  std::int64_t max_num_tokens = 0;  // tokens sizing agg activations; 0 = the prefill budget
+
+  // The TTFT queueing factor at batch b with S prefill steps.
+  double QueueFactor(std::int64_t batch, double prefill_steps) const;
+};
+
+// Disaggregated serving constants (AIC §3.4).
+struct DisaggProfile {
+  double prefill_latency_correction = 1.1;
+  double decode_latency_correction = 1.08;
+  double ttft_correction = 1.8;
+  double prefill_rate_degradation = 0.9;
+  double decode_rate_degradation = 0.92;
+};
+
 struct EngineProfile {
   model::Engine engine = model::Engine::kTrtllm;
   std::string source_file;
   MemoryProfile memory;
+  AggProfile agg;
+  DisaggProfile disagg;
 };
 
 // Reads and validates one profile (unknown keys, missing values and bad numbers ->

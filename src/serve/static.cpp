@@ -57,10 +57,16 @@ void ValidateWorkload(const Workload& w) {
 }
 
 PhaseEstimate EvaluatePass(const std::vector<model::Op>& ops, const Database& db, const PassShape& shape,
-                           double correction) {
+                           double correction, OpFilter filter) {
   PhaseEstimate p;
   p.ops.reserve(ops.size());
   for (const model::Op& op : ops) {
+    const bool ctx_attn = op.kind == model::OpKind::kContextAttention;
+    const bool gen_attn = op.kind == model::OpKind::kGenerationAttention;
+    if ((filter == OpFilter::kExceptAttention && (ctx_attn || gen_attn)) ||
+        (filter == OpFilter::kContextAttentionOnly && !ctx_attn) ||
+        (filter == OpFilter::kGenerationAttentionOnly && !gen_attn))
+      continue;
     const OpCost c = EvaluateOp(op, db, shape);
     OpLine l;
     l.name = op.name;
@@ -78,27 +84,33 @@ PhaseEstimate EvaluatePass(const std::vector<model::Op>& ops, const Database& db
 }
 
 StaticEstimate RunStatic(const model::ModelConfig& m, const model::ParallelConfig& p, const model::OpList& ops,
-                         const Database& db, const EngineProfile& engine, const Workload& w) {
+                         const Database& db, const EngineProfile& engine, const Workload& w,
+                         const StaticOptions& options) {
   ValidateWorkload(w);
+  using Phases = StaticOptions::Phases;
+  const bool with_context = options.phases != Phases::kGenerationOnly;
+  const bool with_generation = options.phases != Phases::kContextOnly;
   StaticEstimate r;
-  PassShape ctx;
-  ctx.context = true;
-  ctx.batch = w.batch;
-  ctx.seq = w.isl - w.prefix;
-  ctx.prefix = w.prefix;
-  r.context = EvaluatePass(ops.context, db, ctx);
-  Shares(r.context);
+  if (with_context) {
+    PassShape ctx;
+    ctx.context = true;
+    ctx.batch = w.batch;
+    ctx.seq = w.isl - w.prefix;
+    ctx.prefix = w.prefix;
+    r.context = EvaluatePass(ops.context, db, ctx, options.context_correction);
+    Shares(r.context);
+  }
 
   // Decode: a left Riemann sum over steps i = 0, stride, ... < osl - 1, each at KV
   // length isl + i + 1 and weighted by the steps it stands for.
-  const std::int64_t steps = w.osl - 1;
+  const std::int64_t steps = with_generation ? w.osl - 1 : 0;
   for (std::int64_t i = 0; i < steps; i += w.stride) {
     PassShape gen;
     gen.context = false;
     gen.batch = w.batch * (w.nextn + 1);
     gen.seq = w.isl + i + 1;
     const double weight = static_cast<double>(std::min<std::int64_t>(w.stride, steps - i));
-    Accumulate(r.generation, EvaluatePass(ops.generation, db, gen), weight);
+    Accumulate(r.generation, EvaluatePass(ops.generation, db, gen, options.generation_correction), weight);
     ++r.decode_steps_evaluated;
   }
   Shares(r.generation);
@@ -109,8 +121,13 @@ StaticEstimate RunStatic(const model::ModelConfig& m, const model::ParallelConfi
   r.request_latency_ms = r.ttft_ms + r.tpot_ms * static_cast<double>(steps);
   r.gpus = p.GpusPerWorker();
   r.concurrency = w.batch * p.dp;
-  r.seq_per_s = static_cast<double>(w.batch * p.dp) / r.request_latency_ms * 1000.0 * p.pp;
-  r.tokens_per_s = r.seq_per_s * static_cast<double>(w.osl);
+  r.seq_per_s = r.request_latency_ms > 0
+                    ? static_cast<double>(w.batch * p.dp) / r.request_latency_ms * 1000.0 * p.pp
+                    : 0;
+  const double tokens_per_request = options.phases == Phases::kBoth          ? static_cast<double>(w.osl)
+                                    : options.phases == Phases::kContextOnly ? 1.0
+                                                                             : static_cast<double>(steps);
+  r.tokens_per_s = r.seq_per_s * tokens_per_request;
   r.tokens_per_s_gpu = r.tokens_per_s / r.gpus;
   r.tokens_per_s_user = r.tpot_ms > 0 ? 1000.0 / r.tpot_ms : 0;
 

@@ -62,11 +62,25 @@ struct StaticEstimate {
 // Validates the workload (UsageError naming the field).
 void ValidateWorkload(const Workload& w);
 
+// Which ops of a list a pass evaluates.
+enum class OpFilter { kAll, kExceptAttention, kContextAttentionOnly, kGenerationAttentionOnly };
+
 // One pass of `ops` at `shape` (x `correction` on every op).
 PhaseEstimate EvaluatePass(const std::vector<model::Op>& ops, const Database& db, const PassShape& shape,
-                           double correction = 1.0);
+                           double correction = 1.0, OpFilter filter = OpFilter::kAll);
 
+// Which phases a static estimate covers, and the latency corrections applied to
+// every op of each (disaggregated workers: prefill x 1.1, decode x 1.08).
+struct StaticOptions {
+  enum class Phases { kBoth, kContextOnly, kGenerationOnly } phases = Phases::kBoth;
+  double context_correction = 1.0;
+  double generation_correction = 1.0;
+};
+
+// kBoth: tokens/s counts osl tokens per request; kContextOnly: 1 (the request
+// leaves prefill), request latency = TTFT; kGenerationOnly: osl - 1, TTFT = 0.
 StaticEstimate RunStatic(const model::ModelConfig& m, const model::ParallelConfig& p, const model::OpList& ops,
-                         const Database& db, const EngineProfile& engine, const Workload& w);
+                         const Database& db, const EngineProfile& engine, const Workload& w,
+                         const StaticOptions& options = {});
 
 }  // namespace servecast::serve
