@@ -113,7 +113,6 @@ TEST(AttentionContext, SmallShapesMatchReference) {
       {2, 256, 16, 1, 128, 0, 0},     // MQA
       {1, 512, 8, 2, 64, 0, 0},       // head dim 64
       {2, 200, 8, 4, 64, 64, 0},      // sliding window
-      {1, 1, 8, 8, 128, 0, 0},        // one token
   };
   for (const AttnCase& a : cases) {
     collect::Case c = MakeCase("attention_context", a);

@@ -196,10 +196,12 @@ std::vector<T> Download(const void* dev, std::size_t count, std::size_t offset_e
   return host;
 }
 
-// One output row of attention in double precision: softmax over the given
-// scores, and per column the output and Σ_j p_j |v_jd| (the tolerance's scale).
-void ReferenceRow(const std::vector<double>& scores, const std::vector<const double*>& values, std::int64_t D,
-                  std::vector<double>& out, std::vector<double>& mag) {
+// One output row of attention in double precision: softmax over `scores`, and
+// per column the output and Σ_j p_j |v_jd| (the tolerance's scale); value(j, d)
+// is column d of the j-th scored key's value.
+template <class Value>
+void ReferenceRow(const std::vector<double>& scores, Value value, std::int64_t D, std::vector<double>& out,
+                  std::vector<double>& mag) {
   double m = -INFINITY;
   for (double s : scores) m = std::max(m, s);
   double denom = 0;
@@ -210,8 +212,9 @@ void ReferenceRow(const std::vector<double>& scores, const std::vector<const dou
   for (std::size_t j = 0; j < scores.size(); ++j) {
     const double w = p[j] / denom;
     for (std::int64_t d = 0; d < D; ++d) {
-      out[static_cast<std::size_t>(d)] += w * values[j][d];
-      mag[static_cast<std::size_t>(d)] += w * std::fabs(values[j][d]);
+      const double v = value(j, d);
+      out[static_cast<std::size_t>(d)] += w * v;
+      mag[static_cast<std::size_t>(d)] += w * std::fabs(v);
     }
   }
 }
@@ -395,22 +398,19 @@ class AttentionContextOp : public AttentionOpBase {
                                          static_cast<std::size_t>(((b * S + pt.pos) * N + pt.h) * D), stream);
         const std::int64_t first = s.window > 0 ? std::max<std::int64_t>(0, pt.pos - s.window + 1) : 0;
         std::vector<double> scores;
-        std::vector<std::vector<double>> vrows;
         for (std::int64_t j = first; j <= pt.pos; ++j) {
           double dot = 0;
-          std::vector<double> vr(static_cast<std::size_t>(D));
-          for (std::int64_t d = 0; d < D; ++d) {
-            const std::size_t kv_i = static_cast<std::size_t>((j * KV + g) * D + d);
-            dot += Bf16(q[static_cast<std::size_t>(d)]) * Bf16(k[kv_i]);
-            vr[static_cast<std::size_t>(d)] = Bf16(v[kv_i]);
-          }
+          for (std::int64_t d = 0; d < D; ++d)
+            dot += Bf16(q[static_cast<std::size_t>(d)]) * Bf16(k[static_cast<std::size_t>((j * KV + g) * D + d)]);
           scores.push_back(dot * scale);
-          vrows.push_back(std::move(vr));
         }
-        std::vector<const double*> vptr;
-        for (const auto& r : vrows) vptr.push_back(r.data());
         std::vector<double> ref, mag;
-        ReferenceRow(scores, vptr, D, ref, mag);
+        ReferenceRow(
+            scores,
+            [&](std::size_t i, std::int64_t d) {
+              return Bf16(v[static_cast<std::size_t>(((first + static_cast<std::int64_t>(i)) * KV + g) * D + d)]);
+            },
+            D, ref, mag);
         for (std::int64_t d = 0; d < D; ++d) {
           const double tol = 4 * kBf16Roundoff * mag[static_cast<std::size_t>(d)] + 1e-5;
           check.Add("out[b=" + std::to_string(b) + ",s=" + std::to_string(pt.pos) + ",head=" + std::to_string(pt.h) +
@@ -573,24 +573,25 @@ class AttentionGenerationOp : public AttentionOpBase {
                                        static_cast<std::size_t>(b * N * D), stream);
       for (std::int64_t h : heads) {
         const std::int64_t g = h / G;
+        auto row_of = [&](std::int64_t j) {
+          return static_cast<std::size_t>(((j / kPagedKvPageSize - p0) * KV + g) * kPagedKvPageSize * D +
+                                          (j % kPagedKvPageSize) * D);
+        };
         std::vector<double> scores;
-        std::vector<std::vector<double>> vrows;
         for (std::int64_t j = first; j < tokens; ++j) {
-          const std::size_t row = static_cast<std::size_t>(
-              ((j / kPagedKvPageSize - p0) * KV + g) * kPagedKvPageSize * D + (j % kPagedKvPageSize) * D);
+          const std::size_t row = row_of(j);
           double dot = 0;
-          std::vector<double> vr(static_cast<std::size_t>(D));
-          for (std::int64_t d = 0; d < D; ++d) {
+          for (std::int64_t d = 0; d < D; ++d)
             dot += Bf16(q[static_cast<std::size_t>(h * D + d)]) * value(k, row + static_cast<std::size_t>(d), k_scale);
-            vr[static_cast<std::size_t>(d)] = value(v, row + static_cast<std::size_t>(d), v_scale);
-          }
           scores.push_back(dot * scale);
-          vrows.push_back(std::move(vr));
         }
-        std::vector<const double*> vptr;
-        for (const auto& r : vrows) vptr.push_back(r.data());
         std::vector<double> ref, mag;
-        ReferenceRow(scores, vptr, D, ref, mag);
+        ReferenceRow(
+            scores,
+            [&](std::size_t i, std::int64_t d) {
+              return value(v, row_of(first + static_cast<std::int64_t>(i)) + static_cast<std::size_t>(d), v_scale);
+            },
+            D, ref, mag);
         for (std::int64_t d = 0; d < D; ++d) {
           const double tol = (kBf16Roundoff + 1e-4) * mag[static_cast<std::size_t>(d)] + 1e-6;
           check.Add("out[b=" + std::to_string(b) + ",head=" + std::to_string(h) + ",d=" + std::to_string(d) + "]",
