@@ -133,7 +133,7 @@ void AddAttentionBlock(PhaseBuilder& b, const ModelConfig& m, const ParallelConf
   const std::int64_t H = m.hidden_size, d = m.head_dim;
   const std::int64_t heads = m.num_heads / p.tp;
   const std::int64_t kv_heads = CeilDiv(m.num_kv_heads, p.tp);
-  Op& emb = b.Add("embedding", OpKind::kEmbedding, 1);
+  Op& emb = b.Add("embedding", OpKind::kEmbedding, phase_scale);
   emb.dim_in = H;
   emb.measured_op = "embedding";
   emb.measured_width = H;
@@ -157,15 +157,15 @@ void AddAttentionBlock(PhaseBuilder& b, const ModelConfig& m, const ParallelConf
   proj.low_precision_input = true;
 }
 
-void AddLogits(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, bool context) {
-  Op& logits = b.Gemm("logits_gemm", CeilDiv(m.vocab_size, p.tp), m.hidden_size, "bfloat16", 1);
+void AddLogits(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, bool context, double phase_scale) {
+  Op& logits = b.Gemm("logits_gemm", CeilDiv(m.vocab_size, p.tp), m.hidden_size, "bfloat16", phase_scale);
   if (context) logits.tokens = TokenRule::kPerRequest;
 }
 
-void AddTail(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p) {
-  if (p.tp > 1) b.AllReduce("embedding_ar", p.tp, m.hidden_size, m.quant.comm, 1);
+void AddTail(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, double phase_scale) {
+  if (p.tp > 1) b.AllReduce("embedding_ar", p.tp, m.hidden_size, m.quant.comm, phase_scale);
   if (p.pp > 1) {
-    Op& p2p = b.Add("p2p", OpKind::kP2P, p.pp - 1);
+    Op& p2p = b.Add("p2p", OpKind::kP2P, (p.pp - 1) * phase_scale);
     p2p.elems_per_token = m.hidden_size;
   }
 }
@@ -181,8 +181,8 @@ std::vector<Op> DensePhase(const ModelConfig& m, const ParallelConfig& p, bool c
   b.Elementwise("act_gate", 2 * I, I, "silu_and_mul", I);
   b.Gemm("ffn2_gemm", H, I, m.quant.gemm, layers);
   if (p.tp > 1) b.AllReduce("ar_2", p.tp, H, m.quant.comm, layers);
-  AddLogits(b, m, p, context);
-  AddTail(b, m, p);
+  AddLogits(b, m, p, context, phase_scale);
+  AddTail(b, m, p, phase_scale);
   return b.Take();
 }
 
@@ -264,8 +264,8 @@ std::vector<Op> MoePhase(const ModelConfig& m, const ParallelConfig& p, const Op
                                      static_cast<double>(m.num_experts) * 3.0 / p.moe_ep);
   moe.weight_elems = std::floor(per_rank / p.moe_tp);
   AddDispatch(b, m, p, o, false);
-  if (!context) AddLogits(b, m, p, context);
-  AddTail(b, m, p);
+  if (!context) AddLogits(b, m, p, context, phase_scale);
+  AddTail(b, m, p, phase_scale);
   return b.Take();
 }
 
