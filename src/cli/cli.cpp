@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "backends/cpu/register.h"
+#include "cli/default_cmd.h"
 #include "cli/estimate.h"
 #ifdef SERVECAST_HAVE_CUDA
 #include "backends/cuda/register.h"
@@ -224,6 +225,8 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   // estimate
   EstimateArgs est;
   auto* estimate_cmd = AddEstimateCommand(app, est);
+  DefaultArgs dflt;
+  auto* default_cmd = AddDefaultCommand(app, dflt);
 
   // worker (internal)
   collect::WorkerOptions wo;
@@ -255,6 +258,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   try {
     if (*worker_cmd) return collect::RunWorker(registry, wo);
     if (*estimate_cmd) return RunEstimate(est, [&](const std::string& name) { return FindResource(name, exe); });
+    if (*default_cmd) return RunDefault(dflt, [&](const std::string& name) { return FindResource(name, exe); });
     if (*collect_cmd) {
       co.plan.cases_dir = cases_dir.empty() ? FindResource("cases", exe) : cases_dir;
       co.systems_dir = systems_dir.empty() ? FindResource("systems", exe) : systems_dir;

@@ -1,0 +1,113 @@
+#include "cli/default_cmd.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "core/error.h"
+#include "model/model_config.h"
+#include "perfdb/modes.h"
+#include "report/terminal.h"
+#include "search/search.h"
+#include "serve/database.h"
+#include "serve/engine_profile.h"
+#include "serve/session.h"
+#include "system/system_spec.h"
+
+namespace servecast::cli {
+
+CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& a) {
+  auto* c = app.add_subcommand("default", "search deployments of a model on N GPUs: Pareto frontier and the best");
+  c->add_option("--model", a.model, "bundled model (HF id) or a folder with config.json")->required();
+  c->add_option("--system", a.system, "system (systems/<name>.yaml), e.g. h200_sxm")->required();
+  c->add_option("--total-gpus", a.total_gpus, "GPUs to deploy on")->required()->check(CLI::PositiveNumber);
+  c->add_option("--backend", a.engine, "serving engine modelled: trtllm, vllm or sglang")->capture_default_str();
+  c->add_option("--data", a.data, "perf-data source BACKEND[/VERSION] (default: the system's only source, else cuda)");
+  c->add_option("--data-root", a.data_roots, "data root (repeat; default: systems/data of the installation)");
+  c->add_option("--database-mode", a.database_mode, "silicon, hybrid, empirical or sol")->capture_default_str();
+  c->add_option("--transfer-policy", a.transfer_policy, "hybrid / empirical: off, conservative, balanced, aggressive")
+      ->capture_default_str();
+  c->add_option("--isl", a.isl, "input tokens per request")->capture_default_str();
+  c->add_option("--osl", a.osl, "output tokens per request")->capture_default_str();
+  c->add_option("--prefix", a.prefix, "cached prefix tokens of the input")->capture_default_str();
+  c->add_option("--ttft", a.ttft, "limit on time to first token, ms")->capture_default_str();
+  c->add_option("--tpot", a.tpot, "limit on time per output token, ms")->capture_default_str();
+  c->add_option("--request-latency", a.request_latency, "limit on request latency, ms (replaces --tpot)");
+  c->add_option("--top-n", a.top_n, "deployments listed per mode")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--modes", a.modes, "serving modes searched: agg, disagg or agg,disagg")->capture_default_str();
+  c->add_option("--moe-distribution", a.moe_distribution, "expert load: balanced, power_law_1.01, power_law_1.2");
+  c->add_flag("--json", a.json, "print one JSON document and nothing else");
+  c->add_option("--systems", a.systems_dir, "system spec folder (default: systems/ of the installation)");
+  c->add_option("--models", a.models_dir, "bundled model folder (default: models/ of the installation)");
+  c->add_option("--engines", a.engines_dir, "engine profile folder (default: engines/ of the installation)");
+  return c;
+}
+
+int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::string&)>& find) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string systems_dir = a.systems_dir.empty() ? find("systems") : a.systems_dir;
+  const std::string models_dir = a.models_dir.empty() ? find("models") : a.models_dir;
+  const std::string engines_dir = a.engines_dir.empty() ? find("engines") : a.engines_dir;
+  systems::SystemSpec spec = systems::LoadSystemByName(systems_dir, a.system);
+  model::ModelConfig m = model::LoadModel(a.model, models_dir);
+  const model::QuantOverrides ov;
+  serve::AdjustQuantForSystem(m, spec, ov);
+
+  search::SearchInputs in;
+  in.engine = model::ParseEngine(a.engine);
+  in.total_gpus = a.total_gpus;
+  in.isl = a.isl;
+  in.osl = a.osl;
+  in.prefix = a.prefix;
+  in.ttft_ms = a.ttft;
+  in.tpot_ms = a.tpot;
+  in.request_latency_ms = a.request_latency;
+  in.top_n = a.top_n;
+  in.moe_distribution = a.moe_distribution;
+  in.agg = in.disagg = false;
+  std::stringstream ss(a.modes);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item == "agg") in.agg = true;
+    else if (item == "disagg") in.disagg = true;
+    else throw UsageError("--modes '" + a.modes + "': expected agg, disagg or agg,disagg");
+  }
+  if (in.isl < 1 || in.osl < 2) throw UsageError("--isl must be >= 1 and --osl >= 2");
+  if (in.prefix < 0 || in.prefix >= in.isl) throw UsageError("--prefix must lie in [0, isl)");
+
+  serve::DatabaseOptions dbo;
+  dbo.roots = a.data_roots;
+  if (dbo.roots.empty()) dbo.roots.push_back((std::filesystem::path(systems_dir) / "data").string());
+  if (!a.data.empty()) {
+    const auto slash = a.data.find('/');
+    dbo.backend = a.data.substr(0, slash);
+    if (slash != std::string::npos) dbo.version = a.data.substr(slash + 1);
+  }
+  dbo.mode = perfdb::ParseDatabaseMode(a.database_mode);
+  dbo.policy = perfdb::ParseTransferPolicy(a.transfer_policy);
+  auto db = serve::Database::Open(spec, dbo,
+                                  search::SearchNeeds(m, in, spec.gpu.sm_version, spec.node.gpus_per_node));
+  serve::AdjustQuantForData(m, *db, ov);
+  const serve::EngineProfile engine = serve::LoadEngineProfileByName(engines_dir, in.engine);
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  const search::SearchResult r = search::RunSearch(m, *db, engine, in);
+  report::ReportContext ctx;
+  ctx.model = &m;
+  ctx.system = spec.name;
+  ctx.device = spec.gpu.device_name;
+  ctx.engine = a.engine;
+  ctx.data = db->source();
+  ctx.database_mode = perfdb::DatabaseModeName(db->mode());
+  ctx.inputs = in;
+  ctx.load_seconds = load_s;
+  if (a.json) {
+    std::printf("%s\n", report::JsonReport(r, ctx).dump(2).c_str());
+  } else {
+    std::printf("%s", report::TerminalReport(r, ctx).c_str());
+  }
+  return r.chosen >= 0 ? 0 : 1;
+}
+
+}  // namespace servecast::cli

@@ -1,0 +1,237 @@
+#include "report/terminal.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace servecast::report {
+
+using search::Mode;
+using search::ModeResult;
+using search::Point;
+using search::SearchResult;
+
+namespace {
+
+std::string Fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string Pad(std::string s, std::size_t w, bool right = false) {
+  if (s.size() >= w) return s;
+  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
+}
+
+const Point* Chosen(const SearchResult& r) {
+  if (r.chosen < 0) return nullptr;
+  const ModeResult& m = r.modes[static_cast<std::size_t>(r.chosen)];
+  return m.best.empty() ? nullptr : &m.points[m.best.front()];
+}
+
+std::string Table(const ModeResult& m, const search::SearchInputs& in) {
+  std::string out;
+  const bool agg = m.mode == Mode::kAgg;
+  std::vector<std::string> head = {"rank", "tokens/s/gpu", "tokens/s/user", "TTFT ms", "TPOT ms", "request ms",
+                                   "concurrency", "replicas", "gpus/replica"};
+  if (agg) {
+    head.insert(head.end(), {"parallel", "batch", "ctx tokens"});
+  } else {
+    head.insert(head.end(), {"(p) workers x parallel", "(p) batch", "(d) workers x parallel", "(d) batch"});
+  }
+  head.push_back("mem GiB");
+  std::vector<std::vector<std::string>> rows;
+  int rank = 0;
+  for (std::size_t i : m.best) {
+    const Point& p = m.points[i];
+    std::vector<std::string> row = {std::to_string(++rank) + (p.meets_sla ? "" : "!"),
+                                    Fmt("%.1f", p.tokens_per_s_gpu_cluster),
+                                    Fmt("%.1f", p.tokens_per_s_user),
+                                    Fmt("%.1f", p.ttft_ms),
+                                    Fmt("%.2f", p.tpot_ms),
+                                    Fmt("%.0f", p.request_latency_ms),
+                                    std::to_string(p.concurrency * p.replicas),
+                                    std::to_string(p.replicas),
+                                    std::to_string(p.gpus_per_replica)};
+    const auto par = [](const model::ParallelConfig& c) {
+      return "tp" + std::to_string(c.tp) + "pp" + std::to_string(c.pp) + "dp" + std::to_string(c.dp) + "etp" +
+             std::to_string(c.moe_tp) + "ep" + std::to_string(c.moe_ep);
+    };
+    if (agg) {
+      row.insert(row.end(), {par(p.par), std::to_string(p.batch), std::to_string(p.ctx_tokens)});
+    } else {
+      row.insert(row.end(), {std::to_string(p.prefill_workers) + " x " + par(p.par), std::to_string(p.prefill_batch),
+                             std::to_string(p.decode_workers) + " x " + par(p.decode_par), std::to_string(p.batch)});
+    }
+    row.push_back(Fmt("%.1f", p.memory_gib));
+    rows.push_back(std::move(row));
+  }
+  std::vector<std::size_t> w(head.size());
+  for (std::size_t c = 0; c < head.size(); ++c) {
+    w[c] = head[c].size();
+    for (const auto& row : rows) w[c] = std::max(w[c], row[c].size());
+  }
+  for (std::size_t c = 0; c < head.size(); ++c) out += (c ? "  " : "  ") + Pad(head[c], w[c], c > 0 && c < 9);
+  out += "\n";
+  for (const auto& row : rows) {
+    for (std::size_t c = 0; c < row.size(); ++c) out += (c ? "  " : "  ") + Pad(row[c], w[c], c > 0 && c < 9);
+    out += "\n";
+  }
+  if (!m.best_meets_sla && !m.best.empty())
+    out += "  ! no " + std::string(search::ModeName(m.mode)) + " deployment meets the limits (TTFT " +
+           Fmt("%.0f", in.ttft_ms) + " ms, " +
+           (in.request_latency_ms > 0 ? "request " + Fmt("%.0f", in.request_latency_ms) + " ms"
+                                      : "TPOT " + Fmt("%.1f", in.tpot_ms) + " ms") +
+           "); the nearest are shown\n";
+  return out;
+}
+
+}  // namespace
+
+std::string AsciiPareto(const SearchResult& r, int width, int height) {
+  double xmax = 0, ymax = 0;
+  for (const auto& m : r.modes)
+    for (std::size_t i : m.frontier) {
+      xmax = std::max(xmax, m.points[i].tokens_per_s_user);
+      ymax = std::max(ymax, m.points[i].tokens_per_s_gpu_cluster);
+    }
+  if (xmax <= 0 || ymax <= 0) return "  (no points to plot)\n";
+  std::vector<std::string> grid(static_cast<std::size_t>(height), std::string(static_cast<std::size_t>(width), ' '));
+  auto put = [&](const Point& p, char ch) {
+    const int x = std::min(width - 1, static_cast<int>(std::lround(p.tokens_per_s_user / xmax * (width - 1))));
+    const int y = std::min(height - 1, static_cast<int>(std::lround(p.tokens_per_s_gpu_cluster / ymax * (height - 1))));
+    char& cell = grid[static_cast<std::size_t>(height - 1 - y)][static_cast<std::size_t>(x)];
+    if (cell == ' ' || ch == '*') cell = ch;
+  };
+  for (const auto& m : r.modes)
+    for (std::size_t i : m.frontier) put(m.points[i], m.mode == Mode::kAgg ? 'a' : 'd');
+  if (const Point* c = Chosen(r)) put(*c, '*');
+  std::string out;
+  const std::string ylab = Fmt("%.0f", ymax);
+  for (int row = 0; row < height; ++row) {
+    std::string label = row == 0 ? ylab : (row == height - 1 ? "0" : "");
+    out += Pad(label, 8, true) + " |" + grid[static_cast<std::size_t>(row)] + "\n";
+  }
+  out += std::string(9, ' ') + "+" + std::string(static_cast<std::size_t>(width), '-') + "\n";
+  out += std::string(10, ' ') + "0" + Pad(Fmt("%.0f", xmax), static_cast<std::size_t>(width - 1), true) + "\n";
+  out += std::string(10, ' ') + "tokens/s/user ->   (up: tokens/s/GPU; a agg, d disagg frontier, * chosen)\n";
+  return out;
+}
+
+std::string TerminalReport(const SearchResult& r, const ReportContext& c) {
+  const search::SearchInputs& in = c.inputs;
+  std::string out;
+  out += "servecast default\n";
+  out += "  model     " + c.model->name + " [" + model::FamilyName(c.model->family) + "], quant gemm " +
+         c.model->quant.gemm + (c.model->family == model::Family::kDense ? "" : ", moe " + c.model->quant.moe) +
+         ", kv " + c.model->quant.kv + "\n";
+  out += "  system    " + c.system + " (" + c.device + "), " + std::to_string(in.total_gpus) + " GPUs, engine " +
+         c.engine + ", data " + c.data + ", database mode " + c.database_mode + "\n";
+  out += "  workload  isl " + std::to_string(in.isl) + ", osl " + std::to_string(in.osl) + ", prefix " +
+         std::to_string(in.prefix) + "; limits TTFT " + Fmt("%.0f", in.ttft_ms) + " ms, " +
+         (in.request_latency_ms > 0 ? "request latency " + Fmt("%.0f", in.request_latency_ms) + " ms"
+                                    : "TPOT " + Fmt("%.1f", in.tpot_ms) + " ms") +
+         "\n\n";
+  if (const Point* p = Chosen(r)) {
+    const ModeResult& m = r.modes[static_cast<std::size_t>(r.chosen)];
+    out += "  best: " + std::string(search::ModeName(p->mode)) + " " + p->Parallel() +
+           (r.chosen_ratio > 0 ? Fmt(" (%.2fx the best of the other mode)", r.chosen_ratio) : std::string()) + "\n";
+    out += "    throughput   " + Fmt("%.0f", p->tokens_per_s_gpu_cluster * in.total_gpus) + " tokens/s on " +
+           std::to_string(in.total_gpus) + " GPUs (" + Fmt("%.1f", p->tokens_per_s_gpu_cluster) + " per GPU, " +
+           Fmt("%.1f", p->tokens_per_s_user) + " per user), " + Fmt("%.2f", p->seq_per_s * p->replicas) +
+           " requests/s\n";
+    out += "    latency      TTFT " + Fmt("%.1f", p->ttft_ms) + " ms, TPOT " + Fmt("%.2f", p->tpot_ms) +
+           " ms, request " + Fmt("%.0f", p->request_latency_ms) + " ms\n";
+    out += "    deployment   " + std::to_string(p->replicas) + " replica(s) of " + std::to_string(p->gpus_per_replica) +
+           " GPUs, concurrency " + std::to_string(p->concurrency * p->replicas) +
+           (m.best_meets_sla ? "" : "  (MISSES the limits: nothing met them)") + "\n\n";
+  } else {
+    out += "  no deployment could be estimated (see the skip counts below)\n\n";
+  }
+  out += AsciiPareto(r);
+  for (const ModeResult& m : r.modes) {
+    out += "\n" + std::string(search::ModeName(m.mode)) + ": " + std::to_string(m.parallel_configs) +
+           " parallel configs, " + std::to_string(m.evaluated) + " estimates, " + std::to_string(m.points.size()) +
+           " feasible points, " + std::to_string(m.frontier.size()) + " on the frontier\n";
+    if (!m.best.empty()) out += Table(m, in);
+    for (const auto& [why, n] : m.skipped) out += "  skipped " + std::to_string(n) + ": " + why + "\n";
+  }
+  out += Fmt("\nsearched in %.3f s", r.seconds) + Fmt(" (+ %.3f s loading)\n", c.load_seconds);
+  return out;
+}
+
+nlohmann::ordered_json PointJson(const Point& p) {
+  auto par = [](const model::ParallelConfig& c) {
+    return nlohmann::ordered_json{{"tp", c.tp}, {"pp", c.pp}, {"dp", c.dp}, {"moe_tp", c.moe_tp}, {"moe_ep", c.moe_ep}};
+  };
+  nlohmann::ordered_json j = {{"mode", search::ModeName(p.mode)},
+                              {"parallel", p.Parallel()},
+                              {"tokens_per_s_gpu", p.tokens_per_s_gpu_cluster},
+                              {"tokens_per_s_gpu_replica", p.tokens_per_s_gpu},
+                              {"tokens_per_s_user", p.tokens_per_s_user},
+                              {"ttft_ms", p.ttft_ms},
+                              {"tpot_ms", p.tpot_ms},
+                              {"request_latency_ms", p.request_latency_ms},
+                              {"seq_per_s_replica", p.seq_per_s},
+                              {"concurrency_replica", p.concurrency},
+                              {"replicas", p.replicas},
+                              {"gpus_per_replica", p.gpus_per_replica},
+                              {"memory_gib", p.memory_gib},
+                              {"meets_sla", p.meets_sla}};
+  if (p.mode == Mode::kAgg) {
+    j["worker"] = par(p.par);
+    j["batch"] = p.batch;
+    j["ctx_tokens"] = p.ctx_tokens;
+  } else {
+    j["prefill"] = {{"parallel", par(p.par)}, {"workers", p.prefill_workers}, {"batch", p.prefill_batch}};
+    j["decode"] = {{"parallel", par(p.decode_par)}, {"workers", p.decode_workers}, {"batch", p.batch}};
+  }
+  return j;
+}
+
+nlohmann::ordered_json JsonReport(const SearchResult& r, const ReportContext& c) {
+  const search::SearchInputs& in = c.inputs;
+  nlohmann::ordered_json j = {
+      {"model", c.model->name},
+      {"system", c.system},
+      {"engine", c.engine},
+      {"data", c.data},
+      {"database_mode", c.database_mode},
+      {"total_gpus", in.total_gpus},
+      {"workload", {{"isl", in.isl}, {"osl", in.osl}, {"prefix", in.prefix}}},
+      {"limits",
+       {{"ttft_ms", in.ttft_ms},
+        {"tpot_ms", in.request_latency_ms > 0 ? 0.0 : in.tpot_ms},
+        {"request_latency_ms", in.request_latency_ms}}},
+  };
+  if (const Point* p = Chosen(r)) {
+    j["chosen"] = PointJson(*p);
+    j["chosen_ratio"] = r.chosen_ratio;
+  } else {
+    j["chosen"] = nullptr;
+  }
+  nlohmann::ordered_json modes = nlohmann::ordered_json::object();
+  for (const ModeResult& m : r.modes) {
+    nlohmann::ordered_json best = nlohmann::ordered_json::array(), front = nlohmann::ordered_json::array();
+    for (std::size_t i : m.best) best.push_back(PointJson(m.points[i]));
+    for (std::size_t i : m.frontier) front.push_back(PointJson(m.points[i]));
+    nlohmann::ordered_json skipped = nlohmann::ordered_json::object();
+    for (const auto& [why, n] : m.skipped) skipped[why] = n;
+    modes[search::ModeName(m.mode)] = {{"parallel_configs", m.parallel_configs},
+                                       {"estimates", m.evaluated},
+                                       {"feasible_points", m.points.size()},
+                                       {"best_meets_sla", m.best_meets_sla},
+                                       {"best", best},
+                                       {"frontier", front},
+                                       {"skipped", skipped}};
+  }
+  j["modes"] = modes;
+  j["search_seconds"] = r.seconds;
+  j["load_seconds"] = c.load_seconds;
+  return j;
+}
+
+}  // namespace servecast::report

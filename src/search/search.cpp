@@ -1,0 +1,435 @@
+#include "search/search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <set>
+
+#include "core/error.h"
+#include "serve/agg.h"
+#include "serve/session.h"
+#include "serve/static.h"
+
+namespace servecast::search {
+
+using model::ParallelConfig;
+
+const char* ModeName(Mode m) { return m == Mode::kAgg ? "agg" : "disagg"; }
+
+namespace {
+
+std::string ParStr(const ParallelConfig& p) {
+  return "tp" + std::to_string(p.tp) + "pp" + std::to_string(p.pp) + "dp" + std::to_string(p.dp) + "etp" +
+         std::to_string(p.moe_tp) + "ep" + std::to_string(p.moe_ep);
+}
+
+std::int64_t CeilDiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// The first line of an error message, as a skip reason.
+std::string Reason(const std::string& prefix, const std::exception& e) {
+  std::string what = e.what();
+  const auto nl = what.find('\n');
+  if (nl != std::string::npos) what.resize(nl);
+  if (what.size() > 160) what = what.substr(0, 157) + "...";
+  return prefix + what;
+}
+
+void FinishPoint(Point& p, const SearchInputs& in) {
+  p.replicas = in.total_gpus / p.gpus_per_replica;
+  p.tokens_per_s_gpu_cluster = p.tokens_per_s_gpu * p.replicas * p.gpus_per_replica / in.total_gpus;
+  const bool ttft_ok = p.ttft_ms <= in.ttft_ms;
+  p.meets_sla = ttft_ok && (in.request_latency_ms > 0 ? p.request_latency_ms <= in.request_latency_ms
+                                                       : p.tpot_ms <= in.tpot_ms);
+}
+
+// Best point per parallel configuration, best first, at most top_n.
+void Pick(ModeResult& r, const SearchInputs& in) {
+  std::vector<std::size_t> pool;
+  for (std::size_t i = 0; i < r.points.size(); ++i)
+    if (r.points[i].meets_sla) pool.push_back(i);
+  r.best_meets_sla = !pool.empty();
+  if (pool.empty()) {
+    // Nothing meets the limits: the points closest to them, flagged.
+    for (std::size_t i = 0; i < r.points.size(); ++i) pool.push_back(i);
+    const double target = in.request_latency_ms > 0 ? in.request_latency_ms : in.tpot_ms;
+    auto miss = [&](const Point& p) {
+      const double v = in.request_latency_ms > 0 ? p.request_latency_ms : p.tpot_ms;
+      return std::max(0.0, v / target - 1.0) + std::max(0.0, p.ttft_ms / in.ttft_ms - 1.0);
+    };
+    std::sort(pool.begin(), pool.end(), [&](std::size_t a, std::size_t b) { return miss(r.points[a]) < miss(r.points[b]); });
+    if (pool.size() > static_cast<std::size_t>(in.top_n)) pool.resize(static_cast<std::size_t>(in.top_n));
+    r.best = pool;
+    return;
+  }
+  std::map<std::string, std::size_t> best_of;
+  for (std::size_t i : pool) {
+    const Point& p = r.points[i];
+    const std::string group = r.mode == Mode::kAgg ? ParStr(p.par) : ParStr(p.decode_par);
+    auto it = best_of.find(group);
+    if (it == best_of.end() || p.tokens_per_s_gpu_cluster > r.points[it->second].tokens_per_s_gpu_cluster)
+      best_of[group] = i;
+  }
+  for (const auto& [g, i] : best_of) r.best.push_back(i);
+  std::sort(r.best.begin(), r.best.end(), [&](std::size_t a, std::size_t b) {
+    const Point &pa = r.points[a], &pb = r.points[b];
+    if (pa.tokens_per_s_gpu_cluster != pb.tokens_per_s_gpu_cluster)
+      return pa.tokens_per_s_gpu_cluster > pb.tokens_per_s_gpu_cluster;
+    return pa.tokens_per_s_user > pb.tokens_per_s_user;
+  });
+  if (r.best.size() > static_cast<std::size_t>(in.top_n)) r.best.resize(static_cast<std::size_t>(in.top_n));
+}
+
+model::OpListOptions OpOptions(const SearchInputs& in, const serve::Database& db) {
+  model::OpListOptions oo;
+  oo.engine = in.engine;
+  oo.nextn = in.nextn;
+  oo.moe_distribution = in.moe_distribution;
+  oo.sm_version = db.spec().gpu.sm_version;
+  oo.gpus_per_node = db.spec().node.gpus_per_node;
+  return oo;
+}
+
+ModeResult SearchAgg(const model::ModelConfig& m, const serve::Database& db, const serve::EngineProfile& engine,
+                     const SearchInputs& in) {
+  ModeResult r;
+  r.mode = Mode::kAgg;
+  const auto configs = EnumerateParallel(m, in.engine, in.total_gpus, false, &r.skipped);
+  r.parallel_configs = configs.size();
+  const auto budgets = CtxTokenBudgets(in.isl);
+  const model::OpListOptions oo = OpOptions(in, db);
+  for (const ParallelConfig& par : configs) {
+    const model::OpList ops = model::BuildOpList(m, par, oo);
+    bool config_dead = false;
+    for (std::int64_t b : AggBatches()) {
+      std::set<std::int64_t> seen;
+      bool stop_batches = false;
+      bool first = true;
+      for (std::int64_t C : budgets) {
+        const std::int64_t left = b - CeilDiv(C, in.isl);
+        if (left < 0 || (b > 1 && left < 1)) break;
+        const double balance = static_cast<double>(in.isl * b) / static_cast<double>(C) / static_cast<double>(in.osl);
+        if (balance > 1 && !seen.insert(static_cast<std::int64_t>(std::floor(static_cast<double>(b) / balance))).second)
+          continue;
+        serve::AggInputs ai;
+        ai.batch = b;
+        ai.ctx_tokens = C;
+        ai.isl = in.isl;
+        ai.osl = in.osl;
+        ai.prefix = in.prefix;
+        ai.nextn = in.nextn;
+        ai.mtp_accepted = in.mtp_accepted;
+        serve::AggEstimate e;
+        try {
+          ++r.evaluated;
+          e = serve::RunAgg(m, par, ops, db, engine, ai);
+        } catch (const perfdb::MissingDataError& ex) {
+          ++r.skipped[Reason("missing data: ", ex)];
+          config_dead = first && b == 1;
+          stop_batches = config_dead;
+          break;
+        }
+        if (e.memory.oom || e.memory.kv_oom) {
+          ++r.skipped[e.memory.oom ? "out of memory" : "KV cache over the engine's budget"];
+          stop_batches = first;  // the smallest budget of this batch does not fit: larger batches will not either
+          break;
+        }
+        first = false;
+        Point p;
+        p.mode = Mode::kAgg;
+        p.par = par;
+        p.batch = b;
+        p.ctx_tokens = C;
+        p.gpus_per_replica = par.GpusPerWorker();
+        p.ttft_ms = e.ttft_ms;
+        p.tpot_ms = e.tpot_ms;
+        p.request_latency_ms = e.request_latency_ms;
+        p.tokens_per_s_gpu = e.tokens_per_s_gpu;
+        p.tokens_per_s_user = e.tokens_per_s_user;
+        p.seq_per_s = e.seq_per_s;
+        p.concurrency = e.concurrency;
+        p.memory_gib = e.memory.total / kGiB;
+        FinishPoint(p, in);
+        if (p.ttft_ms > in.ttft_ms) {
+          ++r.skipped["TTFT over the limit"];
+          continue;
+        }
+        r.points.push_back(p);
+      }
+      if (stop_batches || config_dead) break;
+    }
+  }
+  return r;
+}
+
+// Totals of GPUs a disaggregated replica may use: 1, 2, 4, 8, then multiples of 8 up to 128.
+std::vector<int> ReplicaSizes(int total) {
+  std::vector<int> s;
+  for (int g : {1, 2, 4})
+    if (g <= total) s.push_back(g);
+  for (int g = 8; g <= std::min(total, 128); g += 8) s.push_back(g);
+  return s;
+}
+
+struct Side {
+  ParallelConfig par;
+  std::int64_t batch = 0;
+  double latency_ms = 0;  // prefill: TTFT pass; decode: TPOT
+  double seq_per_s = 0;   // per worker
+  double memory_gib = 0;
+  std::int64_t concurrency = 0;
+};
+
+ModeResult SearchDisagg(const model::ModelConfig& m, const serve::Database& db, const serve::EngineProfile& engine,
+                        const SearchInputs& in) {
+  ModeResult r;
+  r.mode = Mode::kDisagg;
+  const auto configs = EnumerateParallel(m, in.engine, in.total_gpus, true, &r.skipped);
+  r.parallel_configs = configs.size();
+  const model::OpListOptions oo = OpOptions(in, db);
+  const serve::DisaggProfile& d = engine.disagg;
+
+  serve::Workload w;
+  w.isl = in.isl;
+  w.osl = in.osl;
+  w.prefix = in.prefix;
+  w.nextn = in.nextn;
+  w.mtp_accepted = in.mtp_accepted;
+  std::vector<Side> prefill, decode;
+  for (const ParallelConfig& par : configs) {
+    const model::OpList ops = model::BuildOpList(m, par, oo);
+    // Prefill worker: one request per pass.
+    try {
+      serve::StaticOptions so;
+      so.phases = serve::StaticOptions::Phases::kContextOnly;
+      so.context_correction = d.prefill_latency_correction;
+      w.batch = 1;
+      ++r.evaluated;
+      const serve::StaticEstimate e = serve::RunStatic(m, par, ops, db, engine, w, so);
+      if (e.memory.oom) {
+        ++r.skipped["prefill worker out of memory"];
+      } else if (!(d.ttft_correction * e.ttft_ms < in.ttft_ms)) {
+        ++r.skipped["prefill worker: TTFT over the limit"];
+      } else {
+        prefill.push_back({par, 1, e.ttft_ms, e.seq_per_s, e.memory.total / kGiB, 0});
+      }
+    } catch (const perfdb::MissingDataError& ex) {
+      ++r.skipped[Reason("missing data (prefill): ", ex)];
+    }
+    // Decode workers over the batch ladder; memory grows with the batch.
+    for (std::int64_t b : DecodeBatches()) {
+      serve::StaticOptions so;
+      so.phases = serve::StaticOptions::Phases::kGenerationOnly;
+      so.generation_correction = d.decode_latency_correction;
+      w.batch = b;
+      serve::StaticEstimate e;
+      try {
+        ++r.evaluated;
+        e = serve::RunStatic(m, par, ops, db, engine, w, so);
+      } catch (const perfdb::MissingDataError& ex) {
+        ++r.skipped[Reason("missing data (decode): ", ex)];
+        break;
+      }
+      if (e.memory.oom || e.memory.kv_oom) {
+        ++r.skipped[e.memory.oom ? "decode worker out of memory" : "decode worker: KV cache over the engine's budget"];
+        break;
+      }
+      decode.push_back({par, b, e.tpot_ms, e.seq_per_s, e.memory.total / kGiB, e.concurrency});
+    }
+  }
+
+  // Rate matching: for each decode candidate, the prefill worker kind and worker
+  // counts that give the most tokens/s per GPU within the replica sizes.
+  const std::vector<int> sizes = ReplicaSizes(in.total_gpus);
+  const int max_workers = 32;
+  for (const Side& dc : decode) {
+    Point best;
+    bool found = false;
+    for (const Side& pc : prefill) {
+      if (in.engine == model::Engine::kSglang && pc.par.tp != dc.par.tp) continue;
+      const int gp = pc.par.GpusPerWorker(), gd = dc.par.GpusPerWorker();
+      const double rp = d.prefill_rate_degradation * pc.seq_per_s, rd = d.decode_rate_degradation * dc.seq_per_s;
+      for (int total : sizes) {
+        for (int P = 1; P <= max_workers && gp * P < total; ++P) {
+          const int rest = total - gp * P;
+          if (rest % gd) continue;
+          const int D = rest / gd;
+          if (D < 1 || D > max_workers) continue;
+          const double seq = std::min(rp * P, rd * D);
+          const double tps_gpu = seq * static_cast<double>(in.osl) / total;
+          if (!found || tps_gpu > best.tokens_per_s_gpu ||
+              (tps_gpu == best.tokens_per_s_gpu && total < best.gpus_per_replica)) {
+            found = true;
+            best.par = pc.par;
+            best.decode_par = dc.par;
+            best.prefill_batch = pc.batch;
+            best.batch = dc.batch;
+            best.prefill_workers = P;
+            best.decode_workers = D;
+            best.gpus_per_replica = total;
+            best.tokens_per_s_gpu = tps_gpu;
+            best.seq_per_s = seq;
+            best.ttft_ms = d.ttft_correction * pc.latency_ms;
+            best.memory_gib = std::max(pc.memory_gib, dc.memory_gib);
+          }
+        }
+      }
+    }
+    if (!found) {
+      ++r.skipped["no prefill/decode worker mix fits the replica sizes"];
+      continue;
+    }
+    best.mode = Mode::kDisagg;
+    best.tpot_ms = dc.latency_ms;
+    best.request_latency_ms = best.ttft_ms + best.tpot_ms * static_cast<double>(in.osl - 1);
+    best.tokens_per_s_user = best.tpot_ms > 0 ? 1000.0 / best.tpot_ms : 0;
+    best.concurrency = dc.concurrency * best.decode_workers;
+    FinishPoint(best, in);
+    r.points.push_back(best);
+  }
+  return r;
+}
+
+}  // namespace
+
+std::string Point::Parallel() const {
+  if (mode == Mode::kAgg) return ParStr(par);
+  return "p:" + ParStr(par) + " d:" + ParStr(decode_par);
+}
+
+std::vector<std::int64_t> AggBatches() {
+  std::vector<std::int64_t> b;
+  for (int i = 1; i <= 15; ++i) b.push_back(i);
+  for (int i = 16; i <= 28; i += 4) b.push_back(i);
+  for (int i = 32; i <= 56; i += 8) b.push_back(i);
+  for (int i = 64; i <= 240; i += 16) b.push_back(i);
+  for (int i = 256; i <= 480; i += 32) b.push_back(i);
+  b.push_back(512);
+  return b;
+}
+
+std::vector<std::int64_t> DecodeBatches() {
+  std::vector<std::int64_t> b;
+  for (int i = 1; i <= 15; ++i) b.push_back(i);
+  for (int i = 16; i <= 30; i += 2) b.push_back(i);
+  for (int i = 32; i <= 124; i += 4) b.push_back(i);
+  for (int i = 128; i <= 504; i += 8) b.push_back(i);
+  b.push_back(512);
+  return b;
+}
+
+std::vector<std::int64_t> CtxTokenBudgets(std::int64_t isl) {
+  if (isl < 1) throw UsageError("--isl must be >= 1");
+  const std::int64_t max_ctx = std::max<std::int64_t>(8192, 2 * isl);
+  // Without chunked prefill a budget is a whole number of requests: the step
+  // rounds up to a multiple of isl.
+  const std::int64_t stride = CeilDiv(std::max<std::int64_t>(1024, max_ctx / 8), isl) * isl;
+  std::set<std::int64_t> c{isl, 2 * isl};
+  for (std::int64_t v = stride; v <= max_ctx; v += stride) c.insert(v);
+  return {c.begin(), c.end()};
+}
+
+std::vector<ParallelConfig> EnumerateParallel(const model::ModelConfig& m, model::Engine e, int total_gpus, bool disagg,
+                                              std::map<std::string, std::size_t>* rejected) {
+  (void)disagg;
+  std::vector<ParallelConfig> out;
+  auto keep = [&](const ParallelConfig& p) {
+    try {
+      model::ValidateParallel(m, p, e);
+      out.push_back(p);
+    } catch (const UsageError& ex) {
+      if (rejected) ++(*rejected)[Reason("parallel config not allowed: ", ex)];
+    }
+  };
+  std::vector<int> sizes;
+  for (int g : {1, 2, 4, 8, 16})
+    if (g <= total_gpus) sizes.push_back(g);
+  if (m.family == model::Family::kDense) {
+    for (int tp : sizes)
+      if (tp <= 8) keep({tp, 1, 1, 1, 1});
+    return out;
+  }
+  if (m.family == model::Family::kDeepSeek) {
+    model::ValidateParallel(m, ParallelConfig{}, e);  // throws "not yet supported"
+  }
+  for (int tp : sizes)
+    for (int dp : sizes)
+      for (int mtp : sizes)
+        for (int mep : sizes) {
+          if (tp * dp > total_gpus || std::find(sizes.begin(), sizes.end(), tp * dp) == sizes.end()) continue;
+          if (tp * dp != mtp * mep) continue;
+          if (e == model::Engine::kTrtllm && dp > 1 && tp > 1) continue;
+          if (e == model::Engine::kVllm && mtp > 1 && mep > 1) continue;
+          keep({tp, 1, dp, mtp, mep});
+        }
+  return out;
+}
+
+std::vector<std::size_t> ParetoFrontier(const std::vector<Point>& points) {
+  std::vector<std::size_t> idx(points.size());
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  // Sort by speed per user descending; a point is on the frontier when its
+  // throughput beats every point at least as fast per user.
+  std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+    if (points[a].tokens_per_s_user != points[b].tokens_per_s_user)
+      return points[a].tokens_per_s_user > points[b].tokens_per_s_user;
+    return points[a].tokens_per_s_gpu_cluster > points[b].tokens_per_s_gpu_cluster;
+  });
+  std::vector<std::size_t> front;
+  double best_y = -1;
+  for (std::size_t i : idx) {
+    if (points[i].tokens_per_s_gpu_cluster > best_y) {
+      front.push_back(i);
+      best_y = points[i].tokens_per_s_gpu_cluster;
+    }
+  }
+  std::reverse(front.begin(), front.end());
+  return front;
+}
+
+std::set<serve::TableNeed> SearchNeeds(const model::ModelConfig& m, const SearchInputs& in, int sm_version,
+                                       int gpus_per_node) {
+  std::set<serve::TableNeed> needs;
+  model::OpListOptions oo;
+  oo.engine = in.engine;
+  oo.nextn = in.nextn;
+  oo.sm_version = sm_version;
+  oo.gpus_per_node = gpus_per_node;
+  for (bool disagg : {false, true})
+    for (const ParallelConfig& p : EnumerateParallel(m, in.engine, in.total_gpus, disagg))
+      needs.merge(serve::NeedsOf(model::BuildOpList(m, p, oo)));
+  return needs;
+}
+
+SearchResult RunSearch(const model::ModelConfig& m, const serve::Database& db, const serve::EngineProfile& engine,
+                       const SearchInputs& in) {
+  if (in.total_gpus < 1) throw UsageError("--total-gpus must be >= 1");
+  if (in.osl < 2) throw UsageError("--osl must be >= 2 for serving estimates");
+  if (in.ttft_ms <= 0 || (in.request_latency_ms <= 0 && in.tpot_ms <= 0))
+    throw UsageError("latency limits must be positive");
+  const auto t0 = std::chrono::steady_clock::now();
+  SearchResult res;
+  if (in.agg) res.modes.push_back(SearchAgg(m, db, engine, in));
+  if (in.disagg && in.total_gpus >= 2) res.modes.push_back(SearchDisagg(m, db, engine, in));
+  double best = -1, second = -1;
+  for (std::size_t i = 0; i < res.modes.size(); ++i) {
+    ModeResult& r = res.modes[i];
+    r.frontier = ParetoFrontier(r.points);
+    Pick(r, in);
+    const double v = r.best.empty() ? -1 : r.points[r.best.front()].tokens_per_s_gpu_cluster;
+    if (v > best) {
+      second = best;
+      best = v;
+      res.chosen = static_cast<int>(i);
+    } else if (v > second) {
+      second = v;
+    }
+  }
+  if (res.chosen >= 0 && res.modes[static_cast<std::size_t>(res.chosen)].best.empty()) res.chosen = -1;
+  res.chosen_ratio = second > 0 ? best / second : 0;
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace servecast::search

@@ -1,0 +1,103 @@
+#pragma once
+
+// The deployment search behind `servecast default` (AIC §4; docs/search.md):
+// enumerate parallel configurations, sweep batch sizes (and prefill budgets) for
+// aggregated serving, sweep prefill and decode workers and match their rates for
+// disaggregated serving, filter by the latency limits, take the Pareto frontier
+// of throughput per GPU against speed per user, and pick the best deployments.
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+#include "model/ops.h"
+#include "serve/database.h"
+#include "serve/engine_profile.h"
+
+namespace servecast::search {
+
+struct SearchInputs {
+  model::Engine engine = model::Engine::kTrtllm;
+  int total_gpus = 8;
+  std::int64_t isl = 4000, osl = 1000, prefix = 0;
+  double ttft_ms = 2000;             // limit on time to first token
+  double tpot_ms = 30;               // limit on time per output token
+  double request_latency_ms = 0;     // > 0: limit on request latency instead of TPOT
+  int top_n = 5;
+  bool agg = true, disagg = true;    // modes to search (disagg needs >= 2 GPUs)
+  std::string moe_distribution;
+  int nextn = 0;
+  double mtp_accepted = 0;
+};
+
+enum class Mode { kAgg, kDisagg };
+const char* ModeName(Mode m);
+
+// One evaluated deployment (one replica's configuration, replicated over the GPUs).
+struct Point {
+  Mode mode = Mode::kAgg;
+  // agg: `par`, `batch` (concurrency per worker), `ctx_tokens`.
+  // disagg: prefill `par` x `prefill_workers` at `prefill_batch`; decode `decode_par`
+  // x `decode_workers` at `batch`.
+  model::ParallelConfig par, decode_par;
+  std::int64_t batch = 0, ctx_tokens = 0, prefill_batch = 0;
+  int prefill_workers = 0, decode_workers = 0;
+  int gpus_per_replica = 0;  // GPUs of one replica (agg: one worker)
+  double ttft_ms = 0, tpot_ms = 0, request_latency_ms = 0;
+  double tokens_per_s_gpu = 0;          // per GPU of the replica
+  double tokens_per_s_gpu_cluster = 0;  // per GPU of the cluster, idle leftover GPUs counted
+  double tokens_per_s_user = 0;
+  double seq_per_s = 0;                 // per replica
+  std::int64_t concurrency = 0;         // per replica
+  int replicas = 0;                     // floor(total GPUs / GPUs per replica)
+  double memory_gib = 0;                // per GPU (disagg: the larger side)
+  bool meets_sla = false;
+  std::string Parallel() const;         // "tp4pp1dp1etp1ep4" / "p:tp2... d:tp4..."
+};
+
+struct ModeResult {
+  Mode mode = Mode::kAgg;
+  std::vector<Point> points;          // every feasible point (TTFT within the limit, fits memory)
+  std::vector<std::size_t> frontier;  // indices into points, by tokens/s/user ascending
+  std::vector<std::size_t> best;      // top-N, best first (one per parallel config)
+  bool best_meets_sla = false;        // false: nothing met the limits; best = nearest
+  std::size_t parallel_configs = 0;   // enumerated (after model and engine rules)
+  std::size_t evaluated = 0;          // engine estimates run
+  std::map<std::string, std::size_t> skipped;  // reason -> count (missing data, OOM, rule)
+};
+
+struct SearchResult {
+  std::vector<ModeResult> modes;
+  int chosen = -1;           // index into modes of the better mode's best point; -1 none
+  double chosen_ratio = 0;   // best of chosen / best of the other (0 when only one)
+  double seconds = 0;
+};
+
+// Parallel configurations of one worker per AIC's enumeration rules for `total_gpus`
+// (dense: tp in {1,2,4,8}; MoE: tp, dp, moe_tp, moe_ep in {1,2,4,8,16} with
+// tp x dp = moe_tp x moe_ep and the engine's rules), each validated against the
+// model. `disagg` widens the MoE lists as AIC does for its workers.
+std::vector<model::ParallelConfig> EnumerateParallel(const model::ModelConfig& m, model::Engine e, int total_gpus,
+                                                     bool disagg, std::map<std::string, std::size_t>* rejected = nullptr);
+
+// The agg batch list (44 values <= 512) and the disagg decode batch list (96 values).
+std::vector<std::int64_t> AggBatches();
+std::vector<std::int64_t> DecodeBatches();
+// Prefill budgets per agg step for `isl`.
+std::vector<std::int64_t> CtxTokenBudgets(std::int64_t isl);
+
+// Indices of the non-dominated points on (tokens/s/user up, tokens/s/gpu_cluster up),
+// sorted by tokens/s/user.
+std::vector<std::size_t> ParetoFrontier(const std::vector<Point>& points);
+
+SearchResult RunSearch(const model::ModelConfig& m, const serve::Database& db, const serve::EngineProfile& engine,
+                       const SearchInputs& in);
+
+// Every table any configuration of the search may read.
+std::set<serve::TableNeed> SearchNeeds(const model::ModelConfig& m, const SearchInputs& in, int sm_version,
+                                       int gpus_per_node);
+
+}  // namespace servecast::search
