@@ -1,0 +1,213 @@
+// Op lists per phase under a parallel config and engine (src/model/ops.h; AIC §2.2-2.6).
+#include "model/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "model/model_config.h"
+
+namespace servecast::model {
+namespace {
+
+const std::string kModels = std::string(SERVECAST_SOURCE_DIR) + "/models";
+
+const Op& Find(const std::vector<Op>& ops, const std::string& name) {
+  for (const Op& op : ops)
+    if (op.name == name) return op;
+  throw std::runtime_error("no op " + name);
+}
+bool Has(const std::vector<Op>& ops, const std::string& name) {
+  for (const Op& op : ops)
+    if (op.name == name) return true;
+  return false;
+}
+
+OpList Build(const ModelConfig& m, ParallelConfig p, Engine e = Engine::kTrtllm, int nextn = 0) {
+  OpListOptions o;
+  o.engine = e;
+  o.nextn = nextn;
+  return BuildOpList(m, p, o);
+}
+
+class Llama8B : public ::testing::TestWithParam<int> {};
+
+TEST_P(Llama8B, DenseShapesFollowTp) {
+  const ModelConfig m = LoadModel("meta-llama/Meta-Llama-3.1-8B", kModels);
+  const int tp = GetParam();
+  const OpList l = Build(m, {.tp = tp});
+  const std::int64_t kvg = (8 + tp - 1) / tp;
+  const Op& qkv = Find(l.context, "context_qkv_gemm");
+  EXPECT_EQ(qkv.n, 4096 / tp + 2 * 128 * kvg);
+  EXPECT_EQ(qkv.k, 4096);
+  EXPECT_EQ(qkv.scale, 32);
+  const Op& attn = Find(l.context, "context_attention");
+  EXPECT_EQ(attn.kind, OpKind::kContextAttention);
+  EXPECT_EQ(attn.heads, 32 / tp);
+  EXPECT_EQ(attn.kv_heads, kvg);
+  EXPECT_EQ(attn.head_dim, 128);
+  const Op& proj = Find(l.context, "context_proj_gemm");
+  EXPECT_EQ(proj.n, 4096);
+  EXPECT_EQ(proj.k, 4096 / tp);
+  EXPECT_TRUE(proj.low_precision_input);
+  EXPECT_EQ(Find(l.context, "context_gate_ffn1_gemm").n, 2 * 14336 / tp);
+  EXPECT_EQ(Find(l.context, "context_ffn2_gemm").k, 14336 / tp);
+  const Op& act = Find(l.context, "context_act_gate");
+  EXPECT_EQ(act.dim_in, 2 * 14336 / tp);
+  EXPECT_EQ(act.dim_out, 14336 / tp);
+  const Op& logits = Find(l.context, "context_logits_gemm");
+  EXPECT_EQ(logits.n, (128256 + tp - 1) / tp);
+  EXPECT_EQ(logits.tokens, TokenRule::kPerRequest);
+  EXPECT_EQ(logits.scale, 1);
+  EXPECT_EQ(Find(l.generation, "generation_logits_gemm").tokens, TokenRule::kAllTokens);
+  EXPECT_EQ(Find(l.context, "context_embedding").weight_elems, static_cast<double>((128256 + tp - 1) / tp) * 4096);
+  // All-reduces exist only with tp > 1: two per layer plus the embedding's.
+  EXPECT_EQ(Has(l.context, "context_ar_1"), tp > 1);
+  EXPECT_EQ(Has(l.generation, "generation_ar_2"), tp > 1);
+  EXPECT_EQ(Has(l.context, "context_embedding_ar"), tp > 1);
+  if (tp > 1) {
+    EXPECT_EQ(Find(l.context, "context_ar_1").gpus, tp);
+    EXPECT_EQ(Find(l.context, "context_ar_1").scale, 32);
+    EXPECT_EQ(Find(l.context, "context_embedding_ar").scale, 1);
+  }
+  EXPECT_EQ(KvElemsPerToken(m, {.tp = tp}), static_cast<double>(kvg * 128 * 32 * 2));
+}
+
+INSTANTIATE_TEST_SUITE_P(Tp, Llama8B, ::testing::Values(1, 2, 8));
+
+TEST(Ops, PipelineAddsP2pAndKeepsLayers) {
+  const ModelConfig m = LoadModel("meta-llama/Meta-Llama-3.1-8B", kModels);
+  const OpList l = Build(m, {.tp = 1, .pp = 4});
+  EXPECT_EQ(Find(l.context, "context_p2p").scale, 3);
+  EXPECT_EQ(Find(l.context, "context_qkv_gemm").scale, 32);
+}
+
+TEST(Ops, MtpScalesEveryDecodeOp) {
+  const ModelConfig m = LoadModel("meta-llama/Meta-Llama-3.1-8B", kModels);
+  const OpList l = Build(m, {.tp = 2}, Engine::kTrtllm, 1);
+  const double s = 33.0 / 32.0;
+  EXPECT_DOUBLE_EQ(Find(l.generation, "generation_qkv_gemm").scale, 32 * s);
+  EXPECT_DOUBLE_EQ(Find(l.generation, "generation_attention").scale, 32 * s);
+  EXPECT_DOUBLE_EQ(Find(l.generation, "generation_embedding").scale, s);
+  EXPECT_DOUBLE_EQ(Find(l.generation, "generation_logits_gemm").scale, s);
+  EXPECT_DOUBLE_EQ(Find(l.generation, "generation_embedding_ar").scale, s);
+  EXPECT_DOUBLE_EQ(Find(l.context, "context_qkv_gemm").scale, 32);  // context unchanged
+  EXPECT_DOUBLE_EQ(Find(l.context, "context_embedding").scale, 1);
+}
+
+// Qwen3-30B-A3B: 48 layers, H 2048, 32 heads, 4 KV heads, d 128, 128 experts, top-8, I_moe 768.
+class Qwen3Moe : public ::testing::Test {
+ protected:
+  ModelConfig m = LoadModel("Qwen/Qwen3-30B-A3B", kModels);
+};
+
+TEST_F(Qwen3Moe, Tp4Ep4Trtllm) {
+  const OpList l = Build(m, {.tp = 4, .moe_ep = 4});
+  EXPECT_FALSE(Has(l.context, "context_logits_gemm"));  // MoE context: no logits GEMM
+  EXPECT_TRUE(Has(l.generation, "generation_logits_gemm"));
+  EXPECT_FALSE(Has(l.context, "context_ar_1"));
+  const Op& router = Find(l.context, "context_router_gemm");
+  EXPECT_EQ(router.n, 128);
+  EXPECT_EQ(router.k, 2048);
+  EXPECT_EQ(router.quant, "bfloat16");
+  const Op& pre = Find(l.context, "context_moe_pre_dispatch");
+  EXPECT_EQ(pre.kind, OpKind::kCustomAllReduce);
+  EXPECT_EQ(pre.gpus, 4);
+  EXPECT_EQ(Find(l.context, "context_moe_post_dispatch").kind, OpKind::kCustomAllReduce);
+  const Op& moe = Find(l.context, "context_moe");
+  EXPECT_EQ(moe.hidden, 2048);
+  EXPECT_EQ(moe.inter, 768);
+  EXPECT_EQ(moe.topk, 8);
+  EXPECT_EQ(moe.experts, 128);
+  EXPECT_EQ(moe.moe_ep, 4);
+  EXPECT_EQ(moe.moe_tp, 1);
+  EXPECT_EQ(moe.token_multiplier, 1);
+  EXPECT_EQ(moe.distribution, "power_law_1.2");
+  EXPECT_DOUBLE_EQ(moe.weight_elems, 2048.0 * 768 * 128 * 3 / 4);
+  EXPECT_TRUE(Find(l.context, "context_attention").qk_norm);
+  EXPECT_EQ(Find(l.context, "context_attention").heads, 8);
+  EXPECT_EQ(Find(l.context, "context_attention").kv_heads, 1);
+}
+
+TEST_F(Qwen3Moe, Tp4Ep4VllmAndSglangUseAllReduce) {
+  for (Engine e : {Engine::kVllm, Engine::kSglang}) {
+    const OpList l = Build(m, {.tp = 4, .moe_ep = 4}, e);
+    EXPECT_EQ(Find(l.context, "context_moe_pre_dispatch").kind, OpKind::kCustomAllReduce) << EngineName(e);
+    EXPECT_EQ(Find(l.generation, "generation_moe_post_dispatch").gpus, 4) << EngineName(e);
+  }
+}
+
+TEST_F(Qwen3Moe, AttentionDpTrtllmGathers) {
+  const OpList l = Build(m, {.tp = 1, .dp = 4, .moe_ep = 4});
+  const Op& pre = Find(l.context, "context_moe_pre_dispatch");
+  EXPECT_EQ(pre.kind, OpKind::kNccl);
+  EXPECT_EQ(pre.collective, "all_gather");
+  EXPECT_EQ(pre.gpus, 4);
+  EXPECT_EQ(pre.volume_factor, 4);
+  EXPECT_EQ(Find(l.context, "context_moe_post_dispatch").collective, "reduce_scatter");
+  EXPECT_EQ(Find(l.context, "context_moe").token_multiplier, 4);
+  EXPECT_FALSE(Has(l.context, "context_embedding_ar"));
+}
+
+TEST_F(Qwen3Moe, VllmTpAndDpDoesBoth) {
+  const OpList l = Build(m, {.tp = 2, .dp = 2, .moe_ep = 4}, Engine::kVllm);
+  EXPECT_EQ(Find(l.context, "context_moe_pre_dispatch_ar").kind, OpKind::kCustomAllReduce);
+  const Op& ag = Find(l.context, "context_moe_pre_dispatch_nccl");
+  EXPECT_EQ(ag.collective, "all_gather");
+  EXPECT_EQ(ag.volume_factor, 2);
+  EXPECT_EQ(Find(l.context, "context_moe_post_dispatch_nccl").collective, "reduce_scatter");
+}
+
+TEST_F(Qwen3Moe, SglangTpAndDpReduceScattersThenGathers) {
+  const OpList l = Build(m, {.tp = 2, .dp = 2, .moe_ep = 4}, Engine::kSglang);
+  const Op& rs = Find(l.context, "context_moe_pre_dispatch_rs");
+  EXPECT_EQ(rs.collective, "reduce_scatter");
+  EXPECT_EQ(rs.gpus, 2);  // attn_tp = 4 / 2
+  const Op& ag = Find(l.context, "context_moe_pre_dispatch_ag");
+  EXPECT_EQ(ag.gpus, 4);
+  EXPECT_EQ(ag.volume_factor, 2);
+  EXPECT_EQ(Find(l.context, "context_moe_post_dispatch_rs").gpus, 4);
+  EXPECT_EQ(Find(l.context, "context_moe_post_dispatch_ag").gpus, 2);
+}
+
+TEST(Ops, GptOssWindowGroups) {
+  const ModelConfig m = LoadModel("openai/gpt-oss-20b", kModels);
+  const OpList l = Build(m, {.tp = 1});
+  const Op& win = Find(l.context, "context_attention_window128");
+  const Op& full = Find(l.context, "context_attention_full");
+  EXPECT_EQ(win.window, 128);
+  EXPECT_EQ(full.window, 0);
+  EXPECT_EQ(win.scale + full.scale, static_cast<double>(m.num_layers));
+  EXPECT_EQ(win.scale, full.scale);
+  EXPECT_TRUE(Has(l.generation, "generation_attention_window128"));
+  bool noted = false;
+  for (const auto& n : l.notes) noted = noted || n.find("window") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
+void ExpectUsage(const ModelConfig& m, ParallelConfig p, Engine e, const std::string& fragment) {
+  try {
+    ValidateParallel(m, p, e);
+    ADD_FAILURE() << "expected UsageError containing '" << fragment << "' for " << p.ToString();
+  } catch (const UsageError& err) {
+    EXPECT_NE(std::string(err.what()).find(fragment), std::string::npos) << err.what();
+  }
+}
+
+TEST(Ops, ValidationErrors) {
+  const ModelConfig llama = LoadModel("meta-llama/Meta-Llama-3.1-8B", kModels);
+  ExpectUsage(llama, {.tp = 3}, Engine::kTrtllm, "does not divide the 32 attention heads");
+  ExpectUsage(llama, {.tp = 1, .dp = 2}, Engine::kTrtllm, "dense");
+  const ModelConfig moe = LoadModel("Qwen/Qwen3-30B-A3B", kModels);
+  ExpectUsage(moe, {.tp = 4, .moe_ep = 2}, Engine::kTrtllm, "tp x dp = moe_tp x moe_ep");
+  ExpectUsage(moe, {.tp = 4, .moe_tp = 2, .moe_ep = 2}, Engine::kVllm, "vllm: moe_tp and moe_ep cannot both");
+  EXPECT_NO_THROW(ValidateParallel(moe, {.tp = 4, .moe_tp = 2, .moe_ep = 2}, Engine::kTrtllm));
+  ExpectUsage(moe, {.tp = 2, .dp = 2, .moe_ep = 4}, Engine::kTrtllm, "trtllm: attention dp > 1 needs tp 1");
+  const ModelConfig ds = LoadModel("deepseek-ai/DeepSeek-V3", kModels);
+  ExpectUsage(ds, {.tp = 8, .moe_ep = 8}, Engine::kTrtllm, "not yet supported");
+  EXPECT_THROW(BuildOpList(ds, {.tp = 8, .moe_ep = 8}, {}), UsageError);
+}
+
+}  // namespace
+}  // namespace servecast::model
