@@ -95,7 +95,7 @@ double ContextExtrasMs(const Op& op, const Database& db, const PassShape& s, std
   if (UsesMeasuredElementwise(db) && db.elementwise()->Has("rotary_embedding", "bfloat16")) {
     rope = db.elementwise()
                ->Query("rotary_embedding", "bfloat16", static_cast<double>(s.batch * s.seq),
-                       static_cast<double>(op.heads + op.kv_heads) * 128.0)
+                       static_cast<double>((op.heads + op.kv_heads) * op.head_dim))
                .latency_ms;
     how = "rope (elementwise_perf rotary_embedding)+kv_write";
   }
