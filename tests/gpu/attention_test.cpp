@@ -4,6 +4,7 @@
 // not_supported paths; a perturbed reference that must fail; and (printed, never
 // asserted) the achieved rates at one large shape of each op.
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -149,20 +150,28 @@ TEST(AttentionRates, PrintLargeShapes) {
   collect::RunContext ctx = testing::QuickContext();
   ctx.timing.min_samples = 10;
   ctx.timing.budget_s = 0.5;
-  {
-    AttnCase a{1, 16384, 32, 8, 128, 0, 0};
+  for (const AttnCase& a : std::vector<AttnCase>{{1, 16384, 32, 8, 128, 0, 0},
+                                                  {4, 4096, 32, 8, 128, 0, 0},
+                                                  {1, 16384, 16, 2, 64, 0, 0},
+                                                  {1, 16384, 8, 4, 256, 0, 0},
+                                                  {1, 16384, 16, 2, 64, 128, 0}}) {
     collect::CaseResult r = MakeAttentionContextOp()->Run(MakeCase("attention_context", a), ctx);
     if (r.disposition == Disposition::kPassed) {
-      const double flops = 4.0 * 32 * 128 * (16384.0 * 16385.0 / 2);
-      std::printf("[rate] context b=1 s=16384 h=32/8 d=128 bf16 causal: %.3f ms, %.1f TFLOP/s (%s)\n", Latency(r),
-                  flops / (Latency(r) * 1e-3) / 1e12, std::get<std::string>(r.rows[0].Get("kernel_source")).c_str());
+      const double w = static_cast<double>(a.window > 0 ? std::min(a.window, a.isl) : a.isl);
+      const double pairs = a.window > 0 ? a.isl * w - w * (w - 1) / 2 : a.isl * (a.isl + 1) / 2.0;
+      const double flops = 4.0 * a.batch * a.heads * a.head_dim * pairs;
+      std::printf("[rate] context b=%lld s=%lld h=%lld/%lld d=%lld w=%lld bf16 causal: %.3f ms, %.1f TFLOP/s (%s)\n",
+                  static_cast<long long>(a.batch), static_cast<long long>(a.isl), static_cast<long long>(a.heads),
+                  static_cast<long long>(a.kv_heads), static_cast<long long>(a.head_dim),
+                  static_cast<long long>(a.window), Latency(r), flops / (Latency(r) * 1e-3) / 1e12,
+                  std::get<std::string>(r.rows[0].Get("kernel_source")).c_str());
     } else {
-      std::printf("[rate] context 16k: %s\n", Describe(r).c_str());
+      std::printf("[rate] context: %s\n", Describe(r).c_str());
     }
   }
   for (const auto& [b, step, kv] : std::vector<std::tuple<std::int64_t, std::int64_t, std::string>>{
-           {1, 16383, "bfloat16"}, {128, 8191, "bfloat16"}, {256, 16383, "bfloat16"}, {64, 131071, "bfloat16"},
-           {256, 16383, "fp8"}}) {
+           {1, 16383, "bfloat16"}, {1, 131071, "bfloat16"}, {16, 16383, "bfloat16"}, {128, 8191, "bfloat16"},
+           {256, 16383, "bfloat16"}, {64, 131071, "bfloat16"}, {256, 16383, "fp8"}, {64, 131071, "fp8"}}) {
     AttnCase a{b, 1, 32, 8, 128, 0, step, "bfloat16", kv};
     collect::CaseResult r = MakeAttentionGenerationOp()->Run(MakeCase("attention_generation", a), ctx);
     if (r.disposition == Disposition::kPassed) {

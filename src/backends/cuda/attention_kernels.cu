@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <set>
 
 #include "backends/cuda/attention_kernels.h"
 #include "backends/cuda/cuda_check.h"
@@ -34,6 +35,26 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kLoadsPerThread = 4;
 constexpr int kMaxSplits = 256;
 constexpr float kLog2e = 1.4426950408889634f;
+// Shared-memory bytes of the K/V stages of one CTA (the ring of tiles in flight):
+// 3 stages of bf16 or 6 of fp8 tiles (each tile 8 KiB of K and 8 KiB of V for bf16,
+// half that for fp8), 48 KiB, so 4 CTAs fit on one multiprocessor.
+constexpr int kStageBytes = 48 * 1024;
+
+// Asynchronous global -> shared copies (cp.async, sm_80+): 16 bytes through L2
+// only, 8 bytes through L1.
+template <int kBytes>
+__device__ __forceinline__ void CopyAsync(void* smem, const void* gmem) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  if constexpr (kBytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst), "l"(gmem));
+}
+__device__ __forceinline__ void CopyAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void CopyAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
 
 struct DecodeArgs {
   const __nv_bfloat16* q;
@@ -81,6 +102,38 @@ struct Vec8<__nv_fp8_e4m3> {
   }
 };
 
+// Butterfly reduce-scatter of x[0..N) over `Group` consecutive lanes (l = lane
+// index within the group): at each level a lane keeps one half of its values
+// (the upper half when its bit of the offset is set), adds the partner's copy of
+// that half, and moves on with half as many values; once one value is left the
+// remaining levels are a plain all-reduce. On return x[0..max(1, N/Group)) hold
+// whole sums of the original x[first + k].
+template <int Group, int N, int V>
+__device__ __forceinline__ void ReduceScatterLevel(float (&x)[V], int l, int& first) {
+  if constexpr (Group > 1) {
+    constexpr int kOffset = Group / 2;
+    if constexpr (N > 1) {
+      constexpr int kHalf = N / 2;
+      const bool upper = (l & kOffset) != 0;
+#pragma unroll
+      for (int k = 0; k < kHalf; ++k) {
+        const float send = upper ? x[k] : x[k + kHalf];
+        const float keep = upper ? x[k + kHalf] : x[k];
+        x[k] = keep + __shfl_xor_sync(0xffffffffu, send, kOffset);
+      }
+      if (upper) first += kHalf;
+      ReduceScatterLevel<kOffset, kHalf, V>(x, l, first);
+    } else {
+      x[0] += __shfl_xor_sync(0xffffffffu, x[0], kOffset);
+      ReduceScatterLevel<kOffset, 1, V>(x, l, first);
+    }
+  }
+}
+template <int Group, int V>
+__device__ __forceinline__ void ReduceScatter(float (&x)[V], int l, int& first) {
+  ReduceScatterLevel<Group, V, V>(x, l, first);
+}
+
 template <int D, class KvT, int GC>
 __global__ void __launch_bounds__(kThreads) paged_decode_attention(DecodeArgs a) {
   constexpr int kLanesPerToken = D / 8;
@@ -89,11 +142,17 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention(DecodeArgs a)
   static_assert(kPagedKvPageSize % kTile == 0, "a tile must not cross a page");
   constexpr int kTilesPerPage = kPagedKvPageSize / kTile;
   using Raw = typename Vec8<KvT>::Raw;
+  constexpr int kTileBytes = kTile * D * static_cast<int>(sizeof(KvT));
+  constexpr int kStages = kStageBytes / (2 * kTileBytes);
+  static_assert(kStages >= 2, "at least double buffering");
+  static_assert(kWarps * GC * D * 4 <= kStageBytes, "the final reduction reuses the stages");
 
+  // Dynamic: [kStages] K tiles, then [kStages] V tiles, each [kTile][D]; reused by
+  // the final reduction as float [kWarps][GC][D].
+  extern __shared__ __align__(16) unsigned char s_stage[];
   __shared__ float s_p[2][GC][kTile];
   __shared__ float s_factor[2][GC];
   __shared__ float s_max[GC], s_sum[GC];
-  __shared__ float s_red[kWarps][GC][D];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int l = tid % kLanesPerToken;  // which 8 columns
@@ -142,46 +201,65 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention(DecodeArgs a)
     const std::size_t pool_page = static_cast<std::size_t>(table[page]);
     return ((pool_page * a.num_kv_heads + kvh) * kPagedKvPageSize + (t % kTilesPerPage) * kTile) * D;
   };
-  auto load_tile = [&](int t, Raw* kr, Raw* vr) {
-    const std::size_t base = tile_base(t);
+  // Each thread copies, and later reads back, only its own 8-element pieces of a
+  // tile (the same offsets in global and shared memory), so the ring needs no
+  // barrier: cp.async.wait_group orders a thread's copies before its reads.
+  auto issue_tile = [&](int t) {
+    if (t < n_tiles) {
+      const std::size_t base = tile_base(t);
+      unsigned char* k_dst = s_stage + (t % kStages) * kTileBytes;
+      unsigned char* v_dst = s_stage + (kStages + t % kStages) * kTileBytes;
 #pragma unroll
-    for (int i = 0; i < kLoadsPerThread; ++i) {
-      const std::size_t off = base + static_cast<std::size_t>(i * kTokensPerWave + row) * D + l * 8;
-      kr[i] = *reinterpret_cast<const Raw*>(k_pool + off);
-      vr[i] = *reinterpret_cast<const Raw*>(v_pool + off);
+      for (int i = 0; i < kLoadsPerThread; ++i) {
+        const int elem = (i * kTokensPerWave + row) * D + l * 8;
+        CopyAsync<sizeof(Raw)>(k_dst + elem * sizeof(KvT), k_pool + base + elem);
+        CopyAsync<sizeof(Raw)>(v_dst + elem * sizeof(KvT), v_pool + base + elem);
+      }
     }
+    CopyAsyncCommit();  // an empty group past the end keeps the wait count uniform
+  };
+  auto read_piece = [&](int t, bool value, int i) -> Raw {
+    const unsigned char* src = s_stage + ((value ? kStages : 0) + t % kStages) * kTileBytes;
+    return *reinterpret_cast<const Raw*>(src + ((i * kTokensPerWave + row) * D + l * 8) * sizeof(KvT));
   };
 
-  Raw k_cur[kLoadsPerThread], v_cur[kLoadsPerThread], k_next[kLoadsPerThread], v_next[kLoadsPerThread];
-  if (n_tiles > 0) load_tile(0, k_next, v_next);
+  for (int t = 0; t < kStages - 1; ++t) issue_tile(t);
   __syncthreads();  // s_max / s_sum initialized
 
   for (int t = 0; t < n_tiles; ++t) {
     const int buf = t & 1;
-#pragma unroll
-    for (int i = 0; i < kLoadsPerThread; ++i) {
-      k_cur[i] = k_next[i];
-      v_cur[i] = v_next[i];
-    }
-    if (t + 1 < n_tiles) load_tile(t + 1, k_next, v_next);
+    issue_tile(t + kStages - 1);
+    CopyAsyncWait<kStages - 1>();  // tile t has landed
     const int tile_pos0 = (p_begin + t / kTilesPerPage) * kPagedKvPageSize + (t % kTilesPerPage) * kTile;
 
-    // Scores.
+    // Scores: partial dot products of this lane's 8 columns for its tokens and
+    // heads, summed over the token's lanes by a butterfly reduce-scatter (each
+    // lane ends with whole sums for a share of the (token, head) pairs).
+    constexpr int kPairs = kLoadsPerThread * GC;
+    float x[kPairs];
 #pragma unroll
     for (int i = 0; i < kLoadsPerThread; ++i) {
       float kf[8];
-      Vec8<KvT>::ToFloat(k_cur[i], kf);
-      const int tok = i * kTokensPerWave + row;
-      const int pos = tile_pos0 + tok;
-      const bool valid = pos >= a.first_token && pos < a.tokens;
+      Vec8<KvT>::ToFloat(read_piece(t, false, i), kf);
 #pragma unroll
       for (int g = 0; g < GC; ++g) {
-        float s = 0.f;
+        float dot = 0.f;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) s = fmaf(qf[g][e], kf[e], s);
+        for (int e = 0; e < 8; ++e) dot = fmaf(qf[g][e], kf[e], dot);
+        x[i * GC + g] = dot;
+      }
+    }
+    int first_pair = 0;
+    ReduceScatter<kLanesPerToken, kPairs>(x, l, first_pair);
+    constexpr int kHeld = kPairs >= kLanesPerToken ? kPairs / kLanesPerToken : 1;
+    constexpr int kCopies = kPairs >= kLanesPerToken ? 1 : kLanesPerToken / kPairs;
+    if (l % kCopies == 0) {
 #pragma unroll
-        for (int off = kLanesPerToken / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-        if (l == 0) s_p[buf][g][tok] = valid ? s : -INFINITY;
+      for (int k = 0; k < kHeld; ++k) {
+        const int pair = first_pair + k;
+        const int tok = (pair / GC) * kTokensPerWave + row;
+        const int pos = tile_pos0 + tok;
+        s_p[buf][pair % GC][tok] = pos >= a.first_token && pos < a.tokens ? x[k] : -INFINITY;
       }
     }
     __syncthreads();
@@ -222,7 +300,7 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention(DecodeArgs a)
 #pragma unroll
     for (int i = 0; i < kLoadsPerThread; ++i) {
       float vf[8];
-      Vec8<KvT>::ToFloat(v_cur[i], vf);
+      Vec8<KvT>::ToFloat(read_piece(t, true, i), vf);
       const int tok = i * kTokensPerWave + row;
 #pragma unroll
       for (int g = 0; g < GC; ++g) {
@@ -244,6 +322,9 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention(DecodeArgs a)
       for (int off = kLanesPerToken; off < 32; off <<= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
       acc[g][e] = x;
     }
+  CopyAsyncWait<0>();
+  __syncthreads();  // every thread is done with the stages
+  float (*s_red)[GC][D] = reinterpret_cast<float (*)[GC][D]>(s_stage);
   if (lane < kLanesPerToken) {
 #pragma unroll
     for (int g = 0; g < GC; ++g)
@@ -271,6 +352,8 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention(DecodeArgs a)
 }
 
 // One CTA of D threads per (batch, head): out = Σ_s 2^(lse_s − M) o_s / Σ_s 2^(lse_s − M).
+// The split weights are computed once into shared memory; the weighted sum over
+// the splits is unrolled so its loads are in flight together.
 template <int D>
 __global__ void __launch_bounds__(D) paged_decode_reduce(const float* part_o, const float* part_lse, int splits,
                                                          __nv_bfloat16* out) {
@@ -278,19 +361,45 @@ __global__ void __launch_bounds__(D) paged_decode_reduce(const float* part_o, co
   __shared__ float s_total;
   const std::size_t bh = blockIdx.x;
   const int d = threadIdx.x;
-  float m = -INFINITY;
-  for (int s = 0; s < splits; ++s) m = fmaxf(m, part_lse[bh * splits + s]);
-  for (int s = d; s < splits; s += D) s_w[s] = m == -INFINITY ? 0.f : exp2f(part_lse[bh * splits + s] - m);
+  for (int s = d; s < splits; s += D) s_w[s] = part_lse[bh * splits + s];
   __syncthreads();
-  if (d == 0) {
-    float t = 0.f;
-    for (int s = 0; s < splits; ++s) t += s_w[s];
-    s_total = t;
+  if (d < 32) {
+    float m = -INFINITY;
+    for (int s = d; s < splits; s += 32) m = fmaxf(m, s_w[s]);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    float total = 0.f;
+    for (int s = d; s < splits; s += 32) {
+      const float w = m == -INFINITY ? 0.f : exp2f(s_w[s] - m);
+      s_w[s] = w;
+      total += w;
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) total += __shfl_xor_sync(0xffffffffu, total, off);
+    if (d == 0) s_total = total;
   }
   __syncthreads();
-  float o = 0.f;
-  for (int s = 0; s < splits; ++s) o = fmaf(s_w[s], part_o[(bh * splits + s) * D + d], o);
-  out[bh * D + d] = __float2bfloat16(o / s_total);
+  const float* o = part_o + bh * splits * D + d;
+  float acc[8] = {};
+  int s = 0;
+  for (; s + 8 <= splits; s += 8) {
+#pragma unroll
+    for (int u = 0; u < 8; ++u) acc[u] = fmaf(s_w[s + u], o[static_cast<std::size_t>(s + u) * D], acc[u]);
+  }
+  for (; s < splits; ++s) acc[0] = fmaf(s_w[s], o[static_cast<std::size_t>(s) * D], acc[0]);
+  float sum = 0.f;
+#pragma unroll
+  for (int u = 0; u < 8; ++u) sum += acc[u];
+  out[bh * D + d] = __float2bfloat16(sum / s_total);
+}
+
+// Raises the kernel's dynamic shared-memory limit (once per instantiation; a
+// host-side attribute, legal during stream capture) and launches it.
+void LaunchDecodeKernel(void (*kernel)(DecodeArgs), dim3 grid, const DecodeArgs& a, cudaStream_t stream) {
+  static thread_local std::set<const void*> raised;
+  if (raised.insert(reinterpret_cast<const void*>(kernel)).second)
+    SC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageBytes));
+  kernel<<<grid, kThreads, kStageBytes, stream>>>(a);
 }
 
 template <int D, class KvT>
@@ -299,16 +408,16 @@ void LaunchTyped(const DecodeArgs& a, const PagedDecodePlan& plan, std::int64_t 
                   static_cast<unsigned>(batch));
   switch (plan.heads_per_cta) {
     case 1:
-      paged_decode_attention<D, KvT, 1><<<grid, kThreads, 0, stream>>>(a);
+      LaunchDecodeKernel(paged_decode_attention<D, KvT, 1>, grid, a, stream);
       break;
     case 2:
-      paged_decode_attention<D, KvT, 2><<<grid, kThreads, 0, stream>>>(a);
+      LaunchDecodeKernel(paged_decode_attention<D, KvT, 2>, grid, a, stream);
       break;
     case 4:
-      paged_decode_attention<D, KvT, 4><<<grid, kThreads, 0, stream>>>(a);
+      LaunchDecodeKernel(paged_decode_attention<D, KvT, 4>, grid, a, stream);
       break;
     case 8:
-      paged_decode_attention<D, KvT, 8><<<grid, kThreads, 0, stream>>>(a);
+      LaunchDecodeKernel(paged_decode_attention<D, KvT, 8>, grid, a, stream);
       break;
     default:
       throw Error("paged decode: no instantiation for " + std::to_string(plan.heads_per_cta) + " heads per CTA");
