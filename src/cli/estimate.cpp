@@ -123,6 +123,9 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
   c->add_option("--systems", a.systems_dir, "system spec folder (default: systems/ of the installation)");
   c->add_option("--models", a.models_dir, "bundled model folder (default: models/ of the installation)");
   c->add_option("--engines", a.engines_dir, "engine profile folder (default: engines/ of the installation)");
+  c->add_option("--calibration", a.calibration,
+                "engine-profile constants: servecast (default, engines/<engine>.yaml) or aic (AIConfigurator's, "
+                "engines/aic/<engine>.yaml)");
   return c;
 }
 
@@ -237,7 +240,7 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
     ops = model::BuildOpList(m, prefill_par, oo);
     if (disagg) decode_ops = model::BuildOpList(m, decode_par, oo);
   }
-  const serve::EngineProfile engine = serve::LoadEngineProfileByName(engines_dir, oo.engine);
+  const serve::EngineProfile engine = serve::LoadEngineProfileByName(engines_dir, oo.engine, a.calibration);
 
   Json notes = Json::array();
   for (const auto& n : m.quant_notes) notes.push_back(n);

@@ -30,6 +30,7 @@ struct EstimateArgs {
   std::string detail;  // comma list of time, memory, source
   bool json = false;
   std::string systems_dir, models_dir, engines_dir;
+  std::string calibration;  // engine-profile calibration: "" (servecast's) or "aic"
 };
 
 // Registers the subcommand and its options on `app`.

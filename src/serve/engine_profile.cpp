@@ -125,8 +125,22 @@ EngineProfile LoadEngineProfile(const std::string& path) {
   return p;
 }
 
-EngineProfile LoadEngineProfileByName(const std::string& engines_dir, model::Engine engine) {
-  const std::string path = (std::filesystem::path(engines_dir) / (std::string(model::EngineName(engine)) + ".yaml")).string();
+EngineProfile LoadEngineProfileByName(const std::string& engines_dir, model::Engine engine,
+                                      const std::string& calibration) {
+  namespace fs = std::filesystem;
+  fs::path dir(engines_dir);
+  if (!calibration.empty() && calibration != "servecast") {
+    dir /= calibration;
+    if (!fs::is_directory(dir)) {
+      std::string have = "servecast";
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(engines_dir, ec))
+        if (e.is_directory()) have += ", " + e.path().filename().string();
+      throw UsageError("--calibration '" + calibration + "': no such calibration in " + engines_dir +
+                       " (have: " + have + ")");
+    }
+  }
+  const std::string path = (dir / (std::string(model::EngineName(engine)) + ".yaml")).string();
   if (!std::filesystem::exists(path))
     throw ConfigError("engine profile " + path + " not found (set --engines-dir or SERVECAST_HOME)");
   return LoadEngineProfile(path);

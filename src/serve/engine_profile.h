@@ -71,7 +71,11 @@ struct EngineProfile {
 // Reads and validates one profile (unknown keys, missing values and bad numbers ->
 // ConfigError with file, line and key).
 EngineProfile LoadEngineProfile(const std::string& path);
-// engines_dir/<name>.yaml
-EngineProfile LoadEngineProfileByName(const std::string& engines_dir, model::Engine engine);
+// The profile of `engine` in a calibration: "" or "servecast" = engines_dir/<engine>.yaml
+// (servecast's defaults); any other name = engines_dir/<calibration>/<engine>.yaml
+// ("aic": AIConfigurator's constants, kept for parity). Unknown -> UsageError
+// listing the calibrations present.
+EngineProfile LoadEngineProfileByName(const std::string& engines_dir, model::Engine engine,
+                                      const std::string& calibration = "");
 
 }  // namespace servecast::serve
