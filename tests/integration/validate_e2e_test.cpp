@@ -1,0 +1,171 @@
+// `servecast validate` end to end: the real binary predicts the rows of a small
+// measured file (tests/goldens/validate/tiny_dev.csv) on the golden fixture
+// tables, and its predictions equal `servecast estimate --mode agg` for the same
+// deployments; an unknown model is listed as not predicted with its reason; a
+// malformed file exits 2 naming file:line and the column; a file with no
+// predictable row exits 1.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "process.h"
+
+namespace servecast::testing {
+namespace {
+
+using Json = nlohmann::json;
+
+const std::string kValBin = SERVECAST_BIN;
+const std::string kValSource = SERVECAST_SOURCE_DIR;
+const std::string kFixture = "tests/goldens/validate/tiny_dev.csv";
+
+std::vector<std::string> ValidateArgv(const std::string& csv, bool json) {
+  std::vector<std::string> a = {
+      kValBin,      "validate",       "--silicon",  csv,         "--systems",   "tests/goldens/systems",
+      "--models",   "models",         "--engines",  "engines",   "--data-root", "tests/goldens/data",
+      "--data-map", "trtllm=dense/1", "--data-map", "vllm=moe/1"};
+  if (json) a.push_back("--json");
+  return a;
+}
+
+std::string Describe(const ProcessResult& r) {
+  return "exit " + std::to_string(r.exit_code) + "\n--- stdout\n" + r.out + "\n--- stderr\n" + r.err;
+}
+
+// `servecast estimate --mode agg --json` for one deployment of the fixture.
+Json EstimateAgg(const std::string& model, const std::string& engine, const std::string& data,
+                 std::vector<std::string> extra) {
+  std::vector<std::string> a = {kValBin,       "estimate",
+                                "--mode",      "agg",
+                                "--model",     model,
+                                "--system",    "tiny_gpu",
+                                "--systems",   "tests/goldens/systems",
+                                "--models",    "models",
+                                "--engines",   "engines",
+                                "--backend",   engine,
+                                "--data-root", "tests/goldens/data",
+                                "--data",      data,
+                                "--isl",       "64",
+                                "--osl",       "8",
+                                "--json"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  const ProcessResult r = RunProcess(a, 120, kValSource);
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  return Json::parse(r.out);
+}
+
+TEST(ValidateE2e, PredictsRowsAsEstimateDoesAndListsMisses) {
+  const ProcessResult r = RunProcess(ValidateArgv(kFixture, true), 120, kValSource);
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  const Json doc = Json::parse(r.out);
+  ASSERT_EQ(doc["rows"].size(), 4u);
+  EXPECT_EQ(doc["predicted"], 3);
+  EXPECT_EQ(doc["failed"], 1);
+
+  struct Expect {
+    std::size_t row;
+    std::string model, engine, data;
+    std::vector<std::string> args;
+    double ttft_ms, tpot_ms;  // measured, from the fixture
+  };
+  const std::vector<Expect> expects = {
+      {0, "tests/goldens/models/tiny-dense", "trtllm", "dense/1", {"--batch", "4", "--tp", "1"}, 0.5, 0.1},
+      {1, "tests/goldens/models/tiny-dense", "trtllm", "dense/1", {"--batch", "2", "--tp", "2"}, 0.4, 0.08},
+      // concurrency 4 over 2 attention-DP ranks: 2 requests per rank
+      {2,
+       "tests/goldens/models/tiny-moe",
+       "vllm",
+       "moe/1",
+       {"--batch", "2", "--tp", "1", "--dp", "2", "--moe-tp", "1", "--moe-ep", "2"},
+       0.6,
+       0.12},
+  };
+  for (const Expect& e : expects) {
+    const Json& row = doc["rows"][e.row];
+    SCOPED_TRACE(row.dump());
+    ASSERT_TRUE(row["predicted"].get<bool>());
+    EXPECT_EQ(row["source"], e.data);
+    const Json est = EstimateAgg(e.model, e.engine, e.data, e.args);
+    const double ttft = row["prediction"]["ttft_ms"], tpot = row["prediction"]["tpot_ms"];
+    EXPECT_GT(ttft, 0);
+    EXPECT_GT(tpot, 0);
+    EXPECT_NEAR(ttft, est["ttft_ms"].get<double>(), 1e-12 * ttft);
+    EXPECT_NEAR(tpot, est["tpot_ms"].get<double>(), 1e-12 * tpot);
+    EXPECT_NEAR(row["error_pct"]["ttft"].get<double>(), (ttft - e.ttft_ms) / e.ttft_ms * 100, 1e-9);
+    EXPECT_NEAR(row["error_pct"]["tpot"].get<double>(), (tpot - e.tpot_ms) / e.tpot_ms * 100, 1e-9);
+  }
+
+  // The unknown model: not predicted, with the reason, in rows and in failures.
+  const Json& miss = doc["rows"][3];
+  EXPECT_FALSE(miss["predicted"].get<bool>());
+  EXPECT_EQ(miss["failure"]["kind"], "unsupported model");
+  EXPECT_NE(miss["failure"]["reason"].get<std::string>().find("acme/NoSuchModel-7B"), std::string::npos);
+  ASSERT_EQ(doc["failures"].size(), 1u);
+  EXPECT_EQ(doc["failures"][0]["line"], 5);
+
+  // Partitions: (tiny-dense, trtllm, agg) holds two rows; its median |error|
+  // is the mean of the two (two values), its p90 interpolates 90% of the way.
+  ASSERT_EQ(doc["partitions"].size(), 3u);
+  const Json& dense = doc["partitions"][0];
+  EXPECT_EQ(dense["engine"], "trtllm");
+  EXPECT_EQ(dense["rows"], 2);
+  const double a = std::fabs(doc["rows"][0]["error_pct"]["ttft"].get<double>());
+  const double b = std::fabs(doc["rows"][1]["error_pct"]["ttft"].get<double>());
+  EXPECT_NEAR(dense["ttft_abs_error_pct"]["median"].get<double>(), (a + b) / 2, 1e-9);
+  EXPECT_NEAR(dense["ttft_abs_error_pct"]["p90"].get<double>(), std::min(a, b) + 0.9 * std::fabs(a - b), 1e-9);
+  EXPECT_EQ(doc["partitions"][2]["predicted"], 0);
+  EXPECT_EQ(doc["overall"]["rows"], 4);
+
+  // The terminal report lists the miss and its reason.
+  const ProcessResult t = RunProcess(ValidateArgv(kFixture, false), 120, kValSource);
+  ASSERT_EQ(t.exit_code, 0) << Describe(t);
+  EXPECT_NE(t.out.find("not predicted: 1 of 4 rows"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("unsupported model"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("dense/1"), std::string::npos) << t.out;
+}
+
+TEST(ValidateE2e, MalformedRowExitsTwoWithFileLineAndColumn) {
+  const std::string dir = MakeTempDir("validate-bad");
+  std::string text = ReadText(kValSource + "/" + kFixture);
+  // Line 3 (the second data row): isl "sixty-four".
+  const auto at = text.find("tiny_dense_tp2_c2,trtllm,1,tests/goldens/models/tiny-dense,tiny_gpu,bf16,agg,64,");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(text.find(",64,", at), 4, ",sixty-four,");
+  const std::string bad = dir + "/bad.csv";
+  WriteText(bad, text);
+  const ProcessResult r = RunProcess(ValidateArgv(bad, false), 120, kValSource);
+  EXPECT_EQ(r.exit_code, 2) << Describe(r);
+  EXPECT_NE(r.err.find(bad + ":3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("isl"), std::string::npos) << r.err;
+
+  // A row with a field too few.
+  WriteText(bad,
+            "backend,model_path,system,mode,isl,osl,batch_size,tp_size,silicon_ttft_ms,silicon_tpot_ms\n"
+            "trtllm,tests/goldens/models/tiny-dense,tiny_gpu,agg,64,8,4,1,0.5\n");
+  const ProcessResult f = RunProcess(ValidateArgv(bad, false), 120, kValSource);
+  EXPECT_EQ(f.exit_code, 2) << Describe(f);
+  EXPECT_NE(f.err.find(bad + ":2"), std::string::npos) << f.err;
+}
+
+TEST(ValidateE2e, NoPredictableRowExitsOne) {
+  const std::string dir = MakeTempDir("validate-none");
+  const std::string csv = dir + "/none.csv";
+  WriteText(csv,
+            "backend,model_path,system,mode,isl,osl,batch_size,tp_size,silicon_ttft_ms,silicon_tpot_ms\n"
+            "trtllm,acme/NoSuchModel-7B,tiny_gpu,agg,64,8,4,1,0.5,0.1\n"
+            "trtllm,tests/goldens/models/tiny-dense,tiny_gpu,static,64,8,4,1,0.5,0.1\n");
+  const ProcessResult r = RunProcess(ValidateArgv(csv, true), 120, kValSource);
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  const Json doc = Json::parse(r.out);
+  ASSERT_EQ(doc["failures"].size(), 2u);
+  EXPECT_EQ(doc["failures"][0]["kind"], "unsupported model");
+  EXPECT_EQ(doc["failures"][1]["kind"], "bad row");
+}
+
+}  // namespace
+}  // namespace servecast::testing
