@@ -11,6 +11,7 @@
 #include "backends/cpu/register.h"
 #include "cli/default_cmd.h"
 #include "cli/estimate.h"
+#include "cli/validate_cmd.h"
 #ifdef SERVECAST_HAVE_CUDA
 #include "backends/cuda/register.h"
 #endif
@@ -227,6 +228,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   auto* estimate_cmd = AddEstimateCommand(app, est);
   DefaultArgs dflt;
   auto* default_cmd = AddDefaultCommand(app, dflt);
+  ValidateArgs val; auto* validate_cmd = AddValidateCommand(app, val);
 
   // worker (internal)
   collect::WorkerOptions wo;
@@ -259,6 +261,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
     if (*worker_cmd) return collect::RunWorker(registry, wo);
     if (*estimate_cmd) return RunEstimate(est, [&](const std::string& name) { return FindResource(name, exe); });
     if (*default_cmd) return RunDefault(dflt, [&](const std::string& name) { return FindResource(name, exe); });
+    if (*validate_cmd) return RunValidate(val, [&](const std::string& name) { return FindResource(name, exe); });
     if (*collect_cmd) {
       co.plan.cases_dir = cases_dir.empty() ? FindResource("cases", exe) : cases_dir;
       co.systems_dir = systems_dir.empty() ? FindResource("systems", exe) : systems_dir;
