@@ -200,8 +200,14 @@ const std::vector<std::string>& GemmQuantNames() {
   return k;
 }
 const std::vector<std::string>& MoeQuantNames() {
-  static const std::vector<std::string> k = {"bfloat16", "fp8",      "fp8_block",   "int4_wo",    "w4afp8",
-                                             "nvfp4",    "nvfp4_wo", "w4a16_nvfp4", "w4a16_mxfp4"};
+  // AIC's MoE quant table (aic-estimator.md §1.2); every name here has a SOL
+  // profile in perfdb/sol.cpp (MoeQuant).
+  static const std::vector<std::string> k = {"bfloat16",         "fp8",
+                                             "fp8_block",        "int4_wo",
+                                             "w4afp8",           "w4a8_mxfp4_mxfp8",
+                                             "w4a8_mxfp4_mxfp8_trtllm", "nvfp4",
+                                             "nvfp4_wo",         "w4a16_nvfp4",
+                                             "w4a16_mxfp4",      "w4a16_mxfp4_cutlass"};
   return k;
 }
 const std::vector<std::string>& KvQuantNames() {

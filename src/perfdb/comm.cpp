@@ -45,7 +45,12 @@ std::map<CommSliceKey, CommSlice> BuildSlices(const Table& t, const std::string&
               pts.end());
     AxisCurve::SolFn fn = make_sol(key);
     AxisCurve curve(SliceName(name, key), "message_size", pts, fn);
-    slices.emplace(key, CommSlice{std::move(pts), std::move(fn), std::move(curve)});
+    std::vector<UtilSample> samples;
+    samples.reserve(pts.size());
+    for (const GridPoint& p : pts) samples.push_back(UtilSample{{p.coords[0]}, fn(p.coords[0]) / p.latency_ms});
+    auto util = std::make_shared<const UtilGrid>(SliceName(name, key), std::vector<std::string>{"message_size"},
+                                                 std::move(samples));
+    slices.emplace(key, CommSlice{std::move(pts), std::move(fn), std::move(curve), std::move(util)});
   }
   return slices;
 }
@@ -115,6 +120,28 @@ CommEstimate CommTable::Resolve(const CommSliceKey& key, double message_size,
   }
 }
 
+CommEstimate CommTable::ResolveEmpirical(const CommSliceKey& key, double message_size,
+                                         const std::function<double(double, std::int64_t)>& sol_at) const {
+  CommEstimate out;
+  const CommSlice* slice = nullptr;
+  try {
+    slice = &Find(key, message_size);
+  } catch (const CommGpusBeyondDataError& e) {
+    if (e.max_collected_gpus() == 0) throw;  // nothing of this (dtype, op) to borrow
+    CommSliceKey donor = key;
+    donor.num_gpus = e.max_collected_gpus();
+    slice = &slices_.at(donor);
+    out.borrowed_from_gpus = donor.num_gpus;
+    out.source = EstimateSource::kExtrapolated;
+  }
+  const double q[1] = {message_size};
+  const double util = slice->util->Lookup(q).util;
+  const double sol = sol_at(message_size, key.num_gpus);
+  out.latency_ms = sol / util;
+  out.sol_fraction = out.latency_ms > 0 ? sol / out.latency_ms : 0;
+  return out;
+}
+
 // ---------------------------------------------------------------- nccl
 
 NcclTable::NcclTable(const Table& table, std::shared_ptr<const Sol> sol, const std::string& name) {
@@ -127,6 +154,13 @@ NcclTable::NcclTable(const Table& table, std::shared_ptr<const Sol> sol, const s
                             return s->NcclMs(key.op, size, static_cast<int>(key.num_gpus), key.dtype);
                           };
                         });
+}
+
+CommEstimate NcclTable::QueryEmpirical(const NcclQuery& q) const {
+  const CommSliceKey key{CanonicalCommDtype(q.dtype), q.op, q.num_gpus};
+  return ResolveEmpirical(key, q.message_size, [this, &key](double size, std::int64_t gpus) {
+    return sol_->NcclMs(key.op, size, static_cast<int>(gpus), key.dtype);
+  });
 }
 
 double NcclTable::SolMs(const NcclQuery& q) const {
@@ -162,6 +196,13 @@ double CustomAllReduceTable::SolMs(const CustomAllReduceQuery& q) const {
 CommEstimate CustomAllReduceTable::QueryWithDonor(const CustomAllReduceQuery& q) const {
   const CommSliceKey key{CanonicalCommDtype(q.dtype), "all_reduce", q.tp};
   return Resolve(key, q.message_size, [this, &key](double size, std::int64_t tp) {
+    return sol_->CustomAllReduceMs(size, static_cast<int>(tp), key.dtype);
+  });
+}
+
+CommEstimate CustomAllReduceTable::QueryEmpirical(const CustomAllReduceQuery& q) const {
+  const CommSliceKey key{CanonicalCommDtype(q.dtype), "all_reduce", q.tp};
+  return ResolveEmpirical(key, q.message_size, [this, &key](double size, std::int64_t tp) {
     return sol_->CustomAllReduceMs(size, static_cast<int>(tp), key.dtype);
   });
 }

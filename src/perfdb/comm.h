@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/table.h"
+#include "perfdb/empirical.h"
 #include "perfdb/grid.h"
 #include "perfdb/perf_database.h"
 #include "perfdb/sol.h"
@@ -50,6 +51,9 @@ struct CommSlice {
   std::vector<GridPoint> points;  // sorted by message_size, first row per size
   AxisCurve::SolFn sol;           // proxy SOL (ms) at a message size
   AxisCurve curve;
+  // Util-empirical view of the same points (util = SOL / latency over
+  // message_size), for the EMPIRICAL database mode.
+  std::shared_ptr<const UtilGrid> util;
 };
 
 // The GPU count is above every count collected for this (dtype, op).
@@ -99,6 +103,11 @@ class CommTable {
   // (size, gpus) for the key's dtype and op.
   CommEstimate Resolve(const CommSliceKey& key, double message_size,
                        const std::function<double(double, std::int64_t)>& sol_at) const;
+  // Util-empirical (AIC's EMPIRICAL mode): SOL(size, gpus) / util, the util from
+  // the slice's UtilGrid at the size (the boundary slice's when num_gpus is above
+  // every collected count). Source kExtrapolated when a slice was borrowed.
+  CommEstimate ResolveEmpirical(const CommSliceKey& key, double message_size,
+                                const std::function<double(double, std::int64_t)>& sol_at) const;
   std::string name_;
   std::shared_ptr<const Sol> sol_;
   std::map<CommSliceKey, CommSlice> slices_;
@@ -114,6 +123,8 @@ class NcclTable : public CommTable {
   Estimate Query(const NcclQuery& q) const { return QueryWithDonor(q); }
   // As Query, naming the donor GPU count when the boundary slice was borrowed.
   CommEstimate QueryWithDonor(const NcclQuery& q) const;
+  // EMPIRICAL mode: util-empirical over the slice's message sizes.
+  CommEstimate QueryEmpirical(const NcclQuery& q) const;
   double SolMs(const NcclQuery& q) const;
 };
 
@@ -129,6 +140,8 @@ class CustomAllReduceTable : public CommTable {
   Estimate Query(const CustomAllReduceQuery& q) const { return QueryWithDonor(q); }
   // As Query, naming the donor tp when the boundary slice was borrowed.
   CommEstimate QueryWithDonor(const CustomAllReduceQuery& q) const;
+  // EMPIRICAL mode: util-empirical over the slice's message sizes.
+  CommEstimate QueryEmpirical(const CustomAllReduceQuery& q) const;
   double SolMs(const CustomAllReduceQuery& q) const;
 };
 

@@ -165,6 +165,18 @@ std::unique_ptr<LoadedTable> PerfDatabase::Load(const std::string& table_name) c
   if (!family.empty()) {
     const VersionDir* primary = tree_->Find(system_, family, backend_, version_);
     if (primary && primary->HasTable(table_name)) add(SourceKind::kPrimary, *primary, "");
+    // comm tables (custom all-reduce) take no donors and no older versions while
+    // the requested version has its own comm table; when it has none, older
+    // versions serve it, nearest first (AIC: vllm 0.22.0 and trtllm 1.3.0rc15/rc17
+    // read the custom all-reduce of 0.19.0 and 1.3.0rc10, ...).
+    const bool comm_fallback = family == "comm" && options_.shared_layer && sources.empty();
+    if (comm_fallback) {
+      auto versions = tree_->Versions(system_, family, backend_);
+      for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
+        const VersionDir& d = **it;
+        if (VersionDirLess(d.version, version_) && d.HasTable(table_name)) add(SourceKind::kOlderSibling, d, "");
+      }
+    }
     if (family != "comm" && options_.shared_layer) {
       if (primary) {
         bool declares = std::any_of(primary->reuse.begin(), primary->reuse.end(),
@@ -192,9 +204,45 @@ std::unique_ptr<LoadedTable> PerfDatabase::Load(const std::string& table_name) c
     // NCCL is system-wide: <system>/comm/nccl/<version>.
     auto versions = tree_->Versions(system_, "comm", "nccl");
     const VersionDir* pick = nullptr;
+    const VersionDir* newest = nullptr;
+    const VersionDir* preferred = nullptr;
     for (const VersionDir* d : versions) {
       if (!d->HasTable("nccl_perf")) continue;
-      if (options_.nccl_version.empty() || d->version == options_.nccl_version) pick = d;
+      newest = d;
+      if (d->version == options_.preferred_nccl_version) preferred = d;
+      if (!options_.nccl_version.empty() && d->version == options_.nccl_version) pick = d;
+    }
+    if (options_.nccl_version.empty()) {
+      pick = preferred;
+      if (!pick) {
+        // No table for the declared NCCL version: a OneCCL table (Intel XPUs),
+        // the declared one or the newest, has the same columns.
+        const VersionDir* declared = nullptr;
+        for (const VersionDir* d : tree_->Versions(system_, "comm", "oneccl")) {
+          if (!d->HasTable("oneccl_perf")) continue;
+          pick = d;  // newest so far
+          if (d->version == options_.oneccl_version) declared = d;
+        }
+        if (declared) pick = declared;
+        if (pick) {
+          family = "comm";
+          for (const auto& f : pick->tables.at("oneccl_perf")) {
+            TableSource s;
+            s.kind = SourceKind::kPrimary;
+            s.version = pick->version;
+            s.backend = pick->backend;
+            s.file = f;
+            s.reason = "no NCCL table" +
+                       (options_.preferred_nccl_version.empty() ? std::string()
+                                                                : " for version " + options_.preferred_nccl_version) +
+                       "; OneCCL";
+            sources.push_back(std::move(s));
+          }
+          pick = nullptr;
+        } else {
+          pick = newest;
+        }
+      }
     }
     if (pick) {
       family = "comm";
@@ -210,7 +258,7 @@ std::unique_ptr<LoadedTable> PerfDatabase::Load(const std::string& table_name) c
       for (const VersionDir* d : tree_->Versions(system_, family, backend_))
         if (d->HasTable(table_name)) have.push_back(d->version);
       msg += " (family '" + family + "' has it only at versions: " + (have.empty() ? "none" : Join(have)) +
-             (family == "comm" ? "; comm tables are never taken from other versions" : "") + ")";
+             (family == "comm" ? "; comm tables come from older versions only when the requested version has no comm table" : "") + ")";
     }
     msg += "; tables that exist for backend '" + backend_ + "': " + (names.empty() ? "none" : Join(names));
     throw MissingDataError(msg);

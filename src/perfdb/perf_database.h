@@ -66,7 +66,13 @@ struct LoadedTable {
 };
 
 struct OpenOptions {
-  std::string nccl_version;  // empty: newest <system>/comm/nccl/<version>
+  std::string nccl_version;  // empty: newest <system>/comm/nccl/<version>; set: that version or nothing
+  // The system spec's declared versions (systems::CollectiveSpec), used when
+  // nccl_version is empty: the declared NCCL version when its table exists; else
+  // the OneCCL table (<system>/comm/oneccl/<oneccl_version or newest>/oneccl_perf,
+  // same columns) when one exists; else the newest NCCL version.
+  std::string preferred_nccl_version = {};
+  std::string oneccl_version = {};
   // The "shared layer": reuse.yaml donors and older versions fill keys the primary
   // version lacks. On for SILICON and HYBRID; EMPIRICAL and SOL read the active
   // version only (AIC §1.1).

@@ -71,7 +71,7 @@ double Sol::PeakFlops(const std::string& key) const {
 double Sol::MemMs(double bytes) const { return 1e3 * bytes / spec_.gpu.mem_bw_bytes_per_s; }
 
 double Sol::P2pBandwidth(int gpus) const {
-  return gpus <= spec_.node.gpus_per_node ? spec_.node.intra_node_bw_bytes_per_s : spec_.node.inter_node_bw_bytes_per_s;
+  return systems::GroupBandwidth(spec_, gpus);
 }
 
 double Sol::Max(double flops, const std::string& key, double bytes) const {

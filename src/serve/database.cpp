@@ -43,6 +43,8 @@ std::unique_ptr<Database> Database::Open(systems::SystemSpec spec, const Databas
     open.nccl_version = options.nccl_version;
     open.shared_layer = options.mode == perfdb::DatabaseMode::kSilicon || options.mode == perfdb::DatabaseMode::kHybrid;
     const std::string system = d->sol_->spec().name;
+    open.preferred_nccl_version = d->sol_->spec().collectives.nccl_version;
+    open.oneccl_version = d->sol_->spec().collectives.oneccl_version;
     std::string backend = options.backend;
     if (backend.empty()) backend = DefaultBackend(perfdb::DataTree::Scan(options.roots), system);
     d->options_.backend = backend;

@@ -30,6 +30,15 @@ OpCost FromTable(const perfdb::Estimate& e, double flops, std::string detail) {
 }
 
 bool SolMode(const Database& db) { return db.mode() == DatabaseMode::kSol; }
+bool EmpiricalMode(const Database& db) { return db.mode() == DatabaseMode::kEmpirical; }
+
+// A collective's answer: as the table says, or util-empirical in EMPIRICAL mode
+// (AIC costs custom all-reduce and NCCL ops there by util over message size too).
+OpCost CommCost(const perfdb::CommEstimate& e, const Database& db, std::string detail) {
+  OpCost c = FromTable(e, 0, EmpiricalMode(db) ? "util-empirical over " + detail : std::move(detail));
+  if (EmpiricalMode(db)) c.source = "empirical";
+  return c;
+}
 bool UsesMeasuredElementwise(const Database& db) {
   return (db.mode() == DatabaseMode::kSilicon || db.mode() == DatabaseMode::kHybrid) && db.elementwise();
 }
@@ -157,19 +166,22 @@ OpCost Comm(const Op& op, const Database& db, std::int64_t tokens) {
     if (!db.custom_allreduce())
       throw perfdb::MissingDataError(op.name + " (" + what + "): custom_allreduce_perf is not in the data source " +
                                      db.source());
-    const perfdb::CommEstimate e = db.custom_allreduce()->QueryWithDonor({op.gpus, size, op.comm_dtype});
+    const perfdb::CustomAllReduceQuery q{op.gpus, size, op.comm_dtype};
+    const perfdb::CommEstimate e =
+        EmpiricalMode(db) ? db.custom_allreduce()->QueryEmpirical(q) : db.custom_allreduce()->QueryWithDonor(q);
     std::string detail = "custom_allreduce_perf: " + what;
     if (e.borrowed_from_gpus) detail += " (borrowed from " + std::to_string(*e.borrowed_from_gpus) + " GPUs)";
-    return FromTable(e, 0, detail);
+    return CommCost(e, db, detail);
   }
   const double sol = db.sol().NcclMs(op.collective, size, op.gpus, op.comm_dtype);
   if (SolMode(db)) return OpCost{sol, sol, 0, "sol", what};
   if (!db.nccl())
     throw perfdb::MissingDataError(op.name + " (" + what + "): nccl_perf is not in the data of " + db.spec().name);
-  const perfdb::CommEstimate e = db.nccl()->QueryWithDonor({op.collective, op.comm_dtype, op.gpus, size});
+  const perfdb::NcclQuery q{op.collective, op.comm_dtype, op.gpus, size};
+  const perfdb::CommEstimate e = EmpiricalMode(db) ? db.nccl()->QueryEmpirical(q) : db.nccl()->QueryWithDonor(q);
   std::string detail = "nccl_perf: " + what;
   if (e.borrowed_from_gpus) detail += " (borrowed from " + std::to_string(*e.borrowed_from_gpus) + " GPUs)";
-  return FromTable(e, 0, detail);
+  return CommCost(e, db, detail);
 }
 
 OpCost P2P(const Op& op, const Database& db, std::int64_t tokens) {

@@ -106,7 +106,8 @@ GpuSpec ReadGpu(const YamlReader& g, const std::string& kind) {
   if (kind == "cpu") {
     out.sm_version = IntInRange(g, "sm_version", 0, 0, "0 for a cpu system");
   } else {
-    out.sm_version = IntInRange(g, "sm_version", 1, 9999, "a CUDA SM version such as 90 (major*10 + minor)");
+    out.sm_version = IntInRange(g, "sm_version", 0, 9999,
+                                "a CUDA SM version such as 90 (major*10 + minor), or 0 for a non-CUDA accelerator");
   }
   out.mem_capacity_bytes = Positive(g, "mem_capacity_bytes", "bytes");
   out.mem_bw_bytes_per_s = Positive(g, "mem_bw_bytes_per_s", "bytes per second");
@@ -134,7 +135,7 @@ GpuSpec ReadGpu(const YamlReader& g, const std::string& kind) {
 
 NodeSpec ReadNode(const YamlReader& n, const std::string& kind) {
   CheckKeys(n, {"gpus_per_node", "intra_node_bw_bytes_per_s", "inter_node_bw_bytes_per_s", "pcie_bw_bytes_per_s",
-                "p2p_latency_s"});
+                "p2p_latency_s", "gpus_per_rack", "inter_rack_bw_bytes_per_s"});
   NodeSpec out;
   out.gpus_per_node = kind == "cpu" ? IntInRange(n, "gpus_per_node", 1, 1, "1 for a cpu system")
                                     : IntInRange(n, "gpus_per_node", 1, 4096, "an integer from 1 to 4096");
@@ -142,6 +143,25 @@ NodeSpec ReadNode(const YamlReader& n, const std::string& kind) {
   out.inter_node_bw_bytes_per_s = Positive(n, "inter_node_bw_bytes_per_s", "bytes per second, one direction");
   out.pcie_bw_bytes_per_s = Positive(n, "pcie_bw_bytes_per_s", "bytes per second, one direction");
   out.p2p_latency_s = NonNegative(n, "p2p_latency_s", "seconds");
+  // Optional rack level: both keys or neither.
+  const bool has_rack = n.Has("gpus_per_rack"), has_rack_bw = n.Has("inter_rack_bw_bytes_per_s");
+  if (has_rack != has_rack_bw)
+    throw ConfigError(n.Where(has_rack ? "gpus_per_rack" : "inter_rack_bw_bytes_per_s"),
+                      "rack level half specified", "both gpus_per_rack and inter_rack_bw_bytes_per_s, or neither");
+  if (has_rack) {
+    out.gpus_per_rack = IntInRange(n, "gpus_per_rack", 1, 1 << 20, "an integer >= gpus_per_node");
+    if (out.gpus_per_rack < out.gpus_per_node)
+      throw ConfigError(n.Where("gpus_per_rack"), "fewer GPUs per rack than per node", "an integer >= gpus_per_node");
+    out.inter_rack_bw_bytes_per_s = Positive(n, "inter_rack_bw_bytes_per_s", "bytes per second, one direction");
+  }
+  return out;
+}
+
+CollectiveSpec ReadCollectives(const YamlReader& c) {
+  CheckKeys(c, {"nccl_version", "oneccl_version"});
+  CollectiveSpec out;
+  out.nccl_version = c.OptionalString("nccl_version", "");
+  out.oneccl_version = c.OptionalString("oneccl_version", "");
   return out;
 }
 
@@ -183,7 +203,7 @@ SystemSpec LoadSystem(const std::string& path) {
   if (!root.node().IsMap())
     throw ConfigError(SourceLocation{path, 1, ""}, "empty system spec",
                       "a mapping with schema_version, kind, gpu, node, reserves");
-  CheckKeys(root, {"schema_version", "kind", "notes", "gpu", "node", "reserves"});
+  CheckKeys(root, {"schema_version", "kind", "notes", "gpu", "node", "reserves", "collectives"});
 
   SystemSpec out;
   out.name = std::filesystem::path(path).stem().string();
@@ -197,6 +217,7 @@ SystemSpec LoadSystem(const std::string& path) {
   out.gpu = ReadGpu(root.Child("gpu"), out.kind);
   out.node = ReadNode(root.Child("node"), out.kind);
   out.reserves = ReadReserves(root.Child("reserves"), out.gpu.mem_capacity_bytes);
+  if (root.Has("collectives")) out.collectives = ReadCollectives(root.Child("collectives"));
   return out;
 }
 
@@ -226,6 +247,12 @@ SystemSpec LoadSystemByName(const std::string& systems_dir, const std::string& n
                       available.empty() ? "a <name>.yaml system spec (none found)" : "one of: " + JoinList(available));
   }
   return LoadSystem(path);
+}
+
+double GroupBandwidth(const SystemSpec& s, int gpus) {
+  if (gpus <= s.node.gpus_per_node) return s.node.intra_node_bw_bytes_per_s;
+  if (s.node.gpus_per_rack <= 0 || gpus <= s.node.gpus_per_rack) return s.node.inter_node_bw_bytes_per_s;
+  return s.node.inter_rack_bw_bytes_per_s;
 }
 
 double PeakFlops(const SystemSpec& s, std::string_view dtype) {

@@ -34,6 +34,19 @@ struct NodeSpec {
   double inter_node_bw_bytes_per_s = 0;
   double pcie_bw_bytes_per_s = 0;
   double p2p_latency_s = 0;
+  // Rack-scale systems (GB200/GB300 NVL72): GPUs one NVLink domain spans, and the
+  // per-GPU bandwidth between racks. 0 when the spec has no rack level: then every
+  // group beyond a node uses inter_node_bw_bytes_per_s.
+  int gpus_per_rack = 0;
+  double inter_rack_bw_bytes_per_s = 0;
+};
+
+// Which collective-library tables the system's perf data uses: the NCCL version
+// under <system>/comm/nccl/, and a OneCCL version (Intel XPUs) read when no NCCL
+// table exists. Empty: the newest present.
+struct CollectiveSpec {
+  std::string nccl_version;
+  std::string oneccl_version;
 };
 
 // Device memory the serving memory model sets aside before weights and KV cache.
@@ -49,6 +62,7 @@ struct SystemSpec {
   GpuSpec gpu;
   NodeSpec node;
   MemoryReserves reserves;
+  CollectiveSpec collectives;  // optional in the file
   std::string notes;
 };
 
@@ -63,6 +77,11 @@ SystemSpec LoadSystemByName(const std::string& systems_dir, const std::string& n
 // Stems of the `*.yaml` files in `systems_dir`, sorted. ConfigError when the
 // directory does not exist.
 std::vector<std::string> ListSystems(const std::string& systems_dir);
+
+// Per-GPU bandwidth (bytes/s, one direction) of a collective over `gpus` GPUs:
+// intra-node within a node, inter-node within a rack (or beyond a node when the
+// spec has no rack level), inter-rack beyond a rack.
+double GroupBandwidth(const SystemSpec& s, int gpus);
 
 // Dense peak FLOP/s (ops/s for integer dtypes) of `dtype`. When not listed,
 // fp8_block falls back to fp8's rate and float16 to bfloat16's. Throws Error

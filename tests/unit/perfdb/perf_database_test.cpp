@@ -171,10 +171,11 @@ TEST(PerfDatabaseTest, OlderSiblingsNearestFirstNeverNewer) {
   EXPECT_EQ(t.table.num_rows(), 3u);
 }
 
-TEST(PerfDatabaseTest, CommIsNeverFilledFromOtherVersions) {
+TEST(PerfDatabaseTest, CommTakesOlderVersionsOnlyWhenTheVersionHasNone) {
   TempDir root;
   const std::string hdr = "op_name,allreduce_dtype,num_gpus,message_size,latency\n";
-  Put(root.File("s/comm/trtllm/1.0.0/custom_allreduce_perf.csv"), hdr + "all_reduce,bfloat16,2,128,1.0\n");
+  Put(root.File("s/comm/trtllm/1.0.0/custom_allreduce_perf.csv"),
+      hdr + "all_reduce,bfloat16,2,128,1.0\nall_reduce,bfloat16,2,512,1.5\n");
   Put(root.File("s/comm/trtllm/1.1.0/custom_allreduce_perf.csv"), hdr + "all_reduce,bfloat16,2,256,2.0\n");
   Put(root.File("s/comm/trtllm/1.1.0/reuse.yaml"),
       "schema_version: 1\nreuse:\n- table: custom_allreduce_perf\n  from_version: 1.0.0\n  reason: r\n"
@@ -183,14 +184,51 @@ TEST(PerfDatabaseTest, CommIsNeverFilledFromOtherVersions) {
   PerfDatabase db = PerfDatabase::Open({root.path()}, "s", "trtllm", "1.1.0");
   const LoadedTable& t = db.Table("custom_allreduce_perf");
   EXPECT_EQ(t.family, "comm");
-  ASSERT_EQ(t.table.num_rows(), 1u);  // no reuse, no older sibling
+  ASSERT_EQ(t.table.num_rows(), 1u);  // own comm table: no reuse, no older sibling
   EXPECT_EQ(t.sources.size(), 1u);
-  // At 1.2.0 (newest, comm dir absent) the comm table is missing, not borrowed.
+  // At 1.2.0 (newest, no comm dir) older versions serve it, nearest first (AIC:
+  // vllm 0.22.0 reads 0.19.0's custom all-reduce, trtllm 1.3.0rc15 rc10's then rc5's).
   PerfDatabase newest = PerfDatabase::Open({root.path()}, "s", "trtllm");
   EXPECT_EQ(newest.version(), "1.2.0");
-  std::string msg = ThrownMessage<MissingDataError>([&] { newest.Table("custom_allreduce_perf"); });
+  const LoadedTable& n = newest.Table("custom_allreduce_perf");
+  ASSERT_EQ(n.sources.size(), 2u);
+  EXPECT_EQ(n.sources[0].version, "1.1.0");
+  EXPECT_EQ(n.sources[0].kind, SourceKind::kOlderSibling);
+  EXPECT_EQ(n.sources[1].version, "1.0.0");
+  EXPECT_EQ(n.table.num_rows(), 3u);  // 256 from 1.1.0; 128 and 512 from 1.0.0
+  // Without the shared layer (EMPIRICAL, SOL) only the active version is read.
+  OpenOptions own;
+  own.shared_layer = false;
+  PerfDatabase active = PerfDatabase::Open({root.path()}, "s", "trtllm", "", own);
+  std::string msg = ThrownMessage<MissingDataError>([&] { active.Table("custom_allreduce_perf"); });
   EXPECT_TRUE(HasText(msg, "1.0.0, 1.1.0"));
-  EXPECT_TRUE(HasText(msg, "never taken from other versions"));
+  EXPECT_TRUE(HasText(msg, "only when the requested version has no comm table"));
+}
+
+TEST(PerfDatabaseTest, NcclDeclaredVersionThenOneccl) {
+  TempDir root;
+  const std::string hdr = "version,op_name,kernel_source,nccl_dtype,num_gpus,message_size,latency\n";
+  Put(root.File("s/comm/nccl/2.26.2/nccl_perf.csv"), hdr + "2.26.2,all_gather,NCCL,half,2,256,1.0\n");
+  Put(root.File("s/comm/nccl/2.29.2/nccl_perf.csv"),
+      hdr + "2.29.2,all_gather,NCCL,half,2,256,2.0\n2.29.2,all_gather,NCCL,half,2,512,2.0\n");
+  Put(root.File("s/gemm/trtllm/1.0.0/gemm_perf.csv"), GemmRows({{1, 1.0}}));
+  OpenOptions declared;
+  declared.preferred_nccl_version = "2.26.2";
+  EXPECT_EQ(PerfDatabase::Open({root.path()}, "s", "trtllm", "", declared).Table("nccl_perf").table.num_rows(), 1u);
+  declared.preferred_nccl_version = "2.23";  // declared but absent, no OneCCL: the newest NCCL
+  EXPECT_EQ(PerfDatabase::Open({root.path()}, "s", "trtllm", "", declared).Table("nccl_perf").table.num_rows(), 2u);
+
+  // An XPU system: no NCCL table at all (AIC's b60 declares NCCL 2.23 and reads OneCCL).
+  TempDir xpu;
+  Put(xpu.File("x/comm/oneccl/2021.17.2/oneccl_perf.csv"), hdr + "2021.17.2,all_gather,oneCCL,half,2,256,3.0\n");
+  Put(xpu.File("x/gemm/vllm/0.12.0/gemm_perf.csv"), GemmRows({{1, 1.0}}));
+  OpenOptions b60;
+  b60.preferred_nccl_version = "2.23";
+  b60.oneccl_version = "2021.17.2";
+  const LoadedTable& t = PerfDatabase::Open({xpu.path()}, "x", "vllm", "", b60).Table("nccl_perf");
+  ASSERT_EQ(t.sources.size(), 1u);
+  EXPECT_EQ(t.sources[0].backend, "oneccl");
+  EXPECT_EQ(t.table.num_rows(), 1u);
 }
 
 TEST(PerfDatabaseTest, NcclIsSystemWide) {
@@ -389,7 +427,7 @@ TEST(PerfDatabaseRealDataTest, AicTreeResolvesEverywhere) {
           EXPECT_GT(t.table.num_rows(), 0u) << system << "/" << backend << " " << name;
           ++tables;
         } catch (const MissingDataError&) {
-          // A comm table of an older version only (comm is never borrowed) is missing by rule.
+          // A table no source of this version resolves is missing by rule.
         }
       }
     }
