@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "model/model_config.h"
 #include "perfdb/modes.h"
+#include "report/save.h"
 #include "report/terminal.h"
 #include "search/search.h"
 #include "serve/database.h"
@@ -38,6 +39,8 @@ CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& a) {
   c->add_option("--modes", a.modes, "serving modes searched: agg, disagg or agg,disagg")->capture_default_str();
   c->add_option("--moe-distribution", a.moe_distribution, "expert load: balanced, power_law_1.01, power_law_1.2");
   c->add_flag("--json", a.json, "print one JSON document and nothing else");
+  c->add_option("--save-dir", a.save_dir,
+                "write summary.json, report.html and per-mode CSV tables to a new folder under this one");
   c->add_option("--systems", a.systems_dir, "system spec folder (default: systems/ of the installation)");
   c->add_option("--models", a.models_dir, "bundled model folder (default: models/ of the installation)");
   c->add_option("--engines", a.engines_dir, "engine profile folder (default: engines/ of the installation)");
@@ -102,10 +105,12 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
   ctx.database_mode = perfdb::DatabaseModeName(db->mode());
   ctx.inputs = in;
   ctx.load_seconds = load_s;
+  const std::string saved = a.save_dir.empty() ? std::string() : report::SaveReport(r, ctx, a.save_dir);
   if (a.json) {
     std::printf("%s\n", report::JsonReport(r, ctx).dump(2).c_str());
   } else {
     std::printf("%s", report::TerminalReport(r, ctx).c_str());
+    if (!saved.empty()) std::printf("report saved to %s/ (report.html, summary.json, <mode>/*.csv)\n", saved.c_str());
   }
   return r.chosen >= 0 ? 0 : 1;
 }
