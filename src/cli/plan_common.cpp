@@ -1,0 +1,85 @@
+#include "cli/plan_common.h"
+
+#include <filesystem>
+#include <sstream>
+
+#include "core/error.h"
+#include "perfdb/modes.h"
+#include "serve/session.h"
+
+namespace servecast::cli {
+
+void AddPlanFlags(CLI::App* c, PlanArgs& a, const std::string& default_mode) {
+  if (!default_mode.empty()) a.database_mode = default_mode;
+  c->add_option("--model", a.model, "bundled model (HF id) or a folder with config.json")->required();
+  c->add_option("--system", a.system, "system (systems/<name>.yaml), e.g. h200_sxm")->required();
+  c->add_option("--data", a.data, "perf-data source BACKEND[/VERSION] (default: the system's only source, else cuda)");
+  c->add_option("--data-root", a.data_roots, "data root (repeat; default: systems/data of the installation)");
+  if (!default_mode.empty())
+    c->add_option("--database-mode", a.database_mode, "silicon, hybrid, empirical or sol")->capture_default_str();
+  c->add_option("--transfer-policy", a.transfer_policy, "hybrid / empirical: off, conservative, balanced, aggressive")
+      ->capture_default_str();
+  c->add_flag("--json", a.json, "print one JSON document and nothing else");
+  c->add_option("--systems", a.systems_dir, "system spec folder (default: systems/ of the installation)");
+  c->add_option("--models", a.models_dir, "bundled model folder (default: models/ of the installation)");
+  c->add_option("--engines", a.engines_dir, "engine profile folder (default: engines/ of the installation)");
+}
+
+void AddSlaFlags(CLI::App* c, SlaArgs& a) {
+  c->add_option("--isl", a.isl, "input tokens per request")->capture_default_str();
+  c->add_option("--osl", a.osl, "output tokens per request")->capture_default_str();
+  c->add_option("--ttft", a.ttft, "limit on time to first token, ms")->capture_default_str();
+  c->add_option("--tpot", a.tpot, "limit on time per output token, ms")->capture_default_str();
+  c->add_option("--request-latency", a.request_latency, "limit on request latency, ms (replaces --tpot)");
+  c->add_option("--modes", a.modes, "serving modes searched: agg, disagg or agg,disagg")->capture_default_str();
+}
+
+PlanSetup LoadPlan(const PlanArgs& a, const std::function<std::string(const std::string&)>& find) {
+  PlanSetup s;
+  s.systems_dir = a.systems_dir.empty() ? find("systems") : a.systems_dir;
+  s.models_dir = a.models_dir.empty() ? find("models") : a.models_dir;
+  s.engines_dir = a.engines_dir.empty() ? find("engines") : a.engines_dir;
+  s.spec = systems::LoadSystemByName(s.systems_dir, a.system);
+  s.model = model::LoadModel(a.model, s.models_dir);
+  serve::AdjustQuantForSystem(s.model, s.spec, model::QuantOverrides{});
+  return s;
+}
+
+serve::DatabaseOptions DataOptions(const PlanArgs& a, const std::string& systems_dir) {
+  serve::DatabaseOptions dbo;
+  dbo.roots = a.data_roots;
+  if (dbo.roots.empty()) dbo.roots.push_back((std::filesystem::path(systems_dir) / "data").string());
+  if (!a.data.empty()) {
+    const auto slash = a.data.find('/');
+    dbo.backend = a.data.substr(0, slash);
+    if (slash != std::string::npos) dbo.version = a.data.substr(slash + 1);
+  }
+  dbo.mode = perfdb::ParseDatabaseMode(a.database_mode);
+  dbo.policy = perfdb::ParseTransferPolicy(a.transfer_policy);
+  return dbo;
+}
+
+search::SearchInputs SearchInputsFrom(const SlaArgs& s, model::Engine e, int total_gpus) {
+  search::SearchInputs in;
+  in.engine = e;
+  in.total_gpus = total_gpus;
+  in.isl = s.isl;
+  in.osl = s.osl;
+  in.ttft_ms = s.ttft;
+  in.tpot_ms = s.tpot;
+  in.request_latency_ms = s.request_latency;
+  in.agg = in.disagg = false;
+  std::stringstream ss(s.modes);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item == "agg") in.agg = true;
+    else if (item == "disagg") in.disagg = true;
+    else throw UsageError("--modes '" + s.modes + "': expected agg, disagg or agg,disagg");
+  }
+  if (in.isl < 1 || in.osl < 2) throw UsageError("--isl must be >= 1 and --osl >= 2");
+  if (in.ttft_ms <= 0 || (in.request_latency_ms <= 0 && in.tpot_ms <= 0))
+    throw UsageError("--ttft and --tpot (or --request-latency) must be positive");
+  return in;
+}
+
+}  // namespace servecast::cli

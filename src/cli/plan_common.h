@@ -1,0 +1,53 @@
+#pragma once
+
+// Setup shared by `recommend`, `support` and `generate`: resource folders, the
+// model and system, the data-source options and the search inputs.
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+#include "search/search.h"
+#include "serve/database.h"
+#include "system/system_spec.h"
+
+namespace servecast::cli {
+
+// Flags every planning command takes.
+struct PlanArgs {
+  std::string model, system, engine = "trtllm", data;
+  std::vector<std::string> data_roots;
+  std::string database_mode = "silicon", transfer_policy = "aggressive";
+  std::string systems_dir, models_dir, engines_dir;
+  bool json = false;
+};
+
+// --model, --system, --data, --data-root, --database-mode (left out when
+// `default_mode` is ""), --transfer-policy, --systems, --models, --engines, --json.
+void AddPlanFlags(CLI::App* c, PlanArgs& a, const std::string& default_mode);
+// --isl, --osl, --ttft, --tpot, --request-latency, --modes.
+struct SlaArgs {
+  std::int64_t isl = 4000, osl = 1000;
+  double ttft = 2000, tpot = 30, request_latency = 0;
+  std::string modes = "agg,disagg";
+};
+void AddSlaFlags(CLI::App* c, SlaArgs& a);
+
+struct PlanSetup {
+  std::string systems_dir, models_dir, engines_dir;
+  systems::SystemSpec spec;
+  model::ModelConfig model;
+};
+// Resolves the folders, loads the system and the model (quantization adjusted for the system).
+PlanSetup LoadPlan(const PlanArgs& a, const std::function<std::string(const std::string&)>& find);
+
+// Database options from the flags (--data BACKEND[/VERSION], roots defaulting to systems/data).
+serve::DatabaseOptions DataOptions(const PlanArgs& a, const std::string& systems_dir);
+
+// Search inputs from the SLA flags (validated; UsageError naming the flag).
+search::SearchInputs SearchInputsFrom(const SlaArgs& s, model::Engine e, int total_gpus);
+
+}  // namespace servecast::cli

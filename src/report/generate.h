@@ -1,0 +1,67 @@
+#pragma once
+
+// `servecast generate` (docs/commands.md): launch configurations for a starting
+// deployment. From one searched point (or the weights-fit rule when the data
+// cannot answer) it writes, per serving mode, the engine's launch command line
+// (vLLM `vllm serve`, SGLang `python -m sglang.launch_server`, TRT-LLM
+// `trtllm-serve` plus its extra LLM-API YAML) and a Dynamo-style Kubernetes
+// manifest. Every file opens with a comment saying that servecast generated it
+// as a starting point, with the predicted figures.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+#include "model/ops.h"
+#include "search/search.h"
+
+namespace servecast::report {
+
+struct LaunchContext {
+  model::Engine engine = model::Engine::kTrtllm;
+  std::string model_id;  // what the engine loads (HF id or path)
+  std::string system;    // for the header
+  std::string origin;    // "search (trtllm/1.3.0rc20, silicon)" or "weights-fit rule"
+  std::int64_t isl = 4000, osl = 1000;
+  bool kv_fp8 = false;          // the KV cache is fp8
+  double memory_fraction = 0.9;  // the engine's KV budget fraction (engine profile)
+  int total_gpus = 0;
+  int gpus_per_node = 8;
+  bool predicted = true;  // false: the figures are not predictions (weights-fit rule)
+};
+
+struct GeneratedFile {
+  std::string path;  // relative to the save dir ("agg/launch.sh")
+  std::string content;
+};
+
+// The files of one deployment: agg -> agg/launch.sh (+ agg/extra_llm_api_config.yaml
+// for TRT-LLM) and agg/k8s_deploy.yaml; disagg -> disagg/prefill_launch.sh,
+// disagg/decode_launch.sh (+ their YAMLs for TRT-LLM) and disagg/k8s_deploy.yaml.
+std::vector<GeneratedFile> LaunchFiles(const LaunchContext& c, const search::Point& p);
+
+// The engine command line of one worker (no header), one flag per line joined by
+// " \\\n  ". `prefill` / `decode` mark the disaggregated roles ("" = aggregated).
+// `config_path` is the TRT-LLM extra LLM-API YAML the command names.
+std::string EngineCommand(const LaunchContext& c, const model::ParallelConfig& par, std::int64_t max_batch,
+                          std::int64_t max_tokens, const std::string& role, const std::string& config_path);
+
+// The TRT-LLM extra LLM-API options YAML (no header) of one worker.
+std::string TrtllmExtraConfig(const LaunchContext& c, const model::ParallelConfig& par, std::int64_t max_batch,
+                              std::int64_t max_tokens, const std::string& role);
+
+// The weights-fit rule: the smallest power-of-two tp with tp x GPU memory >
+// 1.5 x weights, capped at `gpus_per_node` (and at `total_gpus`). 0 when even
+// the cap does not fit.
+int WeightsFitTp(double weight_bytes, double gpu_memory_bytes, int gpus_per_node, int total_gpus);
+
+// A placeholder agg point from the rule: tp (MoE: expert-parallel over the same
+// GPUs), batch 128, prefill budget = isl, replicas = total / tp; no predictions.
+search::Point WeightsFitPoint(const model::ModelConfig& m, int tp, int total_gpus, std::int64_t isl);
+
+// "./servecast-Qwen3-32B-h200_sxm-8gpu" (the model's last path component, with
+// anything but [A-Za-z0-9._-] replaced by '_').
+std::string DefaultSaveDir(const std::string& model, const std::string& system, int total_gpus);
+
+}  // namespace servecast::report

@@ -1,0 +1,178 @@
+#include "report/generate.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+namespace servecast::report {
+namespace {
+
+bool Has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+std::map<std::string, std::string> ByPath(const std::vector<GeneratedFile>& files) {
+  std::map<std::string, std::string> out;
+  for (const auto& f : files) out[f.path] = f.content;
+  return out;
+}
+
+search::Point AggPoint() {
+  search::Point p;
+  p.mode = search::Mode::kAgg;
+  p.par.tp = 2;
+  p.batch = 48;
+  p.ctx_tokens = 8000;
+  p.gpus_per_replica = 2;
+  p.replicas = 4;
+  p.ttft_ms = 812.25;
+  p.tpot_ms = 24.5;
+  p.tokens_per_s_user = 40.8;
+  p.tokens_per_s_gpu = 900;
+  p.tokens_per_s_gpu_cluster = 900;
+  p.seq_per_s = 1.75;
+  p.concurrency = 48;
+  p.memory_gib = 70.2;
+  return p;
+}
+
+// Disagg: prefill tp1 x 2 workers at batch 1; decode tp1 dp4 ep4 x 1 worker at batch 64.
+search::Point DisaggMoePoint() {
+  search::Point p;
+  p.mode = search::Mode::kDisagg;
+  p.par.tp = 1;
+  p.decode_par.tp = 1;
+  p.decode_par.dp = 4;
+  p.decode_par.moe_ep = 4;
+  p.prefill_batch = 1;
+  p.prefill_workers = 2;
+  p.decode_workers = 1;
+  p.batch = 64;
+  p.gpus_per_replica = 6;
+  p.replicas = 1;
+  p.ttft_ms = 150;
+  p.tpot_ms = 15;
+  return p;
+}
+
+LaunchContext Ctx(model::Engine e) {
+  LaunchContext c;
+  c.engine = e;
+  c.model_id = "Qwen/Qwen3-32B";
+  c.system = "h200_sxm";
+  c.origin = "search (data trtllm/1.3.0rc20, silicon)";
+  c.isl = 4000;
+  c.osl = 1000;
+  c.memory_fraction = 0.9;
+  c.total_gpus = 8;
+  return c;
+}
+
+TEST(GenerateFiles, VllmAggCommandAndHeader) {
+  LaunchContext c = Ctx(model::Engine::kVllm);
+  c.kv_fp8 = true;
+  const auto files = ByPath(LaunchFiles(c, AggPoint()));
+  ASSERT_EQ(files.size(), 2u);
+  const std::string& sh = files.at("agg/launch.sh");
+  EXPECT_EQ(sh.rfind("#!/usr/bin/env bash\n", 0), 0u);
+  EXPECT_TRUE(Has(sh, "STARTING POINT"));
+  EXPECT_TRUE(Has(sh, "TTFT 812.2 ms, TPOT 24.50 ms"));  // the predicted figures
+  EXPECT_TRUE(Has(sh, "Cluster: 4 replica(s) x 2 GPU(s) = 7.000 requests/s"));
+  EXPECT_TRUE(Has(sh, "vllm serve Qwen/Qwen3-32B"));
+  EXPECT_TRUE(Has(sh, "--tensor-parallel-size 2 \\\n"));
+  EXPECT_TRUE(Has(sh, "--max-num-seqs 48"));
+  EXPECT_TRUE(Has(sh, "--max-num-batched-tokens 8048"));  // prefill budget + decode rows of the mixed step
+  EXPECT_TRUE(Has(sh, "--gpu-memory-utilization 0.90"));
+  EXPECT_TRUE(Has(sh, "--kv-cache-dtype fp8"));
+  EXPECT_TRUE(Has(sh, "--max-model-len 5000"));
+  EXPECT_FALSE(Has(sh, "--pipeline-parallel-size"));
+  EXPECT_FALSE(Has(sh, "--enable-expert-parallel"));
+  const std::string& k8s = files.at("agg/k8s_deploy.yaml");
+  EXPECT_TRUE(Has(k8s, "kind: DynamoGraphDeployment"));
+  EXPECT_TRUE(Has(k8s, "STARTING POINT"));
+  EXPECT_TRUE(Has(k8s, "name: qwen3-32b-agg"));
+  EXPECT_TRUE(Has(k8s, "    Worker:\n      componentType: worker\n      replicas: 4\n"));
+  EXPECT_TRUE(Has(k8s, "gpu: \"2\""));
+  EXPECT_TRUE(Has(k8s, "\"-m\", \"dynamo.vllm\""));
+  EXPECT_TRUE(Has(k8s, "- \"--tensor-parallel-size\"\n            - \"2\""));
+}
+
+TEST(GenerateFiles, SglangDisaggWithAttentionDp) {
+  const auto files = ByPath(LaunchFiles(Ctx(model::Engine::kSglang), DisaggMoePoint()));
+  ASSERT_EQ(files.size(), 3u);
+  const std::string& dec = files.at("disagg/decode_launch.sh");
+  EXPECT_TRUE(Has(dec, "python -m sglang.launch_server"));
+  EXPECT_TRUE(Has(dec, "--model-path Qwen/Qwen3-32B"));
+  EXPECT_TRUE(Has(dec, "--tp 4"));  // every GPU of the worker
+  EXPECT_TRUE(Has(dec, "--dp 4"));
+  EXPECT_TRUE(Has(dec, "--enable-dp-attention"));
+  EXPECT_TRUE(Has(dec, "--ep-size 4"));
+  EXPECT_TRUE(Has(dec, "--max-running-requests 256"));  // 64 per attention-DP rank
+  EXPECT_TRUE(Has(dec, "--mem-fraction-static 0.90"));
+  EXPECT_TRUE(Has(dec, "--disaggregation-mode decode"));
+  EXPECT_FALSE(Has(dec, "--kv-cache-dtype"));
+  const std::string& pre = files.at("disagg/prefill_launch.sh");
+  EXPECT_TRUE(Has(pre, "--tp 1"));
+  EXPECT_TRUE(Has(pre, "--disaggregation-mode prefill"));
+  EXPECT_TRUE(Has(pre, "--chunked-prefill-size 4000"));
+  const std::string& k8s = files.at("disagg/k8s_deploy.yaml");
+  EXPECT_TRUE(Has(k8s, "    PrefillWorker:\n      componentType: worker\n      replicas: 2\n"));
+  EXPECT_TRUE(Has(k8s, "    DecodeWorker:\n      componentType: worker\n      replicas: 1\n"));
+  EXPECT_TRUE(Has(k8s, "gpu: \"4\""));
+}
+
+TEST(GenerateFiles, TrtllmCommandAndExtraConfig) {
+  LaunchContext c = Ctx(model::Engine::kTrtllm);
+  c.kv_fp8 = true;
+  const auto files = ByPath(LaunchFiles(c, DisaggMoePoint()));
+  ASSERT_EQ(files.size(), 5u);
+  const std::string& dec = files.at("disagg/decode_launch.sh");
+  EXPECT_TRUE(Has(dec, "trtllm-serve Qwen/Qwen3-32B"));
+  EXPECT_TRUE(Has(dec, "--tp_size 4"));
+  EXPECT_TRUE(Has(dec, "--pp_size 1"));
+  EXPECT_TRUE(Has(dec, "--ep_size 4"));
+  EXPECT_TRUE(Has(dec, "--max_batch_size 64"));
+  EXPECT_TRUE(Has(dec, "--extra_llm_api_options decode_extra_llm_api_config.yaml"));
+  const std::string& yaml = files.at("disagg/decode_extra_llm_api_config.yaml");
+  EXPECT_TRUE(Has(yaml, "STARTING POINT"));
+  EXPECT_TRUE(Has(yaml, "kv_cache_config:\n  free_gpu_memory_fraction: 0.90\n  dtype: fp8\n"));
+  EXPECT_TRUE(Has(yaml, "enable_attention_dp: true"));
+  EXPECT_TRUE(Has(yaml, "cache_transceiver_config:"));
+  EXPECT_TRUE(Has(yaml, "moe_expert_parallel_size: 4"));
+  const std::string& pyaml = files.at("disagg/prefill_extra_llm_api_config.yaml");
+  EXPECT_TRUE(Has(pyaml, "enable_attention_dp: false"));
+  EXPECT_TRUE(Has(pyaml, "max_num_tokens: 4000"));
+  EXPECT_TRUE(Has(files.at("disagg/k8s_deploy.yaml"), "\"--disaggregation-mode\"\n            - \"prefill\""));
+}
+
+TEST(GenerateRule, WeightsFitTp) {
+  const double gb = 1e9;
+  EXPECT_EQ(WeightsFitTp(16 * gb, 141 * gb, 8, 8), 1);    // 24 GB < 141 GB
+  EXPECT_EQ(WeightsFitTp(100 * gb, 141 * gb, 8, 8), 2);   // 150 GB > 141, < 282
+  EXPECT_EQ(WeightsFitTp(470 * gb, 141 * gb, 8, 8), 8);   // 705 GB -> 8 x 141 = 1128
+  EXPECT_EQ(WeightsFitTp(810 * gb, 141 * gb, 8, 8), 0);   // 1215 GB > one node
+  EXPECT_EQ(WeightsFitTp(470 * gb, 141 * gb, 8, 4), 0);   // capped by the GPUs given
+}
+
+TEST(GenerateRule, PlaceholderPointIsNotAPrediction) {
+  model::ModelConfig m;
+  m.family = model::Family::kMoe;
+  const search::Point p = WeightsFitPoint(m, 4, 16, 2000);
+  EXPECT_EQ(p.par.tp, 4);
+  EXPECT_EQ(p.par.moe_ep, 4);
+  EXPECT_EQ(p.replicas, 4);
+  EXPECT_EQ(p.batch, 128);
+  LaunchContext c = Ctx(model::Engine::kVllm);
+  c.predicted = false;
+  const auto files = ByPath(LaunchFiles(c, p));
+  EXPECT_TRUE(Has(files.at("agg/launch.sh"), "No performance prediction"));
+  EXPECT_FALSE(Has(files.at("agg/launch.sh"), "Predicted per replica"));
+  EXPECT_TRUE(Has(files.at("agg/launch.sh"), "--enable-expert-parallel"));
+}
+
+TEST(GenerateRule, DefaultSaveDir) {
+  EXPECT_EQ(DefaultSaveDir("Qwen/Qwen3-32B", "h200_sxm", 8), "./servecast-Qwen3-32B-h200_sxm-8gpu");
+  EXPECT_EQ(DefaultSaveDir("/models/my model/", "b200_sxm", 16), "./servecast-my_model-b200_sxm-16gpu");
+}
+
+}  // namespace
+}  // namespace servecast::report
