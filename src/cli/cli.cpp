@@ -11,6 +11,9 @@
 #include "backends/cpu/register.h"
 #include "cli/default_cmd.h"
 #include "cli/estimate.h"
+#include "cli/generate_cmd.h"
+#include "cli/recommend_cmd.h"
+#include "cli/support_cmd.h"
 #include "cli/validate_cmd.h"
 #ifdef SERVECAST_HAVE_CUDA
 #include "backends/cuda/register.h"
@@ -92,7 +95,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   if (extra) extra(registry);
   std::string exe = SelfExe(argv[0]);
 
-  CLI::App app{"servecast: measure the kernels of LLM inference on your GPUs, and (soon) estimate how to serve a model"};
+  CLI::App app{"servecast: measure the kernels of LLM inference on your GPUs, and estimate how to serve a model from those measurements"};
   app.require_subcommand(0, 1);
   bool show_version = false;
   app.add_flag("--version", show_version, "print the version and build commit");
@@ -228,7 +231,14 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   auto* estimate_cmd = AddEstimateCommand(app, est);
   DefaultArgs dflt;
   auto* default_cmd = AddDefaultCommand(app, dflt);
-  ValidateArgs val; auto* validate_cmd = AddValidateCommand(app, val);
+  ValidateArgs val;
+  auto* validate_cmd = AddValidateCommand(app, val);
+  RecommendArgs rec;
+  auto* recommend_cmd = AddRecommendCommand(app, rec);
+  SupportArgs sup;
+  auto* support_cmd = AddSupportCommand(app, sup);
+  GenerateArgs gen;
+  auto* generate_cmd = AddGenerateCommand(app, gen);
 
   // worker (internal)
   collect::WorkerOptions wo;
@@ -262,6 +272,9 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
     if (*estimate_cmd) return RunEstimate(est, [&](const std::string& name) { return FindResource(name, exe); });
     if (*default_cmd) return RunDefault(dflt, [&](const std::string& name) { return FindResource(name, exe); });
     if (*validate_cmd) return RunValidate(val, [&](const std::string& name) { return FindResource(name, exe); });
+    if (*recommend_cmd) return RunRecommend(rec, [&](const std::string& name) { return FindResource(name, exe); });
+    if (*support_cmd) return RunSupport(sup, [&](const std::string& name) { return FindResource(name, exe); });
+    if (*generate_cmd) return RunGenerate(gen, [&](const std::string& name) { return FindResource(name, exe); });
     if (*collect_cmd) {
       co.plan.cases_dir = cases_dir.empty() ? FindResource("cases", exe) : cases_dir;
       co.systems_dir = systems_dir.empty() ? FindResource("systems", exe) : systems_dir;

@@ -1,6 +1,8 @@
 #include "perfdb/perf_database.h"
 
 #include <algorithm>
+#include <string_view>
+#include <cstring>
 #include <cmath>
 #include <set>
 #include <unordered_map>
@@ -298,35 +300,89 @@ std::unique_ptr<LoadedTable> PerfDatabase::Load(const std::string& table_name) c
   }
   out->key_columns = key_columns;
   // Pass 1: which rows of each source supply a new key (first source, first row wins).
-  std::unordered_map<std::string, std::size_t> seen;  // key -> source that supplied it
+  // Keys are compared field by field (strings by bytes, numbers as doubles by bits,
+  // so an int 32 and a double 32.0 are one key) through an open-addressing table of
+  // row hashes: no per-row allocation.
+  struct KeyField {
+    std::optional<std::size_t> index;
+    bool is_string = false;
+    std::string fallback_string;
+    double fallback_double = 0;
+  };
+  std::vector<std::vector<KeyField>> key_fields(loaded.size());
+  for (std::size_t si = 0; si < loaded.size(); ++si) {
+    const servecast::Table& t = loaded[si];
+    for (const auto& k : out->key_columns) {
+      const ColumnRef ref = Resolve(table_name, t, k, sources[si].file);
+      KeyField f;
+      f.index = ref.index;
+      f.is_string = ref.index ? t.columns()[*ref.index].type == ValueType::kString
+                              : TypeOf(ref.fallback) == ValueType::kString;
+      if (!ref.index) {
+        if (f.is_string) f.fallback_string = std::get<std::string>(ref.fallback);
+        else f.fallback_double = AsDouble(ref.fallback);
+      }
+      key_fields[si].push_back(std::move(f));
+    }
+  }
+  auto str_at = [&](std::size_t si, std::size_t r, const KeyField& f) -> std::string_view {
+    return f.index ? std::string_view(loaded[si].GetString(r, *f.index)) : std::string_view(f.fallback_string);
+  };
+  auto bits_at = [&](std::size_t si, std::size_t r, const KeyField& f) {
+    const double d = f.index ? loaded[si].GetDouble(r, *f.index) : f.fallback_double;
+    std::uint64_t b;
+    std::memcpy(&b, &d, sizeof b);
+    return b;
+  };
+  auto hash_row = [&](std::size_t si, std::size_t r) {
+    std::uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (const KeyField& f : key_fields[si]) {
+      const std::uint64_t v = f.is_string ? std::hash<std::string_view>{}(str_at(si, r, f)) : bits_at(si, r, f);
+      h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+      h *= 0xff51afd7ed558ccdull;
+      h ^= h >> 33;
+    }
+    return h;
+  };
+  auto same_key = [&](std::size_t sa, std::size_t ra, std::size_t sb, std::size_t rb) {
+    for (std::size_t i = 0; i < key_fields[sa].size(); ++i) {
+      const KeyField& fa = key_fields[sa][i];
+      const KeyField& fb = key_fields[sb][i];
+      if (fa.is_string != fb.is_string) return false;
+      if (fa.is_string ? str_at(sa, ra, fa) != str_at(sb, rb, fb) : bits_at(sa, ra, fa) != bits_at(sb, rb, fb))
+        return false;
+    }
+    return true;
+  };
+  struct Slot {
+    std::uint64_t hash = 0;
+    std::uint32_t source_plus1 = 0;  // 0: empty
+    std::uint32_t row = 0;
+  };
   std::vector<std::vector<std::size_t>> keep(loaded.size());
   std::size_t total_rows = 0;
   for (const auto& t : loaded) total_rows += t.num_rows();
-  seen.reserve(total_rows);
-  std::string key;
+  std::size_t capacity = 16;
+  while (capacity < 2 * total_rows) capacity <<= 1;
+  std::vector<Slot> slots(capacity);
   for (std::size_t si = 0; si < loaded.size(); ++si) {
     const servecast::Table& t = loaded[si];
-    std::vector<ColumnRef> key_refs;
-    for (const auto& k : out->key_columns) key_refs.push_back(Resolve(table_name, t, k, sources[si].file));
+    keep[si].reserve(t.num_rows());
     for (std::size_t r = 0; r < t.num_rows(); ++r) {
-      key.clear();
-      for (const auto& k : key_refs) {
-        // Numbers as their double bytes (an int 32 and a double 32.0 are one key).
-        bool is_string =
-            k.index ? t.columns()[*k.index].type == ValueType::kString : TypeOf(k.fallback) == ValueType::kString;
-        if (is_string) {
-          key += k.index ? t.GetString(r, *k.index) : std::get<std::string>(k.fallback);
-          key += '\x1f';
-        } else {
-          double d = k.index ? t.GetDouble(r, *k.index) : AsDouble(k.fallback);
-          key.append(reinterpret_cast<const char*>(&d), sizeof d);
+      const std::uint64_t h = hash_row(si, r);
+      std::size_t pos = h & (capacity - 1);
+      bool duplicate = false;
+      while (slots[pos].source_plus1 != 0) {
+        const Slot& s = slots[pos];
+        if (s.hash == h && same_key(s.source_plus1 - 1, s.row, si, r)) {
+          ++(s.source_plus1 - 1 == si ? out->duplicate_rows_dropped : out->shadowed_rows);
+          duplicate = true;
+          break;
         }
+        pos = (pos + 1) & (capacity - 1);
       }
-      auto [it, inserted] = seen.emplace(key, si);
-      if (!inserted) {
-        ++(it->second == si ? out->duplicate_rows_dropped : out->shadowed_rows);
-        continue;
-      }
+      if (duplicate) continue;
+      slots[pos] = Slot{h, static_cast<std::uint32_t>(si + 1), static_cast<std::uint32_t>(r)};
       keep[si].push_back(r);
     }
   }
