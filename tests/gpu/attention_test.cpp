@@ -55,8 +55,16 @@ double Latency(const collect::CaseResult& r) {
   return AsDouble(r.rows.at(0).Get("latency"));
 }
 
-TEST(AttentionGeneration, SmallShapesMatchReference) {
+class AttentionGenerationKernels : public ::testing::TestWithParam<bool> {
+ protected:
+  void TearDown() override { SetPagedDecodeTensorCores(true); }
+};
+
+// Every shape with the tensor-core variant allowed (it takes bf16 KV at head dim
+// 64/128 with groups of 3+) and with the CUDA-core kernel only.
+TEST_P(AttentionGenerationKernels, SmallShapesMatchReference) {
   SC_REQUIRE_GPU();
+  SetPagedDecodeTensorCores(GetParam());
   const collect::RunContext ctx = testing::QuickContext();
   std::unique_ptr<collect::Op> op = MakeAttentionGenerationOp();
   const std::vector<AttnCase> cases = {
@@ -69,6 +77,8 @@ TEST(AttentionGeneration, SmallShapesMatchReference) {
       {2, 1, 32, 8, 64, 128, 1000},   // sliding window, first page partly hidden
       {1, 1, 32, 8, 128, 0, 20000},   // many splits
       {64, 1, 32, 8, 128, 0, 100},    // large batch: one split
+      {2, 1, 32, 1, 128, 0, 500},     // group 32: two chunks of 16 (tensor cores)
+      {2, 1, 16, 8, 128, 0, 700},     // group 2 (CUDA cores)
       {3, 1, 32, 8, 128, 0, 1000, "bfloat16", "fp8"},  // fp8 KV
       {2, 1, 16, 2, 256, 64, 500, "bfloat16", "fp8"},  // fp8 KV, head dim 256, window
       {2, 1, 8, 8, 64, 0, 63, "bfloat16", "fp8"},      // fp8 KV, head dim 64, exactly one page
@@ -84,6 +94,8 @@ TEST(AttentionGeneration, SmallShapesMatchReference) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(TensorCores, AttentionGenerationKernels, ::testing::Bool());
 
 TEST(AttentionGeneration, PerturbedReferenceIsIncorrect) {
   SC_REQUIRE_GPU();
@@ -169,20 +181,25 @@ TEST(AttentionRates, PrintLargeShapes) {
       std::printf("[rate] context: %s\n", Describe(r).c_str());
     }
   }
-  for (const auto& [b, step, kv] : std::vector<std::tuple<std::int64_t, std::int64_t, std::string>>{
-           {1, 16383, "bfloat16"}, {1, 131071, "bfloat16"}, {16, 16383, "bfloat16"}, {128, 8191, "bfloat16"},
-           {256, 16383, "bfloat16"}, {64, 131071, "bfloat16"}, {256, 16383, "fp8"}, {64, 131071, "fp8"}}) {
-    AttnCase a{b, 1, 32, 8, 128, 0, step, "bfloat16", kv};
-    collect::CaseResult r = MakeAttentionGenerationOp()->Run(MakeCase("attention_generation", a), ctx);
-    if (r.disposition == Disposition::kPassed) {
-      const double bytes = 2.0 * b * (step + 1) * 8 * 128 * (kv == "fp8" ? 1 : 2);
-      std::printf("[rate] decode b=%lld kv_len=%lld h=32/8 d=128 kv=%s: %.4f ms, %.2f TB/s KV read (%s)\n",
-                  static_cast<long long>(b), static_cast<long long>(step + 1), kv.c_str(), Latency(r),
-                  bytes / (Latency(r) * 1e-3) / 1e12, std::get<std::string>(r.rows[0].Get("kernel_source")).c_str());
-    } else {
-      std::printf("[rate] decode b=%lld: %s\n", static_cast<long long>(b), Describe(r).c_str());
+  for (bool tensor_cores : {true, false}) {
+    SetPagedDecodeTensorCores(tensor_cores);
+    for (const auto& [b, step, kv] : std::vector<std::tuple<std::int64_t, std::int64_t, std::string>>{
+             {1, 16383, "bfloat16"}, {1, 131071, "bfloat16"}, {16, 16383, "bfloat16"}, {128, 8191, "bfloat16"},
+             {256, 16383, "bfloat16"}, {64, 131071, "bfloat16"}, {256, 16383, "fp8"}}) {
+      if (!tensor_cores && kv == "fp8") continue;
+      AttnCase a{b, 1, 32, 8, 128, 0, step, "bfloat16", kv};
+      collect::CaseResult r = MakeAttentionGenerationOp()->Run(MakeCase("attention_generation", a), ctx);
+      if (r.disposition == Disposition::kPassed) {
+        const double bytes = 2.0 * b * (step + 1) * 8 * 128 * (kv == "fp8" ? 1 : 2);
+        std::printf("[rate] decode b=%lld kv_len=%lld h=32/8 d=128 kv=%s: %.4f ms, %.2f TB/s KV read (%s)\n",
+                    static_cast<long long>(b), static_cast<long long>(step + 1), kv.c_str(), Latency(r),
+                    bytes / (Latency(r) * 1e-3) / 1e12, std::get<std::string>(r.rows[0].Get("kernel_source")).c_str());
+      } else {
+        std::printf("[rate] decode b=%lld: %s\n", static_cast<long long>(b), Describe(r).c_str());
+      }
     }
   }
+  SetPagedDecodeTensorCores(true);
 }
 
 }  // namespace

@@ -436,7 +436,8 @@ class AttentionGenerationOp : public AttentionOpBase {
     if (ParseAttention(p, Phase::kGeneration, s)) return 0;
     const PagedDecodeShape d = Decode(s);
     return CacheBytes(s) + 4.0 * s.batch * s.num_heads * s.head_dim +
-           static_cast<double>(PlanPagedDecode(d, Multiprocessors()).workspace_bytes);
+           static_cast<double>(
+               PlanPagedDecode(d, Multiprocessors(), s.kv_fp8 ? KvDtype::kFp8E4m3 : KvDtype::kBf16).workspace_bytes);
   }
 
  protected:
@@ -468,8 +469,8 @@ class AttentionGenerationOp : public AttentionOpBase {
     cudaStream_t stream = dev.stream;
     const std::uint64_t base_seed = Fnv1a64(c.id);
     const PagedDecodeShape shape = Decode(s);
-    const PagedDecodePlan plan = PlanPagedDecode(shape, Multiprocessors());
     const KvDtype kv = s.kv_fp8 ? KvDtype::kFp8E4m3 : KvDtype::kBf16;
+    const PagedDecodePlan plan = PlanPagedDecode(shape, Multiprocessors(), kv);
     const float k_scale = s.kv_fp8 ? kFp8KScale : 1.0f, v_scale = s.kv_fp8 ? kFp8VScale : 1.0f;
     const std::string source = std::string("servecast_paged_decode_") + (s.kv_fp8 ? "fp8kv" : "bf16kv") +
                                ":page=" + std::to_string(kPagedKvPageSize) + "," + plan.Describe();

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <set>
+#include <type_traits>
 
 #include "backends/cuda/attention_kernels.h"
 #include "backends/cuda/cuda_check.h"
@@ -34,6 +35,9 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kLoadsPerThread = 4;
 constexpr int kMaxSplits = 256;
+// The tensor-core variant for bf16 KV at head dim 64/128 and groups of 3+ heads
+// (paged_decode_attention_mma); false routes every case to the CUDA-core kernel.
+bool g_tensor_core_decode = true;
 constexpr float kLog2e = 1.4426950408889634f;
 // Shared-memory bytes of the K/V stages of one CTA (the ring of tiles in flight):
 // 3 stages of bf16 or 6 of fp8 tiles (each tile 8 KiB of K and 8 KiB of V for bf16,
@@ -351,6 +355,271 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention(DecodeArgs a)
   }
 }
 
+// ---- tensor-core variant (bf16 KV, head dim 64/128, groups of 3+ heads) -------------
+//
+// Same decomposition and split rule, but one CTA takes up to 16 query heads of a
+// KV group (the rows of an m16n8k16 bf16 MMA; rows past the group are zero) and
+// tiles of 64 tokens (one page). Per tile, warp w owns tokens [16w, 16w + 16):
+//   S = Q·Kᵀ for its 16 tokens (2 n-blocks × head_dim/16 k-steps; K fragments are
+//       32-bit shared loads, Q fragments stay in registers for the whole split),
+//   the tile's row maxima are exchanged through shared memory (all warps then hold
+//       the same running max), p = 2^(S·scale − m) stays in registers and becomes
+//       the A operand of
+//   O_w += P·V for its 16 tokens (one k-step; V fragments by ldmatrix.trans),
+// so each warp carries a partial O over its own tokens with a shared max; the
+// four partials and their row sums are added at the end. K/V tiles arrive through
+// a 3-stage cp.async ring (rows padded by 16 bytes: conflict-free fragment loads).
+constexpr int kMmaTile = 64;
+constexpr int kMmaStages = 3;
+constexpr int kMmaRows = 16;
+
+template <int D>
+constexpr int MmaRowBytes() {
+  return (D + 8) * 2;
+}
+template <int D>
+constexpr int MmaStageBytes() {
+  return 2 * kMmaTile * MmaRowBytes<D>();  // K and V tiles
+}
+template <int D>
+constexpr int MmaSmemBytes() {
+  return kMmaStages * MmaStageBytes<D>();
+}
+
+__device__ __forceinline__ void Mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void LdMatrixX4Trans(unsigned (&r)[4], const void* smem_row) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(smem_row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ unsigned PackBf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<unsigned*>(&v);
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) paged_decode_attention_mma(DecodeArgs a) {
+  constexpr int kRowBytes = MmaRowBytes<D>();
+  constexpr int kTileBytes = kMmaTile * kRowBytes;
+  constexpr int kKSteps = D / 16;
+  constexpr int kNBlocks = D / 8;
+  constexpr int kPiecesPerRow = D / 8;  // 16-byte pieces
+  constexpr int kPiecesPerThread = kMmaTile * kPiecesPerRow / kThreads;
+  constexpr int kTilesPerPage = kPagedKvPageSize / kMmaTile;
+  static_assert(kTilesPerPage == 1, "one tile per page");
+  static_assert(kWarps * kMmaRows * D * 4 <= MmaSmemBytes<D>(), "the final reduction reuses the stages");
+
+  extern __shared__ __align__(16) unsigned char s_stage[];
+  __shared__ float s_tile_max[2][kWarps][kMmaRows];
+  __shared__ float s_row_sum[kWarps][kMmaRows];
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int gq = lane >> 2, tq = lane & 3;  // MMA fragment coordinates
+  const int split = blockIdx.x;
+  const int kvh = blockIdx.y / a.head_chunks, chunk = blockIdx.y % a.head_chunks;
+  const int b = blockIdx.z;
+  const int g0 = chunk * kMmaRows;
+  const int rows = min(kMmaRows, a.group - g0);
+
+  // Q fragments (A operand, rows = heads), unscaled bf16, for all k-steps.
+  unsigned qa[kKSteps][4];
+  {
+    const __nv_bfloat16* q = a.q + (static_cast<std::size_t>(b) * a.num_heads + kvh * a.group + g0) * D;
+    const unsigned* row_lo = reinterpret_cast<const unsigned*>(q + static_cast<std::size_t>(gq) * D);
+    const unsigned* row_hi = reinterpret_cast<const unsigned*>(q + static_cast<std::size_t>(gq + 8) * D);
+    const bool lo_ok = gq < rows, hi_ok = gq + 8 < rows;
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk) {
+      const int c0 = (kk * 16 + 2 * tq) / 2, c1 = (kk * 16 + 8 + 2 * tq) / 2;
+      qa[kk][0] = lo_ok ? row_lo[c0] : 0u;
+      qa[kk][1] = hi_ok ? row_hi[c0] : 0u;
+      qa[kk][2] = lo_ok ? row_lo[c1] : 0u;
+      qa[kk][3] = hi_ok ? row_hi[c1] : 0u;
+    }
+  }
+
+  float o[kNBlocks][4];
+#pragma unroll
+  for (int n = 0; n < kNBlocks; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  float m_lo = -INFINITY, m_hi = -INFINITY;  // running max of rows gq and gq + 8 (same in all warps)
+  float l_lo = 0.f, l_hi = 0.f;              // this lane's share of the running sums
+
+  const int first_page = a.first_token / kPagedKvPageSize;
+  const int last_page = (a.tokens - 1) / kPagedKvPageSize;
+  const int p_begin = first_page + split * a.pages_per_split;
+  const int p_end = min(last_page + 1, p_begin + a.pages_per_split);
+  const int n_tiles = p_end - p_begin;
+  const std::int32_t* table = a.page_table + static_cast<std::size_t>(b) * a.pages_per_seq;
+  const __nv_bfloat16* k_pool = static_cast<const __nv_bfloat16*>(a.k);
+  const __nv_bfloat16* v_pool = static_cast<const __nv_bfloat16*>(a.v);
+
+  auto issue_tile = [&](int t) {
+    if (t < n_tiles) {
+      const std::size_t pool_page = static_cast<std::size_t>(table[p_begin + t]);
+      const std::size_t base = (pool_page * a.num_kv_heads + kvh) * kPagedKvPageSize * D;
+      unsigned char* k_dst = s_stage + (t % kMmaStages) * MmaStageBytes<D>();
+      unsigned char* v_dst = k_dst + kTileBytes;
+#pragma unroll
+      for (int i = 0; i < kPiecesPerThread; ++i) {
+        const int piece = i * kThreads + tid;
+        const int tok = piece / kPiecesPerRow, col = (piece % kPiecesPerRow) * 8;
+        const std::size_t src = base + static_cast<std::size_t>(tok) * D + col;
+        CopyAsync<16>(k_dst + tok * kRowBytes + col * 2, k_pool + src);
+        CopyAsync<16>(v_dst + tok * kRowBytes + col * 2, v_pool + src);
+      }
+    }
+    CopyAsyncCommit();
+  };
+
+  for (int t = 0; t < kMmaStages - 1; ++t) issue_tile(t);
+
+  for (int t = 0; t < n_tiles; ++t) {
+    CopyAsyncWait<kMmaStages - 2>();
+    __syncthreads();  // tile t visible to all; everyone is done with tile t - 1's stage
+    issue_tile(t + kMmaStages - 1);
+    const unsigned char* k_tile = s_stage + (t % kMmaStages) * MmaStageBytes<D>();
+    const unsigned char* v_tile = k_tile + kTileBytes;
+    const int tile_pos0 = (p_begin + t) * kPagedKvPageSize;
+
+    // S for this warp's 16 tokens: two n-blocks of 8.
+    float sc[2][4];
+#pragma unroll
+    for (int nb = 0; nb < 2; ++nb) {
+      sc[nb][0] = sc[nb][1] = sc[nb][2] = sc[nb][3] = 0.f;
+      const unsigned char* k_row = k_tile + (warp * 16 + nb * 8 + gq) * kRowBytes;
+#pragma unroll
+      for (int kk = 0; kk < kKSteps; ++kk) {
+        const unsigned b0 = *reinterpret_cast<const unsigned*>(k_row + (kk * 16 + 2 * tq) * 2);
+        const unsigned b1 = *reinterpret_cast<const unsigned*>(k_row + (kk * 16 + 8 + 2 * tq) * 2);
+        Mma16816(sc[nb], qa[kk], b0, b1);
+      }
+    }
+    // Scale (log2 domain), mask, and this warp's row maxima.
+    float mx_lo = -INFINITY, mx_hi = -INFINITY;
+#pragma unroll
+    for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int pos = tile_pos0 + warp * 16 + nb * 8 + 2 * tq + j;
+        const bool valid = pos >= a.first_token && pos < a.tokens;
+        sc[nb][j] = valid ? sc[nb][j] * a.q_scale : -INFINITY;
+        sc[nb][2 + j] = valid ? sc[nb][2 + j] * a.q_scale : -INFINITY;
+        mx_lo = fmaxf(mx_lo, sc[nb][j]);
+        mx_hi = fmaxf(mx_hi, sc[nb][2 + j]);
+      }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+      mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
+      mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
+    }
+    if (tq == 0) {
+      s_tile_max[t & 1][warp][gq] = mx_lo;
+      s_tile_max[t & 1][warp][gq + 8] = mx_hi;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      mx_lo = fmaxf(mx_lo, s_tile_max[t & 1][w][gq]);
+      mx_hi = fmaxf(mx_hi, s_tile_max[t & 1][w][gq + 8]);
+    }
+    const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
+    const float f_lo = new_lo == -INFINITY ? 1.f : exp2f(m_lo - new_lo);
+    const float f_hi = new_hi == -INFINITY ? 1.f : exp2f(m_hi - new_hi);
+    m_lo = new_lo;
+    m_hi = new_hi;
+    float p[2][4];
+    float sum_lo = 0.f, sum_hi = 0.f;
+#pragma unroll
+    for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        p[nb][j] = new_lo == -INFINITY ? 0.f : exp2f(sc[nb][j] - new_lo);
+        p[nb][2 + j] = new_hi == -INFINITY ? 0.f : exp2f(sc[nb][2 + j] - new_hi);
+        sum_lo += p[nb][j];
+        sum_hi += p[nb][2 + j];
+      }
+    l_lo = l_lo * f_lo + sum_lo;
+    l_hi = l_hi * f_hi + sum_hi;
+#pragma unroll
+    for (int n = 0; n < kNBlocks; ++n) {
+      o[n][0] *= f_lo;
+      o[n][1] *= f_lo;
+      o[n][2] *= f_hi;
+      o[n][3] *= f_hi;
+    }
+    // P (16 heads x 16 tokens) as the A operand: the C layout of two n-blocks.
+    unsigned pa[4];
+    pa[0] = PackBf16(p[0][0], p[0][1]);
+    pa[1] = PackBf16(p[0][2], p[0][3]);
+    pa[2] = PackBf16(p[1][0], p[1][1]);
+    pa[3] = PackBf16(p[1][2], p[1][3]);
+    // O += P·V over this warp's 16 tokens; V fragments two n-blocks per ldmatrix.
+    const int v_tok = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+    const int v_col = (lane >> 4) * 8;
+#pragma unroll
+    for (int n = 0; n < kNBlocks; n += 2) {
+      unsigned vb[4];
+      LdMatrixX4Trans(vb, v_tile + v_tok * kRowBytes + (n * 8 + v_col) * 2);
+      Mma16816(o[n], pa, vb[0], vb[1]);
+      Mma16816(o[n + 1], pa, vb[2], vb[3]);
+    }
+  }
+
+  // Row sums: over the lanes of a row, then over the warps; partial O through the stages.
+#pragma unroll
+  for (int off = 1; off < 4; off <<= 1) {
+    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, off);
+    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, off);
+  }
+  CopyAsyncWait<0>();
+  __syncthreads();
+  float (*s_red)[kMmaRows][D] = reinterpret_cast<float (*)[kMmaRows][D]>(s_stage);
+  if (tq == 0) {
+    s_row_sum[warp][gq] = l_lo;
+    s_row_sum[warp][gq + 8] = l_hi;
+  }
+#pragma unroll
+  for (int n = 0; n < kNBlocks; ++n) {
+    s_red[warp][gq][n * 8 + 2 * tq] = o[n][0];
+    s_red[warp][gq][n * 8 + 2 * tq + 1] = o[n][1];
+    s_red[warp][gq + 8][n * 8 + 2 * tq] = o[n][2];
+    s_red[warp][gq + 8][n * 8 + 2 * tq + 1] = o[n][3];
+  }
+  __shared__ float s_row_max[kMmaRows];
+  if (warp == 0 && tq == 0) {
+    s_row_max[gq] = m_lo;
+    s_row_max[gq + 8] = m_hi;
+  }
+  __syncthreads();
+  for (int idx = tid; idx < rows * D; idx += kThreads) {
+    const int r = idx / D, d = idx % D;
+    float acc = 0.f, sum = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      acc += s_red[w][r][d];
+      sum += s_row_sum[w][r];
+    }
+    const int h = kvh * a.group + g0 + r;
+    const std::size_t bh = static_cast<std::size_t>(b) * a.num_heads + h;
+    if (a.splits == 1) {
+      a.out[bh * D + d] = __float2bfloat16(acc * a.v_scale / sum);
+    } else {
+      const std::size_t slot = bh * a.splits + split;
+      a.part_o[slot * D + d] = sum > 0.f ? acc * a.v_scale / sum : 0.f;
+      if (d == 0) a.part_lse[slot] = sum > 0.f ? s_row_max[r] + log2f(sum) : -INFINITY;
+    }
+  }
+}
+
 // One CTA of D threads per (batch, head): out = Σ_s 2^(lse_s − M) o_s / Σ_s 2^(lse_s − M).
 // The split weights are computed once into shared memory; the weighted sum over
 // the splits is unrolled so its loads are in flight together.
@@ -395,17 +664,29 @@ __global__ void __launch_bounds__(D) paged_decode_reduce(const float* part_o, co
 
 // Raises the kernel's dynamic shared-memory limit (once per instantiation; a
 // host-side attribute, legal during stream capture) and launches it.
-void LaunchDecodeKernel(void (*kernel)(DecodeArgs), dim3 grid, const DecodeArgs& a, cudaStream_t stream) {
+void LaunchDecodeKernel(void (*kernel)(DecodeArgs), dim3 grid, const DecodeArgs& a, cudaStream_t stream,
+                        int smem_bytes = kStageBytes) {
   static thread_local std::set<const void*> raised;
   if (raised.insert(reinterpret_cast<const void*>(kernel)).second)
-    SC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageBytes));
-  kernel<<<grid, kThreads, kStageBytes, stream>>>(a);
+    SC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+  kernel<<<grid, kThreads, smem_bytes, stream>>>(a);
 }
 
 template <int D, class KvT>
 void LaunchTyped(const DecodeArgs& a, const PagedDecodePlan& plan, std::int64_t batch, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(a.num_kv_heads * plan.head_chunks),
                   static_cast<unsigned>(batch));
+  if constexpr (std::is_same_v<KvT, __nv_bfloat16> && D <= 128) {
+    if (plan.tensor_cores) {
+      LaunchDecodeKernel(paged_decode_attention_mma<D>, grid, a, stream, MmaSmemBytes<D>());
+      if (plan.splits > 1) {
+        paged_decode_reduce<D><<<static_cast<unsigned>(batch * a.num_heads), D, 0, stream>>>(a.part_o, a.part_lse,
+                                                                                            plan.splits, a.out);
+        SC_CUDA_CHECK_LAUNCH();
+      }
+      return;
+    }
+  }
   switch (plan.heads_per_cta) {
     case 1:
       LaunchDecodeKernel(paged_decode_attention<D, KvT, 1>, grid, a, stream);
@@ -458,24 +739,36 @@ __global__ void fill_uniform_fp8_e4m3(__nv_fp8_e4m3* dst, std::size_t n, std::ui
 
 }  // namespace
 
+void SetPagedDecodeTensorCores(bool enabled) {
+  g_tensor_core_decode = enabled;
+}
+
 std::string PagedDecodePlan::Describe() const {
-  return "splits=" + std::to_string(splits) + ",pages_per_split=" + std::to_string(pages_per_split) +
-         ",heads_per_cta=" + std::to_string(heads_per_cta);
+  return std::string(tensor_cores ? "mma," : "") + "splits=" + std::to_string(splits) +
+         ",pages_per_split=" + std::to_string(pages_per_split) + ",heads_per_cta=" + std::to_string(heads_per_cta);
 }
 
 bool PagedDecodeSupportsHeadDim(std::int64_t head_dim) {
   return head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
-PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors) {
+PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, KvDtype kv_dtype) {
   PagedDecodePlan p;
   const std::int64_t g = s.group();
-  p.heads_per_cta = g >= 8 ? 8 : g >= 4 ? (g == 4 ? 4 : 8) : g == 3 ? 4 : static_cast<int>(g);
+  p.tensor_cores = g_tensor_core_decode && kv_dtype == KvDtype::kBf16 && (s.head_dim == 64 || s.head_dim == 128) &&
+                   g >= 3;
+  int ctas_per_sm = 4;
+  if (p.tensor_cores) {
+    p.heads_per_cta = static_cast<int>(std::min<std::int64_t>(g, kMmaRows));
+    if (s.head_dim == 128) ctas_per_sm = 2;  // 102 KiB of stages
+  } else {
+    p.heads_per_cta = g >= 8 ? 8 : g >= 4 ? (g == 4 ? 4 : 8) : g == 3 ? 4 : static_cast<int>(g);
+  }
   p.head_chunks = static_cast<int>((g + p.heads_per_cta - 1) / p.heads_per_cta);
   const std::int64_t first = s.window > 0 ? std::max<std::int64_t>(0, s.tokens - s.window) : 0;
   const std::int64_t pages = (s.tokens - 1) / kPagedKvPageSize - first / kPagedKvPageSize + 1;
   const std::int64_t base = s.batch * s.num_kv_heads * p.head_chunks;
-  const std::int64_t target = 4LL * std::max(1, multiprocessors);
+  const std::int64_t target = static_cast<std::int64_t>(ctas_per_sm) * std::max(1, multiprocessors);
   std::int64_t splits = (target + base - 1) / base;
   splits = std::min<std::int64_t>(splits, (pages + 3) / 4);
   splits = std::clamp<std::int64_t>(splits, 1, kMaxSplits);

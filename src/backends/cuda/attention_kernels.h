@@ -38,11 +38,13 @@ struct PagedDecodeShape {
   std::int64_t group() const { return num_heads / num_kv_heads; }
 };
 
-// How one launch is split: query heads per CTA (a power of two <= 8 covering
-// the group, the group in chunks of that), and the number of KV splits (CTAs
+// How one launch is split: the kernel variant, query heads per CTA (CUDA-core
+// kernel: a power of two <= 8 covering the group; tensor-core kernel: up to 16),
+// the group in chunks of that, and the number of KV splits (CTAs
 // along the KV length, each a whole number of pages); `splits` > 1 adds the
 // reduce kernel and a float workspace of `workspace_bytes`.
 struct PagedDecodePlan {
+  bool tensor_cores = false;  // the mma.sync variant (bf16 KV, head dim 64/128, groups of 3+)
   int heads_per_cta = 1;
   int head_chunks = 1;
   int splits = 1;
@@ -54,9 +56,14 @@ struct PagedDecodePlan {
 // True when head_dim has a compiled instantiation (64, 128, 256).
 bool PagedDecodeSupportsHeadDim(std::int64_t head_dim);
 
-// The split rule: enough CTAs for about four per multiprocessor, each split at
-// least 4 pages (256 tokens), at most 256 splits.
-PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors);
+// The split rule: enough CTAs to fill every multiprocessor once (4 per SM; 2 for
+// the tensor-core kernel at head dim 128), each split at least 4 pages (256
+// tokens), at most 256 splits.
+PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, KvDtype kv_dtype);
+
+// Whether PlanPagedDecode may pick the tensor-core variant (default true); for
+// tests and A/B measurements.
+void SetPagedDecodeTensorCores(bool enabled);
 
 // Enqueues the decode (and the reduce when plan.splits > 1) on `stream`.
 // `workspace` holds plan.workspace_bytes (may be null when that is 0).
