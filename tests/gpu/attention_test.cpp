@@ -95,7 +95,7 @@ TEST_P(AttentionGenerationKernels, SmallShapesMatchReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(TensorCores, AttentionGenerationKernels, ::testing::Bool());
+INSTANTIATE_TEST_SUITE_P(AttentionDecode, AttentionGenerationKernels, ::testing::Bool());
 
 TEST(AttentionGeneration, PerturbedReferenceIsIncorrect) {
   SC_REQUIRE_GPU();
