@@ -125,17 +125,16 @@ std::vector<std::string> PerfDatabase::TableNames() const {
 }
 
 const LoadedTable& PerfDatabase::Table(const std::string& table_name) const {
-  std::lock_guard<std::mutex> lock(cache_->mu);
-  auto& slot = cache_->tables[table_name];
-  if (!slot) {
-    try {
-      slot = Load(table_name);
-    } catch (...) {
-      cache_->tables.erase(table_name);
-      throw;
-    }
+  Slot* slot = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    auto& s = cache_->tables[table_name];
+    if (!s) s = std::make_unique<Slot>();
+    slot = s.get();  // slots are never removed: the pointer stays valid
   }
-  return *slot;
+  std::lock_guard<std::mutex> lock(slot->mu);
+  if (!slot->table) slot->table = Load(table_name);  // a throw leaves the slot empty: the next call retries
+  return *slot->table;
 }
 
 std::unique_ptr<LoadedTable> PerfDatabase::Load(const std::string& table_name) const {

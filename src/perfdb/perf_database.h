@@ -101,9 +101,15 @@ class PerfDatabase {
   const LoadedTable& Table(const std::string& table_name) const;
 
  private:
-  struct Cache {
+  // One slot per table with its own lock, so that different tables load in
+  // parallel and each loads once.
+  struct Slot {
     std::mutex mu;
-    std::map<std::string, std::unique_ptr<LoadedTable>> tables;
+    std::unique_ptr<LoadedTable> table;
+  };
+  struct Cache {
+    std::mutex mu;  // guards the map only
+    std::map<std::string, std::unique_ptr<Slot>> tables;
   };
   std::unique_ptr<LoadedTable> Load(const std::string& table_name) const;
 

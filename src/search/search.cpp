@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <set>
+#include <thread>
 
 #include "core/error.h"
 #include "serve/agg.h"
@@ -410,8 +412,34 @@ SearchResult RunSearch(const model::ModelConfig& m, const serve::Database& db, c
     throw UsageError("latency limits must be positive");
   const auto t0 = std::chrono::steady_clock::now();
   SearchResult res;
-  if (in.agg) res.modes.push_back(SearchAgg(m, db, engine, in));
-  if (in.disagg && in.total_gpus >= 2) res.modes.push_back(SearchDisagg(m, db, engine, in));
+  // The two modes are independent: search them on two threads (the database is
+  // read-only apart from its internally locked caches).
+  const bool run_agg = in.agg, run_disagg = in.disagg && in.total_gpus >= 2;
+  ModeResult agg, disagg;
+  std::exception_ptr agg_error;
+  std::thread agg_thread;
+  if (run_agg) {
+    agg_thread = std::thread([&] {
+      try {
+        agg = SearchAgg(m, db, engine, in);
+      } catch (...) {
+        agg_error = std::current_exception();
+      }
+    });
+  }
+  std::exception_ptr disagg_error;
+  if (run_disagg) {
+    try {
+      disagg = SearchDisagg(m, db, engine, in);
+    } catch (...) {
+      disagg_error = std::current_exception();
+    }
+  }
+  if (agg_thread.joinable()) agg_thread.join();
+  if (agg_error) std::rethrow_exception(agg_error);
+  if (disagg_error) std::rethrow_exception(disagg_error);
+  if (run_agg) res.modes.push_back(std::move(agg));
+  if (run_disagg) res.modes.push_back(std::move(disagg));
   double best = -1, second = -1;
   for (std::size_t i = 0; i < res.modes.size(); ++i) {
     ModeResult& r = res.modes[i];

@@ -1,8 +1,12 @@
 #include "serve/database.h"
 
 #include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <thread>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "perfdb/discovery.h"
 
 namespace servecast::serve {
@@ -41,21 +45,38 @@ std::unique_ptr<Database> Database::Open(systems::SystemSpec spec, const Databas
   if (!sol_mode) {
     perfdb::OpenOptions open;
     open.nccl_version = options.nccl_version;
-    open.shared_layer = options.mode == perfdb::DatabaseMode::kSilicon || options.mode == perfdb::DatabaseMode::kHybrid;
-    const std::string system = d->sol_->spec().name;
     open.preferred_nccl_version = d->sol_->spec().collectives.nccl_version;
     open.oneccl_version = d->sol_->spec().collectives.oneccl_version;
+    open.shared_layer = options.mode == perfdb::DatabaseMode::kSilicon || options.mode == perfdb::DatabaseMode::kHybrid;
+    const std::string system = d->sol_->spec().name;
     std::string backend = options.backend;
     if (backend.empty()) backend = DefaultBackend(perfdb::DataTree::Scan(options.roots), system);
     d->options_.backend = backend;
     d->db_.emplace(perfdb::PerfDatabase::Open(options.roots, system, backend, options.version, open));
     const perfdb::PerfDatabase& db = *d->db_;
-    auto load = [&](const std::string& table, auto&& build) {
+    // Tables load in parallel (each into its own member); absences are collected
+    // under a lock and reported in a fixed order.
+    std::vector<std::thread> loaders;
+    std::mutex absent_mu;
+    auto load = [&](const std::string& table, auto build) {
+      loaders.emplace_back([&db, &d, &absent_mu, table, build]() mutable {
+      const auto t0 = std::chrono::steady_clock::now();
       try {
-        build(db.Table(table));
+        const perfdb::LoadedTable& loaded = db.Table(table);
+        const auto t1 = std::chrono::steady_clock::now();
+        build(loaded);
+        const auto t2 = std::chrono::steady_clock::now();
+        log::Debug(table + ": " + std::to_string(loaded.table.num_rows()) + " rows read in " +
+                   std::to_string(std::chrono::duration<double>(t1 - t0).count()) + " s, indexed in " +
+                   std::to_string(std::chrono::duration<double>(t2 - t1).count()) + " s");
       } catch (const perfdb::MissingDataError&) {
+        std::lock_guard<std::mutex> lock(absent_mu);
         d->absent_.push_back(table);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(absent_mu);
+        d->load_errors_.push_back(std::current_exception());
       }
+      });
     };
     auto sol = d->sol_;
     if (needs.count(TableNeed::kGemm))
@@ -86,6 +107,9 @@ std::unique_ptr<Database> Database::Open(systems::SystemSpec spec, const Databas
         d->scale_matrix_.emplace(perfdb::ScaleMatrixTable::FromLoaded(t, sol));
       });
     }
+    for (auto& t : loaders) t.join();
+    if (!d->load_errors_.empty()) std::rethrow_exception(d->load_errors_.front());
+    std::sort(d->absent_.begin(), d->absent_.end());
   }
   d->estimator_ = std::make_unique<perfdb::OpEstimator>(
       *d->sol_, options.mode, d->gemm_ ? &*d->gemm_ : nullptr, d->context_ ? &*d->context_ : nullptr,

@@ -7,6 +7,7 @@
 // it is answered per the mode (SILICON: a miss naming the table; HYBRID: the
 // util-empirical fallback; SOL: the roofline).
 
+#include <exception>
 #include <memory>
 #include <optional>
 #include <set>
@@ -73,6 +74,7 @@ class Database {
   std::optional<perfdb::ScaleMatrixTable> scale_matrix_;
   std::unique_ptr<perfdb::OpEstimator> estimator_;
   std::vector<std::string> absent_;
+  std::vector<std::exception_ptr> load_errors_;  // unreadable tables, rethrown by Open
 };
 
 }  // namespace servecast::serve
