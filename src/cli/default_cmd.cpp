@@ -44,6 +44,8 @@ CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& a) {
   c->add_option("--systems", a.systems_dir, "system spec folder (default: systems/ of the installation)");
   c->add_option("--models", a.models_dir, "bundled model folder (default: models/ of the installation)");
   c->add_option("--engines", a.engines_dir, "engine profile folder (default: engines/ of the installation)");
+  c->add_option("--calibration", a.calibration,
+                "engine-profile constants: servecast (default) or aic (AIConfigurator's, engines/aic/)");
   return c;
 }
 
@@ -92,7 +94,7 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
   auto db = serve::Database::Open(spec, dbo,
                                   search::SearchNeeds(m, in, spec.gpu.sm_version, spec.node.gpus_per_node));
   serve::AdjustQuantForData(m, *db, ov);
-  const serve::EngineProfile engine = serve::LoadEngineProfileByName(engines_dir, in.engine);
+  const serve::EngineProfile engine = serve::LoadEngineProfileByName(engines_dir, in.engine, a.calibration);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   const search::SearchResult r = search::RunSearch(m, *db, engine, in);

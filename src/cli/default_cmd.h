@@ -23,6 +23,7 @@ struct DefaultArgs {
   bool json = false;
   std::string save_dir;
   std::string systems_dir, models_dir, engines_dir;
+  std::string calibration;  // engine-profile calibration: "" (servecast's) or "aic"
 };
 
 CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& args);
