@@ -33,16 +33,11 @@ struct AttnCase {
 collect::Case MakeCase(const std::string& op, const AttnCase& a) {
   collect::Case c;
   c.op = op;
-  c.params = collect::Params{{"batch_size", a.batch},
-                             {"isl", a.isl},
-                             {"num_heads", a.heads},
-                             {"num_key_value_heads", a.kv_heads},
-                             {"head_dim", a.head_dim},
-                             {"window_size", a.window},
-                             {"beam_width", std::int64_t{1}},
-                             {"attn_dtype", a.attn_dtype},
-                             {"kv_cache_dtype", a.kv_dtype},
-                             {"step", a.step}};
+  c.params = collect::Params{{"batch_size", a.batch},         {"isl", a.isl},
+                             {"num_heads", a.heads},          {"num_key_value_heads", a.kv_heads},
+                             {"head_dim", a.head_dim},        {"window_size", a.window},
+                             {"beam_width", std::int64_t{1}}, {"attn_dtype", a.attn_dtype},
+                             {"kv_cache_dtype", a.kv_dtype},  {"step", a.step}};
   c.id = collect::MakeCaseId(op, c.params);
   return c;
 }
@@ -68,17 +63,17 @@ TEST_P(AttentionGenerationKernels, SmallShapesMatchReference) {
   const collect::RunContext ctx = testing::QuickContext();
   std::unique_ptr<collect::Op> op = MakeAttentionGenerationOp();
   const std::vector<AttnCase> cases = {
-      {1, 1, 8, 8, 128, 0, 0},        // one token, MHA
-      {3, 1, 32, 8, 128, 0, 1000},    // GQA 4, split KV, a partial last page
-      {2, 1, 24, 8, 128, 0, 300},     // group 3 (heads per CTA 4, one masked)
-      {4, 1, 64, 4, 64, 0, 4095},     // group 16: two head chunks, head dim 64
-      {2, 1, 16, 2, 256, 0, 777},     // head dim 256
-      {2, 1, 8, 1, 128, 0, 2047},     // MQA
-      {2, 1, 32, 8, 64, 128, 1000},   // sliding window, first page partly hidden
-      {1, 1, 32, 8, 128, 0, 20000},   // many splits
-      {64, 1, 32, 8, 128, 0, 100},    // large batch: one split
-      {2, 1, 32, 1, 128, 0, 500},     // group 32: two chunks of 16 (tensor cores)
-      {2, 1, 16, 8, 128, 0, 700},     // group 2 (CUDA cores)
+      {1, 1, 8, 8, 128, 0, 0},                         // one token, MHA
+      {3, 1, 32, 8, 128, 0, 1000},                     // GQA 4, split KV, a partial last page
+      {2, 1, 24, 8, 128, 0, 300},                      // group 3 (heads per CTA 4, one masked)
+      {4, 1, 64, 4, 64, 0, 4095},                      // group 16: two head chunks, head dim 64
+      {2, 1, 16, 2, 256, 0, 777},                      // head dim 256
+      {2, 1, 8, 1, 128, 0, 2047},                      // MQA
+      {2, 1, 32, 8, 64, 128, 1000},                    // sliding window, first page partly hidden
+      {1, 1, 32, 8, 128, 0, 20000},                    // many splits
+      {64, 1, 32, 8, 128, 0, 100},                     // large batch: one split
+      {2, 1, 32, 1, 128, 0, 500},                      // group 32: two chunks of 16 (tensor cores)
+      {2, 1, 16, 8, 128, 0, 700},                      // group 2 (CUDA cores)
       {3, 1, 32, 8, 128, 0, 1000, "bfloat16", "fp8"},  // fp8 KV
       {2, 1, 16, 2, 256, 64, 500, "bfloat16", "fp8"},  // fp8 KV, head dim 256, window
       {2, 1, 8, 8, 64, 0, 63, "bfloat16", "fp8"},      // fp8 KV, head dim 64, exactly one page
@@ -90,7 +85,8 @@ TEST_P(AttentionGenerationKernels, SmallShapesMatchReference) {
     if (r.disposition == Disposition::kPassed) {
       ASSERT_EQ(r.rows.size(), 1u);
       EXPECT_GT(Latency(r), 0.0) << c.id;
-      EXPECT_NE(std::get<std::string>(r.rows[0].Get("kernel_source")).find("servecast_paged_decode"), std::string::npos);
+      EXPECT_NE(std::get<std::string>(r.rows[0].Get("kernel_source")).find("servecast_paged_decode"),
+                std::string::npos);
     }
   }
 }
@@ -100,7 +96,8 @@ INSTANTIATE_TEST_SUITE_P(AttentionDecode, AttentionGenerationKernels, ::testing:
 TEST(AttentionGeneration, PerturbedReferenceIsIncorrect) {
   SC_REQUIRE_GPU();
   std::unique_ptr<collect::Op> op = MakeAttentionGenerationOp(1.05);
-  collect::CaseResult r = op->Run(MakeCase("attention_generation", {2, 1, 32, 8, 128, 0, 1000}), testing::QuickContext());
+  collect::CaseResult r =
+      op->Run(MakeCase("attention_generation", {2, 1, 32, 8, 128, 0, 1000}), testing::QuickContext());
   EXPECT_EQ(r.disposition, Disposition::kIncorrect) << Describe(r);
 }
 
@@ -121,11 +118,11 @@ TEST(AttentionContext, SmallShapesMatchReference) {
   const collect::RunContext ctx = testing::QuickContext();
   std::unique_ptr<collect::Op> op = MakeAttentionContextOp();
   const std::vector<AttnCase> cases = {
-      {1, 128, 8, 8, 128, 0, 0},      // MHA
-      {2, 300, 32, 8, 128, 0, 0},     // GQA 4, length not a multiple of the tiles
-      {2, 256, 16, 1, 128, 0, 0},     // MQA
-      {1, 512, 8, 2, 64, 0, 0},       // head dim 64
-      {2, 200, 8, 4, 64, 64, 0},      // sliding window
+      {1, 128, 8, 8, 128, 0, 0},   // MHA
+      {2, 300, 32, 8, 128, 0, 0},  // GQA 4, length not a multiple of the tiles
+      {2, 256, 16, 1, 128, 0, 0},  // MQA
+      {1, 512, 8, 2, 64, 0, 0},    // head dim 64
+      {2, 200, 8, 4, 64, 64, 0},   // sliding window
   };
   for (const AttnCase& a : cases) {
     collect::Case c = MakeCase("attention_context", a);
@@ -134,7 +131,8 @@ TEST(AttentionContext, SmallShapesMatchReference) {
     if (r.disposition == Disposition::kPassed) {
       ASSERT_EQ(r.rows.size(), 1u);
       EXPECT_GT(Latency(r), 0.0) << c.id;
-      std::printf("[attention_context] %s: %s\n", c.id.c_str(), std::get<std::string>(r.rows[0].Get("kernel_source")).c_str());
+      std::printf("[attention_context] %s: %s\n", c.id.c_str(),
+                  std::get<std::string>(r.rows[0].Get("kernel_source")).c_str());
     }
   }
   // Head dim 256: cuDNN's SDPA runs it on Hopper from 9.x on, or says not supported.
@@ -163,10 +161,10 @@ TEST(AttentionRates, PrintLargeShapes) {
   ctx.timing.min_samples = 10;
   ctx.timing.budget_s = 0.5;
   for (const AttnCase& a : std::vector<AttnCase>{{1, 16384, 32, 8, 128, 0, 0},
-                                                  {4, 4096, 32, 8, 128, 0, 0},
-                                                  {1, 16384, 16, 2, 64, 0, 0},
-                                                  {1, 16384, 8, 4, 256, 0, 0},
-                                                  {1, 16384, 16, 2, 64, 128, 0}}) {
+                                                 {4, 4096, 32, 8, 128, 0, 0},
+                                                 {1, 16384, 16, 2, 64, 0, 0},
+                                                 {1, 16384, 8, 4, 256, 0, 0},
+                                                 {1, 16384, 16, 2, 64, 128, 0}}) {
     collect::CaseResult r = MakeAttentionContextOp()->Run(MakeCase("attention_context", a), ctx);
     if (r.disposition == Disposition::kPassed) {
       const double w = static_cast<double>(a.window > 0 ? std::min(a.window, a.isl) : a.isl);
@@ -183,9 +181,14 @@ TEST(AttentionRates, PrintLargeShapes) {
   }
   for (bool tensor_cores : {true, false}) {
     SetPagedDecodeTensorCores(tensor_cores);
-    for (const auto& [b, step, kv] : std::vector<std::tuple<std::int64_t, std::int64_t, std::string>>{
-             {1, 16383, "bfloat16"}, {1, 131071, "bfloat16"}, {16, 16383, "bfloat16"}, {128, 8191, "bfloat16"},
-             {256, 16383, "bfloat16"}, {64, 131071, "bfloat16"}, {256, 16383, "fp8"}}) {
+    for (const auto& [b, step, kv] :
+         std::vector<std::tuple<std::int64_t, std::int64_t, std::string>>{{1, 16383, "bfloat16"},
+                                                                          {1, 131071, "bfloat16"},
+                                                                          {16, 16383, "bfloat16"},
+                                                                          {128, 8191, "bfloat16"},
+                                                                          {256, 16383, "bfloat16"},
+                                                                          {64, 131071, "bfloat16"},
+                                                                          {256, 16383, "fp8"}}) {
       if (!tensor_cores && kv == "fp8") continue;
       AttnCase a{b, 1, 32, 8, 128, 0, step, "bfloat16", kv};
       collect::CaseResult r = MakeAttentionGenerationOp()->Run(MakeCase("attention_generation", a), ctx);

@@ -89,9 +89,10 @@ std::optional<CaseResult> ParseAttention(const Params& p, Phase phase, AttnShape
   }
   if (s.batch <= 0 || s.isl <= 0 || s.num_heads <= 0 || s.num_kv_heads < 0 || s.head_dim <= 0 || s.window < 0 ||
       s.step < 0)
-    return Invalid(op, "batch_size, isl, num_heads and head_dim must be positive, num_key_value_heads, window_size "
-                       "and step non-negative (got " +
-                           p.Canonical() + ")");
+    return Invalid(op,
+                   "batch_size, isl, num_heads and head_dim must be positive, num_key_value_heads, window_size "
+                   "and step non-negative (got " +
+                       p.Canonical() + ")");
   if (s.num_kv_heads == 0) s.num_kv_heads = s.num_heads;  // AIC's tables write 0 for MHA
   if (s.num_heads % s.num_kv_heads != 0)
     return Invalid(op, "num_heads " + std::to_string(s.num_heads) + " is not a multiple of num_key_value_heads " +
@@ -108,10 +109,11 @@ std::optional<CaseResult> ParseAttention(const Params& p, Phase phase, AttnShape
     if (attn_dtype != "bfloat16" || s.kv_fp8)
       return Unsupported(
           "UnsupportedDtype",
-          op + " on cuda runs attn_dtype bfloat16 with kv_cache_dtype bfloat16 only: the fp8 paths (fp8 KV cache, "
-               "fp8 context FMHA through cuDNN's fp8 SDPA graph with its descale/scale/amax tensors) are not "
-               "implemented yet (issue 4; the case asks for attn_dtype " +
-               attn_dtype + ", kv_cache_dtype " + kv_dtype + ")");
+          op +
+              " on cuda runs attn_dtype bfloat16 with kv_cache_dtype bfloat16 only: the fp8 paths (fp8 KV cache, "
+              "fp8 context FMHA through cuDNN's fp8 SDPA graph with its descale/scale/amax tensors) are not "
+              "implemented yet (issue 4; the case asks for attn_dtype " +
+              attn_dtype + ", kv_cache_dtype " + kv_dtype + ")");
     if (static_cast<double>(s.batch) * s.isl * std::max(s.num_heads, s.num_kv_heads) * s.head_dim >= 2147483647.0)
       return Unsupported("ShapeTooLarge", op + ": a tensor of more than 2^31 elements");
   } else {
@@ -119,8 +121,10 @@ std::optional<CaseResult> ParseAttention(const Params& p, Phase phase, AttnShape
       return Unsupported("UnsupportedConfig", op + ": isl " + std::to_string(s.isl) +
                                                   " is not supported; one query token per sequence (isl 1)");
     if (attn_dtype != "bfloat16")
-      return Unsupported("UnsupportedDtype", op + " on cuda computes in bfloat16/fp32 (attn_dtype bfloat16); the case "
-                                                  "asks for attn_dtype " + attn_dtype);
+      return Unsupported("UnsupportedDtype", op +
+                                                 " on cuda computes in bfloat16/fp32 (attn_dtype bfloat16); the case "
+                                                 "asks for attn_dtype " +
+                                                 attn_dtype);
     if (!PagedDecodeSupportsHeadDim(s.head_dim))
       return Unsupported("UnsupportedHeadDim", op + ": head_dim " + std::to_string(s.head_dim) +
                                                    " has no kernel instantiation (64, 128, 256)");
@@ -177,8 +181,10 @@ double Fp8E4m3(std::uint8_t bits) {
   const int sign = bits >> 7, exp = (bits >> 3) & 0xF, mant = bits & 0x7;
   double v;
   if (exp == 0xF && mant == 0x7) return std::numeric_limits<double>::quiet_NaN();
-  if (exp == 0) v = std::ldexp(mant / 8.0, -6);
-  else v = std::ldexp(1.0 + mant / 8.0, exp - 7);
+  if (exp == 0)
+    v = std::ldexp(mant / 8.0, -6);
+  else
+    v = std::ldexp(1.0 + mant / 8.0, exp - 7);
   return sign ? -v : v;
 }
 
@@ -241,7 +247,7 @@ class AttentionOpBase : public collect::Op {
   std::string name() const override { return name_; }
   const collect::TableSpec& table() const override { return table_; }
   std::vector<std::string> required_params() const override {
-    return {"batch_size", "isl",        "num_heads",  "num_key_value_heads", "head_dim",
+    return {"batch_size",  "isl",        "num_heads",  "num_key_value_heads", "head_dim",
             "window_size", "beam_width", "attn_dtype", "kv_cache_dtype",      "step"};
   }
 
@@ -288,7 +294,7 @@ class AttentionContextOp : public AttentionOpBase {
   double MemoryBytes(const Params& p) const override {
     AttnShape s;
     if (ParseAttention(p, Phase::kContext, s)) return 0;  // Run reports it
-    return SetBytes(s) + 256.0 * 1024 * 1024;              // + cuDNN workspace allowance
+    return SetBytes(s) + 256.0 * 1024 * 1024;             // + cuDNN workspace allowance
   }
 
  protected:
@@ -309,7 +315,8 @@ class AttentionContextOp : public AttentionOpBase {
     bool unsupported = false;
     std::unique_ptr<CudnnSdpa> sdpa = CudnnSdpa::Build(shape, why, unsupported);
     if (!sdpa) {
-      if (unsupported) return Unsupported("CudnnSdpaUnsupported", name_ + " (cuDNN " + CudnnVersionString() + "): " + why);
+      if (unsupported)
+        return Unsupported("CudnnSdpaUnsupported", name_ + " (cuDNN " + CudnnVersionString() + "): " + why);
       return CaseResult::Failure(Disposition::kFailed, FailureClass::kFrameworkBug, "CudnnError",
                                  name_ + " (cuDNN " + CudnnVersionString() + "): " + why);
     }
@@ -356,9 +363,8 @@ class AttentionContextOp : public AttentionOpBase {
     TimeOptions opt;
     opt.copies = copies;
     opt.rotated_bytes = call_bytes * copies;
-    collect::TimingStats stats =
-        TimeOnDevice([&](cudaStream_t st, int iteration) { sdpa->Run(iteration % copies, st); }, ctx.timing, opt,
-                     ctx.measure_power);
+    collect::TimingStats stats = TimeOnDevice(
+        [&](cudaStream_t st, int iteration) { sdpa->Run(iteration % copies, st); }, ctx.timing, opt, ctx.measure_power);
     return Row(c, ctx, source, stats);
   }
 
@@ -452,13 +458,6 @@ class AttentionGenerationOp : public AttentionOpBase {
     return 2.0 * static_cast<double>(PoolElems(s)) * (s.kv_fp8 ? 1 : 2) +
            4.0 * static_cast<double>(s.batch * Decode(s).pages_per_seq());
   }
-  // Bytes one call reads from the cache (the visible tokens' K and V).
-  static double ReadBytes(const AttnShape& s) {
-    const std::int64_t tokens = s.step + 1;
-    const std::int64_t visible = s.window > 0 ? std::min(tokens, s.window) : tokens;
-    return 2.0 * static_cast<double>(s.batch * visible * s.num_kv_heads * s.head_dim) * (s.kv_fp8 ? 1 : 2);
-  }
-
   struct Set {
     DeviceBuffer k, v, table, q, out;
     std::vector<std::int32_t> host_table;
@@ -481,8 +480,8 @@ class AttentionGenerationOp : public AttentionOpBase {
     DeviceBuffer workspace(std::max<std::size_t>(plan.workspace_bytes, 16));
 
     auto make_set = [&](std::uint64_t seed) {
-      Set set{DeviceBuffer(pool * eb), DeviceBuffer(pool * eb), DeviceBuffer(table_n * 4), DeviceBuffer(q_elems * 2),
-              DeviceBuffer(q_elems * 2), {}};
+      Set set{DeviceBuffer(pool * eb),   DeviceBuffer(pool * eb),   DeviceBuffer(table_n * 4),
+              DeviceBuffer(q_elems * 2), DeviceBuffer(q_elems * 2), {}};
       // Every slot, used or not: a kernel reading past a sequence's end reads noise.
       if (s.kv_fp8) {
         FillUniformFp8E4m3(set.k.get(), pool, SeedFor(seed, 1), kKeyValueRange, stream);
@@ -498,8 +497,8 @@ class AttentionGenerationOp : public AttentionOpBase {
       std::iota(set.host_table.begin(), set.host_table.end(), 0);
       SplitMix64 rng(SeedFor(seed, 4));
       for (std::size_t i = table_n; i > 1; --i) std::swap(set.host_table[i - 1], set.host_table[rng.Below(i)]);
-      SC_CUDA_CHECK(cudaMemcpyAsync(set.table.get(), set.host_table.data(), table_n * 4, cudaMemcpyHostToDevice,
-                                    stream));
+      SC_CUDA_CHECK(
+          cudaMemcpyAsync(set.table.get(), set.host_table.data(), table_n * 4, cudaMemcpyHostToDevice, stream));
       SC_CUDA_CHECK(cudaStreamSynchronize(stream));
       return set;
     };
@@ -527,7 +526,6 @@ class AttentionGenerationOp : public AttentionOpBase {
     collect::TimingStats stats = TimeOnDevice(
         [&](cudaStream_t st, int iteration) { launch(sets[static_cast<std::size_t>(iteration % copies)], st); },
         ctx.timing, opt, ctx.measure_power);
-    (void)ReadBytes;
     return Row(c, ctx, source, stats);
   }
 
@@ -542,7 +540,8 @@ class AttentionGenerationOp : public AttentionOpBase {
     const std::int64_t pages_per_seq = Decode(s).pages_per_seq();
     const std::size_t page_elems = static_cast<std::size_t>(KV * kPagedKvPageSize * D);
     SplitMix64 rng(seed);
-    std::set<std::int64_t> seqs = {0, s.batch - 1, static_cast<std::int64_t>(rng.Below(static_cast<std::uint64_t>(s.batch)))};
+    std::set<std::int64_t> seqs = {0, s.batch - 1,
+                                   static_cast<std::int64_t>(rng.Below(static_cast<std::uint64_t>(s.batch)))};
     const std::int64_t max_heads = tokens > 16384 ? 4 : 8;
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
     auto value = [&](const std::vector<std::uint8_t>& raw, std::size_t i, float sc) {
@@ -560,7 +559,8 @@ class AttentionGenerationOp : public AttentionOpBase {
       const std::size_t eb = s.kv_fp8 ? 1 : 2;
       std::vector<std::uint8_t> k(static_cast<std::size_t>(p1 - p0 + 1) * page_elems * eb), v(k.size());
       for (std::int64_t p = p0; p <= p1; ++p) {
-        const std::size_t pool_page = static_cast<std::size_t>(set.host_table[static_cast<std::size_t>(b * pages_per_seq + p)]);
+        const std::size_t pool_page =
+            static_cast<std::size_t>(set.host_table[static_cast<std::size_t>(b * pages_per_seq + p)]);
         const std::size_t dst = static_cast<std::size_t>(p - p0) * page_elems * eb;
         SC_CUDA_CHECK(cudaMemcpyAsync(k.data() + dst, set.k.as<std::uint8_t>() + pool_page * page_elems * eb,
                                       page_elems * eb, cudaMemcpyDeviceToHost, stream));
@@ -568,8 +568,8 @@ class AttentionGenerationOp : public AttentionOpBase {
                                       page_elems * eb, cudaMemcpyDeviceToHost, stream));
       }
       SC_CUDA_CHECK(cudaStreamSynchronize(stream));
-      auto q = Download<std::uint16_t>(set.q.get(), static_cast<std::size_t>(N * D), static_cast<std::size_t>(b * N * D),
-                                       stream);
+      auto q = Download<std::uint16_t>(set.q.get(), static_cast<std::size_t>(N * D),
+                                       static_cast<std::size_t>(b * N * D), stream);
       auto o = Download<std::uint16_t>(set.out.get(), static_cast<std::size_t>(N * D),
                                        static_cast<std::size_t>(b * N * D), stream);
       for (std::int64_t h : heads) {

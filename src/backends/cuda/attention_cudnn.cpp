@@ -28,9 +28,9 @@ namespace {
 }  // namespace servecast::cuda
 
 // Every cuDNN call of this file goes through this check.
-#define SC_CUDNN_CHECK(stmt)                                                                      \
-  do {                                                                                            \
-    cudnnStatus_t sc_st_ = (stmt);                                                                \
+#define SC_CUDNN_CHECK(stmt)                                                                              \
+  do {                                                                                                    \
+    cudnnStatus_t sc_st_ = (stmt);                                                                        \
     if (sc_st_ != CUDNN_STATUS_SUCCESS) ::servecast::cuda::ThrowCudnn(sc_st_, #stmt, __FILE__, __LINE__); \
   } while (0)
 
@@ -120,34 +120,40 @@ struct CudnnSdpa::Impl {
     SC_CUDNN_CHECK(cudnnBackendSetAttribute(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
     SC_CUDNN_CHECK(cudnnBackendFinalize(mm));
     cudnnBackendDescriptor_t op = Make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
-    SC_CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a));
-    SC_CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b));
-    SC_CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c));
-    SC_CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm));
+    SC_CUDNN_CHECK(
+        cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a));
+    SC_CUDNN_CHECK(
+        cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b));
+    SC_CUDNN_CHECK(
+        cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c));
+    SC_CUDNN_CHECK(
+        cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm));
     SC_CUDNN_CHECK(cudnnBackendFinalize(op));
     return op;
   }
 
   // y = mode(x[, b][, t]); math in `prec`; GEN_INDEX takes `axis`.
   cudnnBackendDescriptor_t Pointwise(cudnnPointwiseMode_t mode, cudnnDataType_t prec, cudnnBackendDescriptor_t x,
-                                     cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t t,
-                                     cudnnBackendDescriptor_t y, std::int64_t axis = -1) {
+                                     cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t t, cudnnBackendDescriptor_t y,
+                                     std::int64_t axis = -1) {
     cudnnBackendDescriptor_t pw = Make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
     SC_CUDNN_CHECK(cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
     SC_CUDNN_CHECK(cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec));
     if (axis >= 0) SC_CUDNN_CHECK(cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis));
     SC_CUDNN_CHECK(cudnnBackendFinalize(pw));
     cudnnBackendDescriptor_t op = Make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    SC_CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
+                                            CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw));
     SC_CUDNN_CHECK(
-        cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw));
-    SC_CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
+        cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
     if (b)
       SC_CUDNN_CHECK(
           cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b));
     if (t)
       SC_CUDNN_CHECK(
           cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t));
-    SC_CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
+    SC_CUDNN_CHECK(
+        cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
     SC_CUDNN_CHECK(cudnnBackendFinalize(op));
     return op;
   }
@@ -156,13 +162,17 @@ struct CudnnSdpa::Impl {
                                      cudnnBackendDescriptor_t y) {
     cudnnBackendDescriptor_t r = Make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
     cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-    SC_CUDNN_CHECK(cudnnBackendSetAttribute(r, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode));
+    SC_CUDNN_CHECK(
+        cudnnBackendSetAttribute(r, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode));
     SC_CUDNN_CHECK(cudnnBackendSetAttribute(r, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
     SC_CUDNN_CHECK(cudnnBackendFinalize(r));
     cudnnBackendDescriptor_t op = Make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
-    SC_CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
-    SC_CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
-    SC_CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &r));
+    SC_CUDNN_CHECK(
+        cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
+    SC_CUDNN_CHECK(
+        cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
+    SC_CUDNN_CHECK(
+        cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &r));
     SC_CUDNN_CHECK(cudnnBackendFinalize(op));
     return op;
   }
@@ -217,8 +227,7 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::Build(const SdpaShape& s, std::string& why
       auto in_window = g.Virtual(CUDNN_DATA_BOOLEAN, sd, ss);
       ops.push_back(g.Pointwise(CUDNN_POINTWISE_CMP_GT, CUDNN_DATA_BOOLEAN, col_w, row, nullptr, in_window));
       auto masked_w = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
-      ops.push_back(
-          g.Pointwise(CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, masked, neg_inf, in_window, masked_w));
+      ops.push_back(g.Pointwise(CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, masked, neg_inf, in_window, masked_w));
       masked = masked_w;
     }
 
@@ -266,8 +275,8 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::Build(const SdpaShape& s, std::string& why
         continue;
       }
       std::int64_t count = 0;
-      SC_CUDNN_CHECK(
-          cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr));
+      SC_CUDNN_CHECK(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                                              &count, nullptr));
       std::vector<cudnnBackendDescriptor_t> cfgs;
       for (std::int64_t i = 0; i < count; ++i) cfgs.push_back(g.Make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
       std::int64_t got = 0;
@@ -302,7 +311,8 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::Build(const SdpaShape& s, std::string& why
     }
     char last[1024] = {0};
     cudnnGetLastErrorString(last, sizeof last);
-    why = "no cuDNN engine configuration finalizes for this SDPA graph:" + tried + (last[0] ? std::string(" ") + last : "");
+    why = "no cuDNN engine configuration finalizes for this SDPA graph:" + tried +
+          (last[0] ? std::string(" ") + last : "");
     unsupported = true;
     return nullptr;
   } catch (const CudaError& e) {
@@ -324,7 +334,8 @@ int CudnnSdpa::Bind(const SdpaBuffers& b, void* workspace) {
                                           static_cast<std::int64_t>(uids.size()), uids.data()));
   SC_CUDNN_CHECK(cudnnBackendSetAttribute(pack->d, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
                                           static_cast<std::int64_t>(ptrs.size()), ptrs.data()));
-  SC_CUDNN_CHECK(cudnnBackendSetAttribute(pack->d, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
+  SC_CUDNN_CHECK(
+      cudnnBackendSetAttribute(pack->d, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
   SC_CUDNN_CHECK(cudnnBackendFinalize(pack->d));
   g.packs.push_back(std::move(pack));
   return static_cast<int>(g.packs.size()) - 1;

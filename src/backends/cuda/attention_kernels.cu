@@ -54,7 +54,9 @@ __device__ __forceinline__ void CopyAsync(void* smem, const void* gmem) {
   else
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst), "l"(gmem));
 }
-__device__ __forceinline__ void CopyAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void CopyAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
 template <int kPending>
 __device__ __forceinline__ void CopyAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
@@ -328,7 +330,7 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention(DecodeArgs a)
     }
   CopyAsyncWait<0>();
   __syncthreads();  // every thread is done with the stages
-  float (*s_red)[GC][D] = reinterpret_cast<float (*)[GC][D]>(s_stage);
+  float(*s_red)[GC][D] = reinterpret_cast<float(*)[GC][D]>(s_stage);
   if (lane < kLanesPerToken) {
 #pragma unroll
     for (int g = 0; g < GC; ++g)
@@ -582,7 +584,7 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention_mma(DecodeArg
   }
   CopyAsyncWait<0>();
   __syncthreads();
-  float (*s_red)[kMmaRows][D] = reinterpret_cast<float (*)[kMmaRows][D]>(s_stage);
+  float(*s_red)[kMmaRows][D] = reinterpret_cast<float(*)[kMmaRows][D]>(s_stage);
   if (tq == 0) {
     s_row_sum[warp][gq] = l_lo;
     s_row_sum[warp][gq + 8] = l_hi;
@@ -624,8 +626,8 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention_mma(DecodeArg
 // The split weights are computed once into shared memory; the weighted sum over
 // the splits is unrolled so its loads are in flight together.
 template <int D>
-__global__ void __launch_bounds__(D) paged_decode_reduce(const float* part_o, const float* part_lse, int splits,
-                                                         __nv_bfloat16* out) {
+__global__ void __launch_bounds__(D)
+    paged_decode_reduce(const float* part_o, const float* part_lse, int splits, __nv_bfloat16* out) {
   __shared__ float s_w[kMaxSplits];
   __shared__ float s_total;
   const std::size_t bh = blockIdx.x;
@@ -680,8 +682,8 @@ void LaunchTyped(const DecodeArgs& a, const PagedDecodePlan& plan, std::int64_t 
     if (plan.tensor_cores) {
       LaunchDecodeKernel(paged_decode_attention_mma<D>, grid, a, stream, MmaSmemBytes<D>());
       if (plan.splits > 1) {
-        paged_decode_reduce<D><<<static_cast<unsigned>(batch * a.num_heads), D, 0, stream>>>(a.part_o, a.part_lse,
-                                                                                            plan.splits, a.out);
+        paged_decode_reduce<D>
+            <<<static_cast<unsigned>(batch * a.num_heads), D, 0, stream>>>(a.part_o, a.part_lse, plan.splits, a.out);
         SC_CUDA_CHECK_LAUNCH();
       }
       return;
@@ -705,8 +707,8 @@ void LaunchTyped(const DecodeArgs& a, const PagedDecodePlan& plan, std::int64_t 
   }
   SC_CUDA_CHECK_LAUNCH();
   if (plan.splits > 1) {
-    paged_decode_reduce<D><<<static_cast<unsigned>(batch * a.num_heads), D, 0, stream>>>(a.part_o, a.part_lse,
-                                                                                        plan.splits, a.out);
+    paged_decode_reduce<D>
+        <<<static_cast<unsigned>(batch * a.num_heads), D, 0, stream>>>(a.part_o, a.part_lse, plan.splits, a.out);
     SC_CUDA_CHECK_LAUNCH();
   }
 }
@@ -714,8 +716,10 @@ void LaunchTyped(const DecodeArgs& a, const PagedDecodePlan& plan, std::int64_t 
 template <int D>
 void LaunchHeadDim(const DecodeArgs& a, const PagedDecodePlan& plan, KvDtype kv, std::int64_t batch,
                    cudaStream_t stream) {
-  if (kv == KvDtype::kBf16) LaunchTyped<D, __nv_bfloat16>(a, plan, batch, stream);
-  else LaunchTyped<D, __nv_fp8_e4m3>(a, plan, batch, stream);
+  if (kv == KvDtype::kBf16)
+    LaunchTyped<D, __nv_bfloat16>(a, plan, batch, stream);
+  else
+    LaunchTyped<D, __nv_fp8_e4m3>(a, plan, batch, stream);
 }
 
 __device__ __forceinline__ float HashUniform(std::uint64_t seed, std::size_t i, float scale) {
@@ -755,8 +759,8 @@ bool PagedDecodeSupportsHeadDim(std::int64_t head_dim) {
 PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, KvDtype kv_dtype) {
   PagedDecodePlan p;
   const std::int64_t g = s.group();
-  p.tensor_cores = g_tensor_core_decode && kv_dtype == KvDtype::kBf16 && (s.head_dim == 64 || s.head_dim == 128) &&
-                   g >= 3;
+  p.tensor_cores =
+      g_tensor_core_decode && kv_dtype == KvDtype::kBf16 && (s.head_dim == 64 || s.head_dim == 128) && g >= 3;
   int ctas_per_sm = 4;
   if (p.tensor_cores) {
     p.heads_per_cta = static_cast<int>(std::min<std::int64_t>(g, kMmaRows));
