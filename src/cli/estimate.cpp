@@ -87,7 +87,8 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
   c->add_option("--mode", a.mode,
                 "static (one batch prefilled then decoded), agg (in-flight batching), disagg (prefill and decode workers)")
       ->capture_default_str();
-  c->add_option("--ctx-tokens", a.ctx_tokens, "agg: prefill tokens per engine step (default: isl)");
+  c->add_option("--ctx-tokens", a.ctx_tokens,
+                "agg: prefill tokens per engine step (default: the engine profile's default_ctx_tokens, else isl)");
   c->add_option("--prefill-batch", a.prefill_batch, "disagg: requests per prefill pass")->capture_default_str();
   c->add_option("--decode-batch", a.decode_batch, "disagg: requests per decode worker (default: --batch)");
   c->add_option("--prefill-workers", a.prefill_workers, "disagg: prefill workers")->capture_default_str();
@@ -274,14 +275,14 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
   if (a.mode == "agg") {
     serve::AggInputs ai;
     ai.batch = a.batch;
-    ai.ctx_tokens = a.ctx_tokens;
+    ai.ctx_tokens = a.ctx_tokens > 0 ? a.ctx_tokens : engine.agg.CtxTokens(a.isl, a.batch);
     ai.isl = a.isl;
     ai.osl = a.osl;
     ai.prefix = a.prefix;
     ai.nextn = a.nextn;
     ai.mtp_accepted = a.mtp_accepted;
     const serve::AggEstimate r = serve::RunAgg(m, par, ops, *db, engine, ai);
-    const std::int64_t C = a.ctx_tokens > 0 ? a.ctx_tokens : a.isl;
+    const std::int64_t C = ai.ctx_tokens;
     if (a.json) {
       Json out = head;
       out["parallel"] = ParallelJson(par);

@@ -113,7 +113,9 @@ AggEstimate RunAgg(const model::ModelConfig& m, const model::ParallelConfig& p, 
   }
   const double dispatch = a.dispatch_ms_per_layer * static_cast<double>(m.num_layers);
   const double prefill_chunks = std::ceil(static_cast<double>(in.isl) / static_cast<double>(C));
-  r.ttft_ms = (r.mixed_step_ms / a.mix_efficiency * prefill_chunks + dispatch) * a.QueueFactor(b, S);
+  const double prefill_step_ms = r.mixed_step_ms / a.mix_efficiency;
+  r.ttft_ms = (prefill_step_ms * prefill_chunks + dispatch) * a.QueueFactor(b, S) +
+              a.QueueWaitMs(b, in.isl, C, prefill_step_ms);
   const double tpot_steps = r.mixed_steps_in_tpot + r.decode_steps;
   r.tpot_ms = tpot_steps > 0 ? (r.mixed_step_ms * r.mixed_steps_in_tpot + r.decode_step_ms * r.decode_steps) /
                                    tpot_steps / progress

@@ -31,7 +31,7 @@ PhaseEstimate DecodeStep(const model::OpList& ops, const Database& db, const Ste
 
 struct AggInputs {
   std::int64_t batch = 1;       // concurrent requests per worker (per attention-DP rank)
-  std::int64_t ctx_tokens = 0;  // prefill token budget per step (0: isl)
+  std::int64_t ctx_tokens = 0;  // prefill token budget per step (0: isl; the default: AggProfile::CtxTokens)
   std::int64_t isl = 1024, osl = 128, prefix = 0;
   int nextn = 0;
   double mtp_accepted = 0;

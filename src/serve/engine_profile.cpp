@@ -25,7 +25,21 @@ double AggProfile::QueueFactor(std::int64_t batch, double prefill_steps) const {
     if (batch <= 1) return 1.0;
     return std::min(1.0 + std::log2(static_cast<double>(batch)) * queue_slope, queue_max);
   }
+  if (queue_rule == QueueRule::kPrefillQueue) return 1.0;
   return std::min(queue_base + (prefill_steps - queue_pivot) * queue_slope, queue_max);
+}
+
+double AggProfile::QueueWaitMs(std::int64_t batch, std::int64_t isl, std::int64_t ctx_tokens, double step_ms) const {
+  if (queue_rule != QueueRule::kPrefillQueue || batch <= 1 || ctx_tokens < 1) return 0.0;
+  return queue_share * static_cast<double>(batch - 1) * static_cast<double>(isl) / static_cast<double>(ctx_tokens) *
+         step_ms;
+}
+
+std::int64_t AggProfile::CtxTokens(std::int64_t isl, std::int64_t batch) const {
+  if (default_ctx_tokens <= 0 || isl < 1) return isl;
+  if (isl >= default_ctx_tokens) return default_ctx_tokens;
+  const std::int64_t prompts = std::max<std::int64_t>(1, std::min(default_ctx_tokens / isl, batch));
+  return prompts * isl;
 }
 
 EngineProfile LoadEngineProfile(const std::string& path) {
@@ -76,7 +90,7 @@ EngineProfile LoadEngineProfile(const std::string& path) {
 
   YamlReader agg = root.Child("agg");
   agg.AllowOnlyKeys({"mix_gen_tokens", "mix_efficiency", "tpot_mix_steps_offset", "ttft_queue", "dispatch_ms_per_layer",
-                     "throughput_cap", "max_num_tokens"});
+                     "throughput_cap", "max_num_tokens", "default_ctx_tokens"});
   AggProfile& a = p.agg;
   const std::string mix = agg.RequiredString("mix_gen_tokens");
   if (mix == "base") a.mix_gen_tokens = AggProfile::MixGenTokens::kBase;
@@ -94,21 +108,32 @@ EngineProfile LoadEngineProfile(const std::string& path) {
   } else if (qrule == "log2_batch") {
     q.AllowOnlyKeys({"rule", "slope", "max"});
     a.queue_rule = AggProfile::QueueRule::kLog2Batch;
+  } else if (qrule == "prefill_queue") {
+    q.AllowOnlyKeys({"rule", "share"});
+    a.queue_rule = AggProfile::QueueRule::kPrefillQueue;
+    a.queue_share = q.RequiredDouble("share");
+    if (a.queue_share < 0 || a.queue_share > 1)
+      throw ConfigError(q.Where("share"), "queue share out of range", "a number in [0, 1]");
   } else {
-    throw ConfigError(q.Where("rule"), "unknown TTFT queue rule '" + qrule + "'", "linear or log2_batch");
+    throw ConfigError(q.Where("rule"), "unknown TTFT queue rule '" + qrule + "'",
+                      "linear, log2_batch or prefill_queue");
   }
-  a.queue_slope = q.RequiredDouble("slope");
-  a.queue_max = q.RequiredDouble("max");
+  if (a.queue_rule != AggProfile::QueueRule::kPrefillQueue) {
+    a.queue_slope = q.RequiredDouble("slope");
+    a.queue_max = q.RequiredDouble("max");
+  }
   a.dispatch_ms_per_layer = agg.RequiredDouble("dispatch_ms_per_layer");
   const std::string cap = agg.RequiredString("throughput_cap");
   if (cap == "none") a.littles_law_cap = false;
   else if (cap == "littles_law") a.littles_law_cap = true;
   else throw ConfigError(agg.Where("throughput_cap"), "unknown cap '" + cap + "'", "none or littles_law");
   a.max_num_tokens = agg.RequiredInt("max_num_tokens");
+  a.default_ctx_tokens = agg.OptionalInt("default_ctx_tokens", 0);
   if (a.mix_efficiency <= 0 || a.tpot_mix_steps_offset < 0 || a.queue_max <= 0 || a.max_num_tokens < 0 ||
-      a.dispatch_ms_per_layer < 0)
+      a.dispatch_ms_per_layer < 0 || a.default_ctx_tokens < 0)
     throw ConfigError(agg.Where(), "agg constants out of range",
-                      "mix_efficiency > 0, offsets and dispatch >= 0, queue max > 0, max_num_tokens >= 0");
+                      "mix_efficiency > 0, offsets and dispatch >= 0, queue max > 0, max_num_tokens and "
+                      "default_ctx_tokens >= 0");
 
   YamlReader dis = root.Child("disagg");
   dis.AllowOnlyKeys({"prefill_latency_correction", "decode_latency_correction", "ttft_correction",

@@ -41,14 +41,27 @@ struct AggProfile {
   enum class MixGenTokens { kBase, kVllm } mix_gen_tokens = MixGenTokens::kBase;
   double mix_efficiency = 1;
   int tpot_mix_steps_offset = 0;  // mixed steps counted in TPOT: max(1, n - offset) (0: n)
-  enum class QueueRule { kLinear, kLog2Batch } queue_rule = QueueRule::kLinear;
+  // linear, log2_batch: TTFT = (own prefill + dispatch) x QueueFactor (AIC's).
+  // prefill_queue: TTFT = own prefill + dispatch + QueueWaitMs: the prefill work
+  // of queue_share x (b - 1) other requests ahead of the arriving one.
+  enum class QueueRule { kLinear, kLog2Batch, kPrefillQueue } queue_rule = QueueRule::kLinear;
   double queue_base = 2, queue_pivot = 3, queue_slope = 0.05, queue_max = 4;
+  double queue_share = 0;  // prefill_queue: share of the other requests queued ahead
   double dispatch_ms_per_layer = 0;
   bool littles_law_cap = false;
-  std::int64_t max_num_tokens = 0;  // tokens sizing agg activations; 0 = the prefill budget
+  std::int64_t max_num_tokens = 0;      // tokens sizing agg activations; 0 = the prefill budget
+  std::int64_t default_ctx_tokens = 0;  // the engine's prefill budget per step when none is given; 0 = isl
 
-  // The TTFT queueing factor at batch b with S prefill steps.
+  // The TTFT queueing factor at batch b with S prefill steps (1 for prefill_queue).
   double QueueFactor(std::int64_t batch, double prefill_steps) const;
+  // prefill_queue: the wait before a request's prefill, in ms, at batch b when a
+  // step of `step_ms` prefills `ctx_tokens` of prompts of `isl` tokens:
+  // queue_share x (b - 1) x isl / ctx_tokens x step_ms. 0 for the other rules.
+  double QueueWaitMs(std::int64_t batch, std::int64_t isl, std::int64_t ctx_tokens, double step_ms) const;
+  // The prefill budget per step when none is given: isl when default_ctx_tokens
+  // is 0; else the budget in whole prompts (at most `batch` of them, at least
+  // one) when a prompt fits, and the budget itself (chunked prefill) when not.
+  std::int64_t CtxTokens(std::int64_t isl, std::int64_t batch) const;
 };
 
 // Disaggregated serving constants (AIC §3.4).

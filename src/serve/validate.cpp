@@ -314,6 +314,7 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
           if (m.quant.fmha != fmha) ops = model::BuildOpList(m, par, oo);
           AggInputs ai;
           ai.batch = per_rank;
+          ai.ctx_tokens = profile->agg.CtxTokens(row.isl, per_rank);  // the engine's default prefill budget
           ai.isl = row.isl;
           ai.osl = row.osl;
           r = RunAgg(m, par, ops, *db, *profile, ai);

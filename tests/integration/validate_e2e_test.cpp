@@ -167,5 +167,39 @@ TEST(ValidateE2e, NoPredictableRowExitsOne) {
   EXPECT_EQ(doc["failures"][1]["kind"], "bad row");
 }
 
+// SGLang's default profile (engines/sglang.yaml): prefill budget 8192 tokens in
+// whole prompts and the prefill_queue TTFT rule with share 0.1. validate and
+// estimate without --ctx-tokens use the same budget. At isl 64, concurrency 4:
+// C = min(floor(8192 / 64), 4) x 64 = 256 tokens; one prompt's prefill is one
+// mixed step (isl <= C), and the 3 other requests, 0.1 of them ahead, each cost
+// 64 / 256 of a step: TTFT = mixed x (1 + 0.1 x 3 x 64 / 256) = 1.075 x mixed
+// (SGLang has no dispatch time and mix_efficiency 1).
+TEST(ValidateE2e, SglangRowUsesTheEngineBudgetAndPrefillQueue) {
+  const std::string dir = MakeTempDir("validate-sglang");
+  const std::string csv = dir + "/sglang.csv";
+  WriteText(csv,
+            "backend,model_path,system,mode,isl,osl,batch_size,tp_size,silicon_ttft_ms,silicon_tpot_ms\n"
+            "sglang,tests/goldens/models/tiny-dense,tiny_gpu,agg,64,8,4,1,0.5,0.1\n");
+  std::vector<std::string> argv = ValidateArgv(csv, true);
+  argv.insert(argv.end(), {"--data-map", "sglang=dense/1"});
+  const ProcessResult r = RunProcess(argv, 120, kValSource);
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  const Json row = Json::parse(r.out)["rows"][0];
+  ASSERT_TRUE(row["predicted"].get<bool>()) << row.dump();
+
+  const Json est = EstimateAgg("tests/goldens/models/tiny-dense", "sglang", "dense/1", {"--batch", "4", "--tp", "1"});
+  EXPECT_EQ(est["workload"]["ctx_tokens"], 256);
+  const double mixed = est["steps"]["mixed_step_ms"];
+  EXPECT_NEAR(est["ttft_ms"].get<double>(), 1.075 * mixed, 1e-12 * mixed);
+  EXPECT_NEAR(row["prediction"]["ttft_ms"].get<double>(), est["ttft_ms"].get<double>(), 1e-12 * mixed);
+  EXPECT_NEAR(row["prediction"]["tpot_ms"].get<double>(), est["tpot_ms"].get<double>(),
+              1e-12 * est["tpot_ms"].get<double>());
+
+  // An explicit budget wins over the profile's.
+  const Json one = EstimateAgg("tests/goldens/models/tiny-dense", "sglang", "dense/1",
+                               {"--batch", "4", "--tp", "1", "--ctx-tokens", "64"});
+  EXPECT_EQ(one["workload"]["ctx_tokens"], 64);
+}
+
 }  // namespace
 }  // namespace servecast::testing

@@ -89,6 +89,73 @@ TEST(EngineProfile, KvFractionOutOfRange) {
   ExpectConfigError(path, "[0, 1]");
 }
 
+// A valid trtllm profile with `queue_line` replacing its ttft_queue line and `agg_extra` after max_num_tokens.
+std::string QueueProfile(const std::string& queue_line, const std::string& agg_extra = "") {
+  std::ifstream in(kEngines + "/trtllm.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto at = text.find("  ttft_queue:");
+  text = text.substr(0, at) + queue_line + text.substr(text.find('\n', at));
+  const auto mnt = text.find('\n', text.find("  max_num_tokens:"));
+  return text.substr(0, mnt + 1) + agg_extra + text.substr(mnt + 1);
+}
+
+TEST(EngineProfile, SglangDefaultsQueueBehindPrefillsAicKeepsItsFactor) {
+  const EngineProfile s = LoadEngineProfileByName(kEngines, model::Engine::kSglang);
+  EXPECT_EQ(s.agg.queue_rule, AggProfile::QueueRule::kPrefillQueue);
+  EXPECT_DOUBLE_EQ(s.agg.queue_share, 0.1);
+  EXPECT_EQ(s.agg.default_ctx_tokens, 8192);
+  EXPECT_DOUBLE_EQ(s.agg.QueueFactor(512, 60), 1.0);  // no factor: the wait is added
+  const EngineProfile a = LoadEngineProfileByName(kEngines, model::Engine::kSglang, "aic");
+  EXPECT_EQ(a.agg.queue_rule, AggProfile::QueueRule::kLinear);
+  EXPECT_EQ(a.agg.default_ctx_tokens, 0);  // optional key, absent from AIC's files: C = isl
+  EXPECT_DOUBLE_EQ(a.agg.QueueFactor(8, 23), 3.0);  // min(2 + (23 - 3) x 0.05, 4)
+  EXPECT_DOUBLE_EQ(a.agg.QueueWaitMs(512, 1000, 1000, 10), 0.0);
+}
+
+TEST(EngineProfile, PrefillQueueWaitIsShareOfOtherPrompts) {
+  AggProfile a;
+  a.queue_rule = AggProfile::QueueRule::kPrefillQueue;
+  a.queue_share = 0.1;
+  // 0.1 x (161 - 1) others x 1000 / 8000 of a 100 ms step each = 16 x 12.5 = 200 ms
+  EXPECT_DOUBLE_EQ(a.QueueWaitMs(161, 1000, 8000, 100), 200.0);
+  // chunked prompt (isl 16000 > C 8192): each waiting prompt costs 16000 / 8192 steps
+  EXPECT_DOUBLE_EQ(a.QueueWaitMs(11, 16000, 8192, 40), 0.1 * 10 * 16000.0 / 8192.0 * 40);
+  EXPECT_DOUBLE_EQ(a.QueueWaitMs(1, 1000, 8000, 100), 0.0);  // alone: nobody ahead
+  a.queue_share = 0;
+  EXPECT_DOUBLE_EQ(a.QueueWaitMs(161, 1000, 8000, 100), 0.0);
+}
+
+TEST(EngineProfile, DefaultCtxTokensInWholePromptsUpToTheBatch) {
+  AggProfile a;
+  EXPECT_EQ(a.CtxTokens(1000, 64), 1000);  // no default budget: isl (AIC's convention)
+  a.default_ctx_tokens = 8192;
+  EXPECT_EQ(a.CtxTokens(1000, 160), 8000);  // 8 whole prompts fit
+  EXPECT_EQ(a.CtxTokens(1000, 3), 3000);    // only 3 requests to prefill
+  EXPECT_EQ(a.CtxTokens(1000, 1), 1000);
+  EXPECT_EQ(a.CtxTokens(8000, 20), 8000);   // one prompt per step
+  EXPECT_EQ(a.CtxTokens(8192, 20), 8192);
+  EXPECT_EQ(a.CtxTokens(16000, 4), 8192);   // chunked prefill: the budget
+}
+
+TEST(EngineProfile, PrefillQueueRuleParses) {
+  const EngineProfile p = LoadEngineProfile(WriteProfile(
+      "prefill_queue.yaml",
+      QueueProfile("  ttft_queue: {rule: prefill_queue, share: 0.25}\n", "  default_ctx_tokens: 4096\n")));
+  EXPECT_EQ(p.agg.queue_rule, AggProfile::QueueRule::kPrefillQueue);
+  EXPECT_DOUBLE_EQ(p.agg.queue_share, 0.25);
+  EXPECT_EQ(p.agg.default_ctx_tokens, 4096);
+  ExpectConfigError(
+      WriteProfile("pq_slope.yaml", QueueProfile("  ttft_queue: {rule: prefill_queue, share: 0.1, slope: 1}\n")),
+      "slope");
+  ExpectConfigError(WriteProfile("pq_share.yaml", QueueProfile("  ttft_queue: {rule: prefill_queue, share: 1.5}\n")),
+                    "share");
+  ExpectConfigError(WriteProfile("pq_rule.yaml", QueueProfile("  ttft_queue: {rule: erlang, share: 0.1}\n")),
+                    "prefill_queue");
+  ExpectConfigError(WriteProfile("pq_budget.yaml", QueueProfile("  ttft_queue: {rule: prefill_queue, share: 0.1}\n",
+                                                                "  default_ctx_tokens: -1\n")),
+                    "default_ctx_tokens");
+}
+
 TEST(EngineProfile, MissingFileNamesIt) {
   EXPECT_THROW(LoadEngineProfileByName("/nonexistent/engines", model::Engine::kVllm), ConfigError);
 }
