@@ -130,7 +130,9 @@ TEST(ShippedSystems, EveryFileLoadsAndIsPhysicallyConsistent) {
       EXPECT_TRUE(all_aliases.insert(alias).second) << "device name '" << alias << "' maps to two systems";
     // Narrower types are never slower than wider ones on the same chip.
     const double bf16 = PeakFlops(s, "bfloat16");
-    if (s.gpu.peak_flops_per_s.count("float32")) EXPECT_GT(bf16, PeakFlops(s, "float32"));
+    if (s.gpu.peak_flops_per_s.count("float32")) {
+      EXPECT_GT(bf16, PeakFlops(s, "float32"));
+    }
     EXPECT_EQ(PeakFlops(s, "float16"), bf16);
     if (s.gpu.peak_flops_per_s.count("tf32")) {
       EXPECT_TRUE(Near(PeakFlops(s, "tf32"), bf16 / 2, 0.01));
@@ -144,7 +146,9 @@ TEST(ShippedSystems, EveryFileLoadsAndIsPhysicallyConsistent) {
     if (s.gpu.peak_flops_per_s.count("nvfp4")) {
       EXPECT_GE(PeakFlops(s, "nvfp4"), 0.99 * 4 * bf16);
     }
-    if (s.node.gpus_per_rack > 0) EXPECT_GE(s.node.gpus_per_rack, s.node.gpus_per_node);
+    if (s.node.gpus_per_rack > 0) {
+      EXPECT_GE(s.node.gpus_per_rack, s.node.gpus_per_node);
+    }
     // Reserves leave room for weights and KV cache.
     double max_nccl = 0;
     for (const auto& [gpus, bytes] : s.reserves.nccl_bytes_by_gpus) max_nccl = std::max(max_nccl, bytes);
