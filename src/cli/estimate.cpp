@@ -52,9 +52,14 @@ Json PhaseJson(const serve::PhaseEstimate& p) {
                    {"source", l.source},
                    {"sol_ms", l.sol_ms},
                    {"sol_fraction", l.latency_ms > 0 ? l.sol_ms / l.latency_ms : 0},
+                   {"energy_wms", l.energy_wms},
                    {"detail", l.detail}});
   }
-  return {{"latency_ms", p.latency_ms}, {"sol_ms", p.sol_ms}, {"math_ms", p.math_ms}, {"ops", ops}};
+  Json out = {{"latency_ms", p.latency_ms}, {"sol_ms", p.sol_ms}, {"math_ms", p.math_ms}};
+  out["energy_wms"] = p.energy_wms;  // W*ms; 0 without power data
+  out["power_w"] = p.PowerW();       // energy / latency
+  out["ops"] = ops;
+  return out;
 }
 
 void PrintPhase(const char* title, const serve::PhaseEstimate& p, bool with_detail, const std::string& note) {

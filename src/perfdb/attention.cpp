@@ -81,7 +81,7 @@ ContextAttentionTable::ContextAttentionTable(const Table& table, std::shared_ptr
     GridPoint p;
     p.coords = {static_cast<double>(heads), table.GetDouble(r, c.isl), table.GetDouble(r, c.batch)};
     p.latency_ms = table.GetDouble(r, c.latency);
-    if (c.power) p.power_w = table.GetDouble(r, *c.power);
+    if (c.power) p.power_w = PowerCell(table.GetDouble(r, *c.power));
     points[key].push_back(std::move(p));
   }
   for (auto& [key, pts] : points) {
@@ -135,7 +135,7 @@ GenerationAttentionTable::GenerationAttentionTable(const Table& table, std::shar
     p.coords = {static_cast<double>(heads), table.GetDouble(r, c.batch),
                 table.GetDouble(r, c.isl) + table.GetDouble(r, *c.step)};
     p.latency_ms = table.GetDouble(r, c.latency);
-    if (c.power) p.power_w = table.GetDouble(r, *c.power);
+    if (c.power) p.power_w = PowerCell(table.GetDouble(r, *c.power));
     points[key].push_back(std::move(p));
   }
   for (auto& [key, pts] : points) {
@@ -183,7 +183,7 @@ Estimate GenerationAttentionTable::Query(const GenerationAttentionQuery& q) cons
   const Grid& g = Slice(q);
   const double lo = std::floor(0.9 * static_cast<double>(q.seq));
   const double hi = std::floor(1.1 * static_cast<double>(q.seq));
-  double lat = 0, power = 0;
+  double lat = 0, energy = 0;
   bool has_power = true;
   EstimateSource source = EstimateSource::kSilicon;
   for (int i = 0; i < 5; ++i) {
@@ -192,12 +192,12 @@ Estimate GenerationAttentionTable::Query(const GenerationAttentionQuery& q) cons
     const Estimate e = g.Query(std::span<const double>(x, 3));
     lat += e.latency_ms;
     has_power = has_power && e.power_w.has_value();
-    power += e.power_w.value_or(0);
+    energy += e.power_w.value_or(0) * e.latency_ms;
     source = std::max(source, e.source);
   }
   Estimate out;
   out.latency_ms = lat / 5;
-  if (has_power) out.power_w = power / 5;
+  if (has_power) out.power_w = energy / lat;  // mean energy / mean latency
   out.source = source;
   const double x[3] = {static_cast<double>(q.num_heads), static_cast<double>(q.batch), static_cast<double>(q.seq)};
   out.sol_fraction = g.Sol(std::span<const double>(x, 3)) / out.latency_ms;

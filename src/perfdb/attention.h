@@ -87,9 +87,11 @@ class GenerationAttentionTable {
     return GenerationAttentionTable(loaded.table, std::move(sol), loaded.name, clamp_to_sol);
   }
   // The estimator's query: mean over 5 samples of seq in [floor(0.9 s), floor(1.1 s)]
-  // (sample i = floor(lo + i (hi - lo) / 4), at least 1). Latency and power are
-  // the means; the source is the least exact of the samples; sol_fraction is
-  // SOL(q at s) / mean latency.
+  // (sample i = floor(lo + i (hi - lo) / 4), at least 1). Latency is the mean;
+  // power is the mean energy over the mean latency (sum p_i l_i / sum l_i), so
+  // power x latency is the mean of the samples' energies, as AIC's goldens have
+  // it (docs/parity.md); the source is the least exact of the samples;
+  // sol_fraction is SOL(q at s) / mean latency.
   Estimate Query(const GenerationAttentionQuery& q) const;
   // One grid resolution at exactly q.seq.
   Estimate QueryPoint(const GenerationAttentionQuery& q) const;

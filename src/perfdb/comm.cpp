@@ -33,7 +33,7 @@ std::map<CommSliceKey, CommSlice> BuildSlices(const Table& t, const std::string&
     GridPoint p;
     p.coords = {t.GetDouble(r, size)};
     p.latency_ms = t.GetDouble(r, latency);
-    if (power) p.power_w = t.GetDouble(r, *power);
+    if (power) p.power_w = PowerCell(t.GetDouble(r, *power));
     points[key].push_back(std::move(p));
   }
   std::map<CommSliceKey, CommSlice> slices;

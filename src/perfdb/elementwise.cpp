@@ -28,7 +28,7 @@ ElementwiseTable::ElementwiseTable(const Table& table, std::shared_ptr<const Sol
     GridPoint p;
     p.coords = {table.GetDouble(r, width_c), table.GetDouble(r, tokens_c)};
     p.latency_ms = table.GetDouble(r, lat_c);
-    if (power_c) p.power_w = table.GetDouble(r, *power_c);
+    if (power_c) p.power_w = PowerCell(table.GetDouble(r, *power_c));
     pending[{table.GetString(r, op_c), table.GetString(r, dtype_c)}].push_back(std::move(p));
   }
   for (auto& [key, points] : pending) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <exception>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -31,8 +32,14 @@ std::size_t CacheSlot(std::int64_t m, std::int64_t n, std::int64_t k) {
   return static_cast<std::size_t>(h) & (GemmSlice::kCacheSlots - 1);
 }
 
-GemmResult Finish(double latency_ms, GemmSource source, double sol_ms) {
-  return {latency_ms, source, sol_ms, sol_ms / latency_ms};
+GemmResult Finish(double latency_ms, GemmSource source, double sol_ms, std::optional<double> power_w) {
+  return {latency_ms, source, sol_ms, sol_ms / latency_ms, power_w};
+}
+
+// A point's power, absent when the site has no power column or the row none.
+std::optional<double> PointPower(const GemmSite& s, std::size_t i) {
+  if (i >= s.power_w.size() || !std::isfinite(s.power_w[i])) return std::nullopt;
+  return s.power_w[i];
 }
 
 }  // namespace
@@ -80,26 +87,33 @@ GemmSlice::GemmSlice(std::string gemm_dtype, std::vector<GemmSite> sites, const 
     std::vector<std::size_t> order(s.m.size());
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return s.m[a] < s.m[b]; });
-    GemmSite c{s.n, s.k, {}, {}};
+    const bool with_power = !s.power_w.empty();
+    GemmSite c{s.n, s.k, {}, {}, {}};
     for (std::size_t i : order) {
       double lat = s.latency_ms[i];
       if (s.m[i] < 1 || !(lat > 0) || !std::isfinite(lat)) continue;
       if (!c.m.empty() && c.m.back() == s.m[i]) continue;
       c.m.push_back(s.m[i]);
       c.latency_ms.push_back(lat);
+      if (with_power) c.power_w.push_back(i < s.power_w.size() ? s.power_w[i] : std::nan(""));
     }
     if (c.m.empty())
       throw DataError("gemm_perf slice '" + dtype_ + "': site (n=" + std::to_string(s.n) +
                       ", k=" + std::to_string(s.k) + ") has no row with m >= 1 and a positive latency");
     // Held utils: median of the tail_points boundary utils on each side.
     std::size_t t = std::min<std::size_t>(options_.tail_points, c.m.size());
-    std::vector<double> lo, hi;
+    std::vector<double> lo, hi, power_lo, power_hi;
     for (std::size_t i = 0; i < t; ++i) {
       std::size_t j = c.m.size() - 1 - i;
       lo.push_back(SolMs(c.m[i], c.n, c.k) / c.latency_ms[i]);
       hi.push_back(SolMs(c.m[j], c.n, c.k) / c.latency_ms[j]);
+      if (auto p = PointPower(c, i)) power_lo.push_back(*p);
+      if (auto p = PointPower(c, j)) power_hi.push_back(*p);
     }
-    tails_.push_back({Median(lo), Median(hi)});
+    Tail tail{Median(lo), Median(hi), std::nullopt, std::nullopt};
+    if (power_lo.size() == t) tail.power_lo = Median(power_lo);
+    if (power_hi.size() == t) tail.power_hi = Median(power_hi);
+    tails_.push_back(tail);
     log2_n_.push_back(std::log2(static_cast<double>(c.n)));
     log2_k_.push_back(std::log2(static_cast<double>(c.k)));
     site_index_.emplace(SiteKey(c.n, c.k), static_cast<int>(sites_.size()));
@@ -124,15 +138,19 @@ double GemmSlice::SolMs(double m, double n, double k) const {
 GemmResult GemmSlice::EvaluateSite(std::size_t i, std::int64_t m) const {
   const GemmSite& s = sites_[i];
   double sol = SolMs(m, s.n, s.k);
-  if (m < s.m.front()) return Finish(sol / tails_[i].util_lo, GemmSource::kExtrapolated, sol);
-  if (m > s.m.back()) return Finish(sol / tails_[i].util_hi, GemmSource::kExtrapolated, sol);
+  if (m < s.m.front()) return Finish(sol / tails_[i].util_lo, GemmSource::kExtrapolated, sol, tails_[i].power_lo);
+  if (m > s.m.back()) return Finish(sol / tails_[i].util_hi, GemmSource::kExtrapolated, sol, tails_[i].power_hi);
   auto it = std::lower_bound(s.m.begin(), s.m.end(), m);
   std::size_t j = static_cast<std::size_t>(it - s.m.begin());
-  if (*it == m) return Finish(s.latency_ms[j], GemmSource::kSilicon, sol);
+  if (*it == m) return Finish(s.latency_ms[j], GemmSource::kSilicon, sol, PointPower(s, j));
   double m0 = static_cast<double>(s.m[j - 1]), m1 = static_cast<double>(s.m[j]);
   double l0 = s.latency_ms[j - 1], l1 = s.latency_ms[j];
-  double lat = l0 + (l1 - l0) * (static_cast<double>(m) - m0) / (m1 - m0);
-  return Finish(lat, GemmSource::kInterpolated, sol);
+  const double w = (static_cast<double>(m) - m0) / (m1 - m0);
+  double lat = l0 + (l1 - l0) * w;
+  std::optional<double> power;
+  const auto p0 = PointPower(s, j - 1), p1 = PointPower(s, j);
+  if (p0 && p1) power = *p0 + (*p1 - *p0) * w;
+  return Finish(lat, GemmSource::kInterpolated, sol, power);
 }
 
 GemmLookup GemmSlice::Resolve(std::int64_t m, std::int64_t n, std::int64_t k) const {
@@ -204,8 +222,8 @@ GemmLookup GemmSlice::Resolve(std::int64_t m, std::int64_t n, std::int64_t k) co
   std::size_t t = std::min(take, kept.size());
   std::partial_sort(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(t), kept.end(), nearer);
 
-  double wsum = 0, usum = 0;
-  bool held = false;
+  double wsum = 0, usum = 0, psum = 0;
+  bool held = false, has_power = true;
   for (std::size_t j = 0; j < t; ++j) {
     GemmResult r = EvaluateSite(static_cast<std::size_t>(kept[j]), m);
     held = held || r.source == GemmSource::kExtrapolated;
@@ -213,11 +231,13 @@ GemmLookup GemmSlice::Resolve(std::int64_t m, std::int64_t n, std::int64_t k) co
     double w = 1.0 / (d * d + 1e-12);
     wsum += w;
     usum += w * r.sol_fraction;
+    has_power = has_power && r.power_w.has_value();
+    psum += w * r.power_w.value_or(0);
   }
   double sol = SolMs(m, n, k);
   out.ok = true;
-  out.result = Finish(sol / (usum / wsum),
-                      (held || waived || !spanned) ? GemmSource::kExtrapolated : GemmSource::kInterpolated, sol);
+  const GemmSource source = (held || waived || !spanned) ? GemmSource::kExtrapolated : GemmSource::kInterpolated;
+  out.result = Finish(sol / (usum / wsum), source, sol, has_power ? std::optional<double>(psum / wsum) : std::nullopt);
   return out;
 }
 
@@ -241,6 +261,7 @@ GemmResult GemmSlice::Query(std::int64_t m, std::int64_t n, std::int64_t k) cons
 std::vector<std::pair<std::string, std::vector<GemmSite>>> GemmSitesFromTable(const Table& table) {
   std::size_t cd = table.ColumnIndex("gemm_dtype"), cm = table.ColumnIndex("m"), cn = table.ColumnIndex("n"),
               ck = table.ColumnIndex("k"), cl = table.ColumnIndex("latency");
+  const std::optional<std::size_t> cp = table.FindColumn("power");
   std::vector<std::pair<std::string, std::vector<GemmSite>>> out;
   std::unordered_map<std::string, std::size_t> dtype_index;
   std::vector<std::unordered_map<std::uint64_t, std::size_t>> site_index;
@@ -254,10 +275,11 @@ std::vector<std::pair<std::string, std::vector<GemmSite>>> GemmSitesFromTable(co
     auto& sites = out[dit->second].second;
     std::int64_t n = table.GetInt(r, cn), k = table.GetInt(r, ck);
     auto [sit, snew] = site_index[dit->second].emplace(SiteKey(n, k), sites.size());
-    if (snew) sites.push_back(GemmSite{n, k, {}, {}});
+    if (snew) sites.push_back(GemmSite{n, k, {}, {}, {}});
     GemmSite& s = sites[sit->second];
     s.m.push_back(table.GetInt(r, cm));
     s.latency_ms.push_back(table.GetDouble(r, cl));
+    if (cp) s.power_w.push_back(table.GetDouble(r, *cp));
   }
   return out;
 }

@@ -19,6 +19,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -37,11 +38,15 @@ enum class GemmSource {
 };
 const char* GemmSourceName(GemmSource s);  // "silicon", "interpolated", "extrapolated"
 
+// Power (W) follows latency: the row's own, lerped in m, the median of the held
+// boundary points beyond a sweep, the IDW-weighted mean over neighbour sites;
+// absent when any point it would come from has none.
 struct GemmResult {
   double latency_ms = 0;
   GemmSource source = GemmSource::kSilicon;
   double sol_ms = 0;        // SOL(m, n, k) of the slice's quant
   double sol_fraction = 0;  // sol_ms / latency_ms
+  std::optional<double> power_w = std::nullopt;
 };
 
 // Resolver constants (AIC's defaults).
@@ -57,6 +62,9 @@ struct GemmSite {
   std::int64_t k = 0;
   std::vector<std::int64_t> m;
   std::vector<double> latency_ms;
+  // Per point (W), parallel to m; NaN where a row has none (a merged source
+  // without the column). Empty: no power at all.
+  std::vector<double> power_w = {};
 };
 
 // A neighbour named in a miss.
@@ -122,7 +130,8 @@ class GemmSlice {
 
  private:
   struct Tail {
-    double util_lo = 0, util_hi = 0;  // held utils below / above the sweep
+    double util_lo = 0, util_hi = 0;           // held utils below / above the sweep
+    std::optional<double> power_lo, power_hi;  // held powers (median of the same points)
   };
   struct CacheEntry {
     std::int64_t m = -1, n = 0, k = 0;
@@ -152,7 +161,7 @@ enum class GemmLoadClamp {
 };
 
 // Every gemm_dtype slice of a gemm_perf table (columns by name: gemm_dtype, m,
-// n, k, latency).
+// n, k, latency; optional power).
 class GemmPerf {
  public:
   // `origin` names the table in errors. Slices whose quant the system cannot

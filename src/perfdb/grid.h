@@ -10,6 +10,7 @@
 //   3. beyond the data -> util-hold anchored on measured leaves (extrapolated);
 //   4. nothing to anchor on -> InterpolationMissError.
 
+#include <cmath>
 #include <cstddef>
 #include <functional>
 #include <optional>
@@ -50,6 +51,12 @@ struct GridPoint {
   double latency_ms = 0;
   std::optional<double> power_w;
 };
+
+// A table cell of the optional power column as a point's power: a NaN (the
+// cell of a merged source without the column) or infinite value is no power.
+inline std::optional<double> PowerCell(double v) {
+  return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
+}
 
 struct GridOptions {
   std::string name;                     // slice name for messages ("context_attention_perf{...}")

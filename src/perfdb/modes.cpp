@@ -295,8 +295,10 @@ const UtilGrid& OpEstimator::GemmUtilGrid(std::string_view quant) const {
 OpEstimate OpEstimator::GemmSilicon(std::string_view quant, std::int64_t m, std::int64_t n, std::int64_t k) const {
   if (!gemm_) throw MissingDataError("gemm_perf is not in the database");
   const GemmResult r = gemm_->Query(quant, m, n, k);
-  return OpEstimate{r.latency_ms, GemmSourceName(r.source), r.sol_ms, r.sol_fraction,
-                    "gemm_perf[" + gemm_->Slice(quant).gemm_dtype() + "]"};
+  OpEstimate e{r.latency_ms, GemmSourceName(r.source), r.sol_ms, r.sol_fraction,
+               "gemm_perf[" + gemm_->Slice(quant).gemm_dtype() + "]"};
+  e.power_w = r.power_w;
+  return e;
 }
 
 OpEstimate OpEstimator::GemmEmpirical(std::string_view quant, std::int64_t m, std::int64_t n, std::int64_t k) const {
@@ -380,8 +382,10 @@ const UtilGrid& OpEstimator::ContextUtilGrid(const AttentionSliceKey& key) const
 OpEstimate OpEstimator::ContextSilicon(const ContextAttentionQuery& q) const {
   if (!context_) throw MissingDataError("context_attention_perf is not in the database");
   const Estimate e = context_->Query(q);
-  return OpEstimate{e.latency_ms, EstimateSourceName(e.source), context_->SolMs(q), e.sol_fraction,
-                    "context_attention_perf"};
+  OpEstimate out{e.latency_ms, EstimateSourceName(e.source), context_->SolMs(q), e.sol_fraction,
+                 "context_attention_perf"};
+  out.power_w = e.power_w;
+  return out;
 }
 
 OpEstimate OpEstimator::ContextEmpirical(const ContextAttentionQuery& q) const {
@@ -421,8 +425,10 @@ const UtilGrid& OpEstimator::GenerationUtilGrid(const AttentionSliceKey& key) co
 OpEstimate OpEstimator::GenerationSilicon(const GenerationAttentionQuery& q) const {
   if (!generation_) throw MissingDataError("generation_attention_perf is not in the database");
   const Estimate e = generation_->Query(q);
-  return OpEstimate{e.latency_ms, EstimateSourceName(e.source), generation_->SolMs(q), e.sol_fraction,
-                    "generation_attention_perf"};
+  OpEstimate out{e.latency_ms, EstimateSourceName(e.source), generation_->SolMs(q), e.sol_fraction,
+                 "generation_attention_perf"};
+  out.power_w = e.power_w;
+  return out;
 }
 
 OpEstimate OpEstimator::GenerationEmpirical(const GenerationAttentionQuery& q) const {
@@ -462,8 +468,10 @@ const UtilGrid& OpEstimator::MoeUtilGrid(const MoeSliceKey& key, const MoeSlice&
 OpEstimate OpEstimator::MoeSilicon(const MoeQuery& q) const {
   if (!moe_) throw MissingDataError("moe_perf is not in the database");
   const Estimate e = moe_->Query(q);
-  return OpEstimate{e.latency_ms, EstimateSourceName(e.source), moe_->SolMs(q), e.sol_fraction,
-                    moe_->name() + "{" + moe_->ResolveKey(q).ToString() + "}"};
+  OpEstimate out{e.latency_ms, EstimateSourceName(e.source), moe_->SolMs(q), e.sol_fraction,
+                 moe_->name() + "{" + moe_->ResolveKey(q).ToString() + "}"};
+  out.power_w = e.power_w;
+  return out;
 }
 
 OpEstimate OpEstimator::MoeEmpirical(const MoeQuery& q) const {

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -42,6 +43,10 @@ struct OpEstimate {
   double sol_ms = 0;
   double sol_fraction = 0;  // sol_ms / latency_ms
   std::string detail;       // how the answer was found (table slice, fallback reason)
+  // Mean power (W) while the op runs, from the table's optional power column
+  // (blended as latency is); absent for util-empirical and SOL answers and for
+  // rows without power. Energy = power x latency.
+  std::optional<double> power_w = std::nullopt;
 };
 
 // A query the selected mode cannot answer: names the op, the key and what the

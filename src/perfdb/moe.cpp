@@ -78,7 +78,7 @@ MoeTable::MoeTable(const Table& table, std::shared_ptr<const Sol> sol, const std
     GridPoint p;
     p.coords = {table.GetDouble(r, c.tokens)};
     p.latency_ms = table.GetDouble(r, c.latency);
-    if (c.power) p.power_w = table.GetDouble(r, *c.power);
+    if (c.power) p.power_w = PowerCell(table.GetDouble(r, *c.power));
     it->second.points.push_back(std::move(p));
   }
   for (auto& [key, pend] : pending) {

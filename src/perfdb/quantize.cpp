@@ -23,7 +23,7 @@ QuantizeGrids BuildGrids(const Table& table, const std::shared_ptr<const Sol>& s
     GridPoint p;
     p.coords = {table.GetDouble(r, m), table.GetDouble(r, k)};
     p.latency_ms = table.GetDouble(r, latency);
-    if (power) p.power_w = table.GetDouble(r, *power);
+    if (power) p.power_w = PowerCell(table.GetDouble(r, *power));
     points[table.GetString(r, quant)].push_back(std::move(p));
   }
   for (auto& [q, pts] : points) {

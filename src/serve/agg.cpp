@@ -15,11 +15,13 @@ void Append(PhaseEstimate& into, const PhaseEstimate& part, double weight) {
   for (OpLine l : part.ops) {
     l.latency_ms *= weight;
     l.sol_ms *= weight;
+    l.energy_wms *= weight;
     into.ops.push_back(std::move(l));
   }
   into.latency_ms += part.latency_ms * weight;
   into.sol_ms += part.sol_ms * weight;
   into.math_ms += part.math_ms * weight;
+  into.energy_wms += part.energy_wms * weight;
 }
 
 void Shares(PhaseEstimate& p) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/error.h"
 #include "perfdb/sol.h"
@@ -20,13 +21,22 @@ std::string Fmt(double v) {
   return buf;
 }
 
+// power x latency (W*ms); 0 without power.
+double EnergyWms(const std::optional<double>& power_w, double latency_ms) {
+  return power_w ? *power_w * latency_ms : 0.0;
+}
+
 OpCost FromEstimate(const perfdb::OpEstimate& e, double flops) {
-  return OpCost{e.latency_ms, e.sol_ms, flops, e.source, e.detail};
+  OpCost c{e.latency_ms, e.sol_ms, flops, e.source, e.detail};
+  c.energy_wms = EnergyWms(e.power_w, e.latency_ms);
+  return c;
 }
 
 OpCost FromTable(const perfdb::Estimate& e, double flops, std::string detail) {
   const double sol = e.sol_fraction * e.latency_ms;
-  return OpCost{e.latency_ms, sol, flops, perfdb::EstimateSourceName(e.source), std::move(detail)};
+  OpCost c{e.latency_ms, sol, flops, perfdb::EstimateSourceName(e.source), std::move(detail)};
+  c.energy_wms = EnergyWms(e.power_w, e.latency_ms);
+  return c;
 }
 
 bool SolMode(const Database& db) { return db.mode() == DatabaseMode::kSol; }
@@ -49,8 +59,10 @@ OpCost MemoryBound(const Database& db, const std::string& measured_op, double to
   const double sol = db.sol().MemMs(bytes);
   if (!measured_op.empty() && UsesMeasuredElementwise(db) && db.elementwise()->Has(measured_op, "bfloat16")) {
     const perfdb::Estimate e = db.elementwise()->Query(measured_op, "bfloat16", tokens, width);
-    return OpCost{e.latency_ms, sol, 0, perfdb::EstimateSourceName(e.source),
-                  "elementwise_perf " + measured_op + " tokens=" + Fmt(tokens) + " width=" + Fmt(width)};
+    OpCost c{e.latency_ms, sol, 0, perfdb::EstimateSourceName(e.source),
+             "elementwise_perf " + measured_op + " tokens=" + Fmt(tokens) + " width=" + Fmt(width)};
+    c.energy_wms = EnergyWms(e.power_w, e.latency_ms);
+    return c;
   }
   if (SolMode(db)) return OpCost{sol, sol, 0, "sol", "bytes / peak bandwidth"};
   return OpCost{MemoryOpMs(db, bytes), sol, 0, "empirical",
@@ -130,6 +142,9 @@ OpCost ContextAttention(const Op& op, const Database& db, const PassShape& s) {
   std::string how;
   const double extras = SolMode(db) ? 0.0 : ContextExtrasMs(op, db, s, how);
   OpCost c{e.latency_ms * prefix_share + extras, sol, flops, e.source, e.detail};
+  // Energy: the table's power over the table's share only; the fused extras
+  // (RoPE, KV write, q/k norms) are formula-costed and carry none (AIC's goldens).
+  c.energy_wms = EnergyWms(e.power_w, e.latency_ms * prefix_share);
   if (!SolMode(db)) {
     c.detail = "table " + Fmt(e.latency_ms) + " ms (" + e.source + ")";
     if (s.prefix > 0) c.detail += " x prefix share " + Fmt(prefix_share);

@@ -32,6 +32,10 @@ struct OpCost {
   std::string source;     // silicon, interpolated, extrapolated, empirical, sol, estimated
   std::string detail;     // how: table slice, formula, fallback
   double math_ms = 0;     // flops / the peak rate of the op's math dtype
+  // Energy of that occurrence (W*ms): the table's power x latency_ms when the
+  // answer came from rows with a power column; 0 for formula, SOL and
+  // util-empirical answers and for rows without power (AIC's convention).
+  double energy_wms = 0;
 };
 
 // Raises OpMissError / MissingDataError (naming the op, its key and the data

@@ -24,17 +24,20 @@ void Accumulate(PhaseEstimate& into, const PhaseEstimate& pass, double weight) {
     for (OpLine& l : into.ops) {
       l.latency_ms *= weight;
       l.sol_ms *= weight;
+      l.energy_wms *= weight;
     }
   } else {
     for (std::size_t i = 0; i < into.ops.size(); ++i) {
       into.ops[i].latency_ms += pass.ops[i].latency_ms * weight;
       into.ops[i].sol_ms += pass.ops[i].sol_ms * weight;
+      into.ops[i].energy_wms += pass.ops[i].energy_wms * weight;
       if (SourceRank(pass.ops[i].source) > SourceRank(into.ops[i].source)) into.ops[i].source = pass.ops[i].source;
     }
   }
   into.latency_ms += pass.latency_ms * weight;
   into.sol_ms += pass.sol_ms * weight;
   into.math_ms += pass.math_ms * weight;
+  into.energy_wms += pass.energy_wms * weight;
 }
 
 void Shares(PhaseEstimate& p) {
@@ -73,10 +76,12 @@ PhaseEstimate EvaluatePass(const std::vector<model::Op>& ops, const Database& db
     l.kind = op.kind;
     l.latency_ms = c.latency_ms * op.scale * correction;
     l.sol_ms = c.sol_ms * op.scale;
+    l.energy_wms = c.energy_wms * op.scale;
     l.source = c.source;
     l.detail = c.detail;
     p.latency_ms += l.latency_ms;
     p.sol_ms += l.sol_ms;
+    p.energy_wms += l.energy_wms;
     p.math_ms += c.math_ms * op.scale;
     p.ops.push_back(std::move(l));
   }

@@ -32,6 +32,7 @@ struct OpLine {
   model::OpKind kind = model::OpKind::kGemm;
   double latency_ms = 0;  // over the phase: latency x occurrences (x decode steps)
   double sol_ms = 0;      // the same sum of rooflines
+  double energy_wms = 0;  // the same sum of energies (W*ms; 0 for ops without power data)
   double share = 0;       // latency_ms / phase latency
   std::string source;     // of the first evaluation (context) or the least exact over steps
   std::string detail;     // of the first evaluation
@@ -40,8 +41,11 @@ struct OpLine {
 struct PhaseEstimate {
   double latency_ms = 0;
   double sol_ms = 0;
-  double math_ms = 0;  // FLOPs / peak, summed
+  double math_ms = 0;     // FLOPs / peak, summed
+  double energy_wms = 0;  // sum of the ops' energies (W*ms)
   std::vector<OpLine> ops;
+  // Mean power over the phase: energy / latency (W); 0 for an empty phase.
+  double PowerW() const { return latency_ms > 0 ? energy_wms / latency_ms : 0.0; }
 };
 
 struct StaticEstimate {
@@ -65,7 +69,8 @@ void ValidateWorkload(const Workload& w);
 // Which ops of a list a pass evaluates.
 enum class OpFilter { kAll, kExceptAttention, kContextAttentionOnly, kGenerationAttentionOnly };
 
-// One pass of `ops` at `shape` (x `correction` on every op).
+// One pass of `ops` at `shape` (x `correction` on every op's latency; energy is
+// the tables' power x the uncorrected latency).
 PhaseEstimate EvaluatePass(const std::vector<model::Op>& ops, const Database& db, const PassShape& shape,
                            double correction = 1.0, OpFilter filter = OpFilter::kAll);
 

@@ -86,6 +86,28 @@ TEST(AttentionTest, GenerationSeqIsIslPlusStepAndQueryAveragesFiveSamples) {
   for (const auto& p : g.points()) EXPECT_GE(p.latency_ms, g.Sol(p.coords));
 }
 
+// Power of the 5-sample query: mean energy / mean latency, so that power x
+// latency is the mean of the samples' energies (AIC's goldens).
+TEST(AttentionTest, GenerationQueryPowerIsMeanEnergyOverMeanLatency) {
+  std::string csv =
+      "batch_size,isl,num_heads,num_key_value_heads,head_dim,window_size,attn_dtype,kv_cache_dtype,step,latency,"
+      "power\n";
+  for (int s = 2; s <= 20; ++s)
+    csv += "1," + std::to_string(s) + ",4,4,128,0,bfloat16,bfloat16,0," + std::to_string(s) + "," +
+           std::to_string(10 * s) + "\n";
+  const GenerationAttentionTable gen(Table::ParseCsv(csv, "gen.csv"), H200(), "generation_attention_perf",
+                                     /*clamp_to_sol=*/false);
+  GenerationAttentionQuery q;
+  q.num_heads = 4;
+  q.num_kv_heads = 4;
+  q.seq = 10;  // samples 9, 9, 10, 10, 11: energies 810, 810, 1000, 1000, 1210
+  const Estimate e = gen.Query(q);
+  EXPECT_DOUBLE_EQ(e.latency_ms, 9.8);
+  ASSERT_TRUE(e.power_w.has_value());
+  EXPECT_NEAR(*e.power_w * e.latency_ms, 966.0, 1e-9);
+  EXPECT_NEAR(*e.power_w, 966.0 / 9.8, 1e-9);
+}
+
 struct LooStats {
   std::size_t n = 0, holds = 0;
   double median = 0, p90 = 0;

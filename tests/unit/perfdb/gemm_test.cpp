@@ -197,6 +197,38 @@ TEST(GemmSliceTest, CacheReturnsTheResolvedValue) {
   EXPECT_THROW(slice.Query(0, 1024, 1024), Error);
 }
 
+// Power follows latency: the row's own at an exact m, lerped in m, the median
+// of the held boundary points beyond the sweep, the IDW-weighted mean at an
+// unknown site (the weights of the util blend); absent when any point it would
+// come from has none (NaN: a merged source without the column).
+TEST(GemmSliceTest, PowerFollowsLatency) {
+  GemmSite a{1000, 1000, {100, 200, 400, 800}, {0.2, 0.3, 0.5, 1.6}, {100, 200, 300, 500}};
+  GemmSite b{1000, 4000, {100, 200}, {0.8, 1.0}, {400, 600}};
+  GemmSite c{2000, 1000, {100, 200}, {0.4, 0.6}, {std::nan(""), 250}};  // no power at m = 100
+  GemmSlice slice("bfloat16", {a, b, c}, TestSol());
+  EXPECT_DOUBLE_EQ(*slice.Query(200, 1000, 1000).power_w, 200);
+  EXPECT_DOUBLE_EQ(*slice.Query(300, 1000, 1000).power_w, 250);   // lerp
+  EXPECT_DOUBLE_EQ(*slice.Query(1600, 1000, 1000).power_w, 300);  // hold above: median of 200, 300, 500
+  EXPECT_DOUBLE_EQ(*slice.Query(50, 1000, 1000).power_w, 200);    // hold below: median of 100, 200, 300
+  // Unknown site (1000, 2000) at m = 200: a and b at d = 1, c at sqrt2
+  // (weights 1, 1, 1/2): (200 + 600 + 125) / 2.5.
+  const GemmResult idw = slice.Query(200, 1000, 2000);
+  EXPECT_EQ(idw.source, GemmSource::kInterpolated);
+  EXPECT_NEAR(*idw.power_w, 925.0 / 2.5, 1e-9);
+  // At m = 100 neighbour c has no power: neither has the blend.
+  EXPECT_FALSE(slice.Query(100, 1000, 2000).power_w.has_value());
+  EXPECT_FALSE(slice.Query(100, 2000, 1000).power_w.has_value());
+  EXPECT_FALSE(slice.Query(150, 2000, 1000).power_w.has_value());
+  EXPECT_DOUBLE_EQ(*slice.Query(200, 2000, 1000).power_w, 250);
+}
+
+TEST(GemmSliceTest, NoPowerColumnNoPower) {
+  GemmSlice slice = CurveSlice();
+  EXPECT_FALSE(slice.Query(200, 1000, 1000).power_w.has_value());
+  EXPECT_FALSE(slice.Query(300, 1000, 1000).power_w.has_value());
+  EXPECT_FALSE(slice.Query(1600, 1000, 1000).power_w.has_value());
+}
+
 Table GemmTable(const std::vector<std::tuple<std::string, int, int, int, double>>& rows) {
   Table t({{"gemm_dtype", ValueType::kString},
            {"m", ValueType::kInt64},
@@ -225,6 +257,23 @@ TEST(GemmPerfTest, SlicesPerDtypeAndFp8StaticReadsFp8) {
   } catch (const MissingDataError& e) {
     EXPECT_NE(std::string(e.what()).find("present: bfloat16, fp8"), std::string::npos) << e.what();
   }
+}
+
+TEST(GemmPerfTest, ReadsTheOptionalPowerColumn) {
+  Table t({{"gemm_dtype", ValueType::kString},
+           {"m", ValueType::kInt64},
+           {"n", ValueType::kInt64},
+           {"k", ValueType::kInt64},
+           {"latency", ValueType::kDouble},
+           {"power", ValueType::kDouble}});
+  t.AppendRow({std::string("bfloat16"), std::int64_t{100}, std::int64_t{1000}, std::int64_t{1000}, 0.2, 300.0});
+  t.AppendRow({std::string("bfloat16"), std::int64_t{200}, std::int64_t{1000}, std::int64_t{1000}, 0.3, std::nan("")});
+  GemmPerf perf(t, TestSol());
+  EXPECT_DOUBLE_EQ(*perf.Query("bfloat16", 100, 1000, 1000).power_w, 300);
+  EXPECT_FALSE(perf.Query("bfloat16", 200, 1000, 1000).power_w.has_value());
+  EXPECT_FALSE(GemmPerf(GemmTable({{"bfloat16", 100, 1000, 1000, 0.2}}), TestSol())
+                   .Query("bfloat16", 100, 1000, 1000)
+                   .power_w.has_value());
 }
 
 TEST(GemmPerfTest, SliceWhoseQuantTheSystemCannotRateFailsWhenAsked) {

@@ -207,7 +207,13 @@ class AicParity : public ::testing::TestWithParam<std::string> {
           Compare(surface, field, aic, DecodeStep(ops[0], *st.db, si).latency_ms, false);
         }
       } else if (IsEnergyField(field)) {
-        Exclude(surface, field, aic, "energy/power not propagated by serve (docs/parity.md)");
+        // Sums of per-op energy (W*ms) and energy / unrounded phase latency (W);
+        // AIC's goldens carry them unrounded.
+        if (field == "static_ctx_energy") Compare(surface, field, aic, r.context.energy_wms, false);
+        else if (field == "static_gen_energy") Compare(surface, field, aic, r.generation.energy_wms, false);
+        else if (field == "static_ctx_power") Compare(surface, field, aic, r.context.PowerW(), false);
+        else if (field == "static_gen_power") Compare(surface, field, aic, r.generation.PowerW(), false);
+        else ADD_FAILURE() << name_ << " " << surface << ": unknown output field " << field;
       } else {
         ADD_FAILURE() << name_ << " " << surface << ": unknown output field " << field;
       }
@@ -291,8 +297,11 @@ class AicParity : public ::testing::TestWithParam<std::string> {
     const StaticEstimate r = RunStatic(st.model, par, ops[0], *st.db, st.engine, w);
     for (const auto* phase : {"context", "generation"}) {
       const PhaseEstimate& pe = std::string(phase) == "context" ? r.context : r.generation;
-      std::map<std::string, double> ours;
-      for (const auto& l : pe.ops) ours[l.name] += l.latency_ms;
+      std::map<std::string, double> ours, ours_energy;
+      for (const auto& l : pe.ops) {
+        ours[l.name] += l.latency_ms;
+        ours_energy[l.name] += l.energy_wms;
+      }
       const Json& golden = s.at("outputs").at(phase);
       for (const auto& [op, v] : golden.items()) {
         const double aic = v.at("latency_ms");
@@ -300,8 +309,11 @@ class AicParity : public ::testing::TestWithParam<std::string> {
         auto it = ours.find(op);
         // AIC lists ops that cost nothing at this shape (p2p at pp = 1); we omit them.
         Compare(surface, op + ".latency_ms", aic, it == ours.end() ? 0.0 : it->second, false);
-        if (v.contains("energy_wms") && v.at("energy_wms").get<double>() != 0)
-          Exclude(surface, op + ".energy_wms", v.at("energy_wms"), "energy not propagated by serve");
+        // Energy of every op, zeros included (formula ops, rows without power).
+        if (v.contains("energy_wms")) {
+          auto e = ours_energy.find(op);
+          Compare(surface, op + ".energy_wms", v.at("energy_wms"), e == ours_energy.end() ? 0.0 : e->second, false);
+        }
       }
       for (const auto& [op, lat] : ours) {
         if (golden.contains(op)) continue;
