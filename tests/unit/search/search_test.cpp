@@ -69,8 +69,12 @@ TEST(SearchEnumerate, MoeFollowsEngineRules) {
     for (const auto& p : configs) {
       EXPECT_EQ(p.tp * p.dp, p.moe_tp * p.moe_ep) << p.ToString();
       EXPECT_LE(p.tp * p.dp, 16);
-      if (e == model::Engine::kTrtllm) EXPECT_FALSE(p.dp > 1 && p.tp > 1) << p.ToString();
-      if (e == model::Engine::kVllm) EXPECT_FALSE(p.moe_tp > 1 && p.moe_ep > 1) << p.ToString();
+      if (e == model::Engine::kTrtllm) {
+        EXPECT_FALSE(p.dp > 1 && p.tp > 1) << p.ToString();
+      }
+      if (e == model::Engine::kVllm) {
+        EXPECT_FALSE(p.moe_tp > 1 && p.moe_ep > 1) << p.ToString();
+      }
     }
   }
   // trtllm on 16 GPUs: (tp, dp) with tp*dp in {1,2,4,8,16} and tp or dp 1, times the
