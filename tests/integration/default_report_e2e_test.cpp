@@ -64,8 +64,12 @@ void CheckFolder(const fs::path& d, const Json& doc) {
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_EQ(html.find("<script"), std::string::npos);
   for (const auto& [mode, m] : summary["modes"].items())
-    if (!m["frontier"].empty()) EXPECT_NE(html.find("frontier-" + mode), std::string::npos) << mode;
-  if (!summary["chosen"].is_null()) EXPECT_NE(html.find("class=\"chosen\""), std::string::npos);
+    if (!m["frontier"].empty()) {
+      EXPECT_NE(html.find("frontier-" + mode), std::string::npos) << mode;
+    }
+  if (!summary["chosen"].is_null()) {
+    EXPECT_NE(html.find("class=\"chosen\""), std::string::npos);
+  }
 }
 
 void RunAndCheck(const std::vector<std::string>& search_args, const std::string& expect_name) {
