@@ -3,8 +3,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <sstream>
 
+#include "cli/plan_common.h"
 #include "core/error.h"
 #include "model/model_config.h"
 #include "perfdb/modes.h"
@@ -59,38 +59,14 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
   const model::QuantOverrides ov;
   serve::AdjustQuantForSystem(m, spec, ov);
 
-  search::SearchInputs in;
-  in.engine = model::ParseEngine(a.engine);
-  in.total_gpus = a.total_gpus;
-  in.isl = a.isl;
-  in.osl = a.osl;
+  const SlaArgs sla{a.isl, a.osl, a.ttft, a.tpot, a.request_latency, a.modes};
+  search::SearchInputs in = SearchInputsFrom(sla, model::ParseEngine(a.engine), a.total_gpus);
   in.prefix = a.prefix;
-  in.ttft_ms = a.ttft;
-  in.tpot_ms = a.tpot;
-  in.request_latency_ms = a.request_latency;
   in.top_n = a.top_n;
   in.moe_distribution = a.moe_distribution;
-  in.agg = in.disagg = false;
-  std::stringstream ss(a.modes);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item == "agg") in.agg = true;
-    else if (item == "disagg") in.disagg = true;
-    else throw UsageError("--modes '" + a.modes + "': expected agg, disagg or agg,disagg");
-  }
-  if (in.isl < 1 || in.osl < 2) throw UsageError("--isl must be >= 1 and --osl >= 2");
   if (in.prefix < 0 || in.prefix >= in.isl) throw UsageError("--prefix must lie in [0, isl)");
-
-  serve::DatabaseOptions dbo;
-  dbo.roots = a.data_roots;
-  if (dbo.roots.empty()) dbo.roots.push_back((std::filesystem::path(systems_dir) / "data").string());
-  if (!a.data.empty()) {
-    const auto slash = a.data.find('/');
-    dbo.backend = a.data.substr(0, slash);
-    if (slash != std::string::npos) dbo.version = a.data.substr(slash + 1);
-  }
-  dbo.mode = perfdb::ParseDatabaseMode(a.database_mode);
-  dbo.policy = perfdb::ParseTransferPolicy(a.transfer_policy);
+  const serve::DatabaseOptions dbo =
+      MakeDataOptions(a.data_roots, a.data, a.database_mode, a.transfer_policy, systems_dir);
   auto db = serve::Database::Open(spec, dbo,
                                   search::SearchNeeds(m, in, spec.gpu.sm_version, spec.node.gpus_per_node));
   serve::AdjustQuantForData(m, *db, ov);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/plan_common.h"
 #include "core/error.h"
 #include "model/model_config.h"
 #include "model/ops.h"
@@ -227,16 +228,8 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
   model::OpList ops = model::BuildOpList(m, prefill_par, oo);
   model::OpList decode_ops = disagg ? model::BuildOpList(m, decode_par, oo) : model::OpList{};
 
-  serve::DatabaseOptions dbo;
-  dbo.roots = a.data_roots;
-  if (dbo.roots.empty()) dbo.roots.push_back((std::filesystem::path(systems_dir) / "data").string());
-  if (!a.data.empty()) {
-    const auto slash = a.data.find('/');
-    dbo.backend = a.data.substr(0, slash);
-    if (slash != std::string::npos) dbo.version = a.data.substr(slash + 1);
-  }
-  dbo.mode = perfdb::ParseDatabaseMode(a.database_mode);
-  dbo.policy = perfdb::ParseTransferPolicy(a.transfer_policy);
+  const serve::DatabaseOptions dbo =
+      MakeDataOptions(a.data_roots, a.data, a.database_mode, a.transfer_policy, systems_dir);
   std::set<serve::TableNeed> needs = serve::NeedsOf(ops);
   if (disagg) needs.merge(serve::NeedsOf(decode_ops));
   auto db = serve::Database::Open(spec, dbo, needs);

@@ -45,18 +45,24 @@ PlanSetup LoadPlan(const PlanArgs& a, const std::function<std::string(const std:
   return s;
 }
 
-serve::DatabaseOptions DataOptions(const PlanArgs& a, const std::string& systems_dir) {
+serve::DatabaseOptions MakeDataOptions(const std::vector<std::string>& roots, const std::string& data,
+                                       const std::string& database_mode, const std::string& transfer_policy,
+                                       const std::string& systems_dir) {
   serve::DatabaseOptions dbo;
-  dbo.roots = a.data_roots;
+  dbo.roots = roots;
   if (dbo.roots.empty()) dbo.roots.push_back((std::filesystem::path(systems_dir) / "data").string());
-  if (!a.data.empty()) {
-    const auto slash = a.data.find('/');
-    dbo.backend = a.data.substr(0, slash);
-    if (slash != std::string::npos) dbo.version = a.data.substr(slash + 1);
+  if (!data.empty()) {
+    const auto slash = data.find('/');
+    dbo.backend = data.substr(0, slash);
+    if (slash != std::string::npos) dbo.version = data.substr(slash + 1);
   }
-  dbo.mode = perfdb::ParseDatabaseMode(a.database_mode);
-  dbo.policy = perfdb::ParseTransferPolicy(a.transfer_policy);
+  dbo.mode = perfdb::ParseDatabaseMode(database_mode);
+  dbo.policy = perfdb::ParseTransferPolicy(transfer_policy);
   return dbo;
+}
+
+serve::DatabaseOptions DataOptions(const PlanArgs& a, const std::string& systems_dir) {
+  return MakeDataOptions(a.data_roots, a.data, a.database_mode, a.transfer_policy, systems_dir);
 }
 
 search::SearchInputs SearchInputsFrom(const SlaArgs& s, model::Engine e, int total_gpus) {

@@ -44,7 +44,11 @@ struct PlanSetup {
 // Resolves the folders, loads the system and the model (quantization adjusted for the system).
 PlanSetup LoadPlan(const PlanArgs& a, const std::function<std::string(const std::string&)>& find);
 
-// Database options from the flags (--data BACKEND[/VERSION], roots defaulting to systems/data).
+// Database options from the data flags: --data BACKEND[/VERSION], --data-root
+// (default: <systems_dir>/data), --database-mode, --transfer-policy.
+serve::DatabaseOptions MakeDataOptions(const std::vector<std::string>& roots, const std::string& data,
+                                       const std::string& database_mode, const std::string& transfer_policy,
+                                       const std::string& systems_dir);
 serve::DatabaseOptions DataOptions(const PlanArgs& a, const std::string& systems_dir);
 
 // Search inputs from the SLA flags (validated; UsageError naming the flag).
