@@ -55,10 +55,16 @@ std::string FindResource(const std::string& name, const std::string& exe) {
   std::vector<fs::path> candidates;
   if (const char* home = std::getenv("SERVECAST_HOME")) candidates.emplace_back(fs::path(home) / name);
   candidates.emplace_back(fs::current_path() / name);
+  // Beside the binary: an install prefix (bin/../share/servecast), or a checkout
+  // whose build tree holds the binary a few levels down (build/<preset>/bin).
   fs::path dir = fs::path(exe).parent_path();
-  candidates.emplace_back(dir / ".." / name);
-  candidates.emplace_back(dir / ".." / ".." / name);
   candidates.emplace_back(dir / ".." / "share" / "servecast" / name);
+  fs::path up = dir;
+  for (int level = 0; level < 4; ++level) {
+    up = up.parent_path();
+    if (up.empty()) break;
+    candidates.emplace_back(up / name);
+  }
   for (const auto& c : candidates)
     if (fs::is_directory(c)) return fs::weakly_canonical(c).string();
   return (fs::current_path() / name).string();
