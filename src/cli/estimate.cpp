@@ -104,7 +104,9 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
                              {"--prefill-moe-ep", &a.prefill_moe_ep}, {"--decode-tp", &a.decode_tp},
                              {"--decode-pp", &a.decode_pp}, {"--decode-dp", &a.decode_dp},
                              {"--decode-moe-tp", &a.decode_moe_tp}, {"--decode-moe-ep", &a.decode_moe_ep}})
-    c->add_option(flag, *field, std::string("disagg: ") + (flag + 2) + " of that worker (default: the shared value)");
+    c->add_option(flag, *field,
+                  std::string("disagg: the ") + (flag[2] == 'p' ? "prefill" : "decode") + " workers' " +
+                      (std::string(flag).substr(std::string(flag).find('-', 2) + 1)) + " (default: the shared value)");
   c->add_option("--isl", a.isl, "input tokens per request")->capture_default_str();
   c->add_option("--osl", a.osl, "output tokens per request")->capture_default_str();
   c->add_option("--prefix", a.prefix, "cached prefix tokens of the input")->capture_default_str();
