@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <deque>
 
 #include "core/error.h"
 #include "core/fs.h"
@@ -10,75 +11,108 @@
 namespace servecast {
 namespace {
 
-bool ParseInt(const std::string& s, std::int64_t& out) {
+bool ParseInt(std::string_view s, std::int64_t& out) {
   if (s.empty()) return false;
   auto res = std::from_chars(s.data(), s.data() + s.size(), out);
   return res.ec == std::errc() && res.ptr == s.data() + s.size();
 }
 
-bool ParseDouble(const std::string& s, double& out) {
+bool ParseDouble(std::string_view s, double& out) {
   if (s.empty()) return false;
+  // from_chars is exact (correctly rounded) and fast; strtod covers the forms it
+  // does not take (a leading '+', leading blanks, hex floats).
+  auto res = std::from_chars(s.data(), s.data() + s.size(), out);
+  if (res.ec == std::errc() && res.ptr == s.data() + s.size()) return true;
+  const std::string copy(s);
   char* end = nullptr;
-  out = std::strtod(s.c_str(), &end);
-  return end == s.c_str() + s.size();
+  out = std::strtod(copy.c_str(), &end);
+  return end == copy.c_str() + copy.size();
 }
 
-// Splits CSV text into records of fields (RFC 4180: quotes, doubled quotes,
-// embedded separators and newlines). Records the 1-based line of each record.
-std::vector<std::vector<std::string>> SplitCsv(std::string_view text, const std::string& origin,
-                                               std::vector<int>& lines) {
-  std::vector<std::vector<std::string>> records;
-  std::vector<std::string> fields;
-  std::string field;
-  bool in_quotes = false, field_started = false;
-  int line = 1, record_line = 1;
-  auto end_record = [&] {
-    fields.push_back(std::move(field));
-    field.clear();
-    if (!(fields.size() == 1 && fields[0].empty() && !field_started)) {
-      records.push_back(std::move(fields));
-      lines.push_back(record_line);
-    }
-    fields.clear();
-    field_started = false;
-  };
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_quotes) {
-      if (c == '"') {
-        if (i + 1 < text.size() && text[i + 1] == '"') {
-          field += '"';
-          ++i;
-        } else {
-          in_quotes = false;
+// CSV text split into records of fields (RFC 4180: quotes, doubled quotes,
+// embedded separators and newlines; CR outside quotes ignored). Fields are views
+// into the text; a field that needs unescaping is copied into `owned`. Blank lines
+// are skipped. Records the 1-based line of each record.
+struct CsvCells {
+  std::vector<std::string_view> cells;   // every field, record after record
+  std::vector<std::size_t> record_begin;  // index of each record's first field; one extra at the end
+  std::vector<int> lines;
+  std::deque<std::string> owned;
+  std::size_t records() const { return lines.size(); }
+  std::size_t size(std::size_t r) const { return record_begin[r + 1] - record_begin[r]; }
+  std::string_view at(std::size_t r, std::size_t c) const { return cells[record_begin[r] + c]; }
+};
+
+CsvCells SplitCsv(std::string_view text, const std::string& origin) {
+  CsvCells out;
+  const std::size_t n = text.size();
+  std::size_t i = 0;
+  int line = 1;
+  while (i < n) {
+    const int record_line = line;
+    const std::size_t first = out.cells.size();
+    bool started = false;  // anything beyond one empty, unquoted field
+    while (true) {
+      const std::size_t s = i;
+      while (i < n && text[i] != ',' && text[i] != '\n' && text[i] != '"' && text[i] != '\r') ++i;
+      if (i < n && (text[i] == '"' || text[i] == '\r')) {
+        // The slow path: unescape this field into a string of its own.
+        std::string f(text.substr(s, i - s));
+        bool in_quotes = false;
+        for (; i < n; ++i) {
+          const char c = text[i];
+          if (in_quotes) {
+            if (c == '"') {
+              if (i + 1 < n && text[i + 1] == '"') {
+                f += '"';
+                ++i;
+              } else {
+                in_quotes = false;
+              }
+            } else {
+              if (c == '\n') ++line;
+              f += c;
+            }
+            continue;
+          }
+          if (c == '"') {
+            in_quotes = true;
+            started = true;
+          } else if (c == ',' || c == '\n') {
+            break;
+          } else if (c != '\r') {
+            f += c;
+          }
         }
+        if (in_quotes)
+          throw DataError(SourceLocation{origin, record_line, ""}, "unterminated quoted field", "a closing '\"'");
+        if (!f.empty()) started = true;
+        out.owned.push_back(std::move(f));
+        out.cells.push_back(out.owned.back());
       } else {
-        if (c == '\n') ++line;
-        field += c;
+        if (i > s) started = true;
+        out.cells.push_back(text.substr(s, i - s));
       }
+      if (i < n && text[i] == ',') {
+        started = true;
+        ++i;
+        continue;
+      }
+      break;
+    }
+    if (i < n) {  // the newline ending the record
+      ++i;
+      ++line;
+    }
+    if (!started && out.cells.size() == first + 1) {  // a blank line
+      out.cells.pop_back();
       continue;
     }
-    if (c == '"') {
-      in_quotes = true;
-      field_started = true;
-    } else if (c == ',') {
-      fields.push_back(std::move(field));
-      field.clear();
-      field_started = true;
-    } else if (c == '\r') {
-      // tolerate CRLF
-    } else if (c == '\n') {
-      end_record();
-      ++line;
-      record_line = line;
-    } else {
-      field += c;
-      field_started = true;
-    }
+    out.record_begin.push_back(first);
+    out.lines.push_back(record_line);
   }
-  if (in_quotes) throw DataError(SourceLocation{origin, record_line, ""}, "unterminated quoted field", "a closing '\"'");
-  if (field_started || !field.empty() || !fields.empty()) end_record();
-  return records;
+  out.record_begin.push_back(out.cells.size());
+  return out;
 }
 
 std::string Quote(const std::string& s) {
@@ -208,15 +242,15 @@ Table Table::Select(const std::vector<std::size_t>& rows) const {
 }
 
 Table Table::ParseCsv(std::string_view text, const std::string& origin, const std::vector<ColumnSpec>& types) {
-  std::vector<int> lines;
-  auto records = SplitCsv(text, origin, lines);
-  if (records.empty()) throw DataError(SourceLocation{origin, 1, ""}, "empty file", "a header line");
-  const auto& header = records[0];
-  std::size_t ncol = header.size();
-  for (std::size_t r = 1; r < records.size(); ++r) {
-    if (records[r].size() != ncol)
-      throw DataError(SourceLocation{origin, lines[r], ""},
-                      "row has " + std::to_string(records[r].size()) + " fields",
+  const CsvCells csv = SplitCsv(text, origin);
+  if (csv.records() == 0) throw DataError(SourceLocation{origin, 1, ""}, "empty file", "a header line");
+  const std::size_t ncol = csv.size(0);
+  std::vector<std::string> header;
+  for (std::size_t c = 0; c < ncol; ++c) header.emplace_back(csv.at(0, c));
+  const std::size_t nrows = csv.records() - 1;
+  for (std::size_t r = 1; r < csv.records(); ++r) {
+    if (csv.size(r) != ncol)
+      throw DataError(SourceLocation{origin, csv.lines[r], ""}, "row has " + std::to_string(csv.size(r)) + " fields",
                       std::to_string(ncol) + " fields as in the header");
   }
   // Each column's type: given, or inferred from its non-empty cells.
@@ -232,47 +266,50 @@ Table Table::ParseCsv(std::string_view text, const std::string& origin, const st
     bool all_int = true, all_num = true, any = false;
     std::int64_t iv;
     double dv;
-    for (std::size_t r = 1; r < records.size() && all_num; ++r) {
-      const std::string& cell = records[r][c];
+    for (std::size_t r = 1; r < csv.records() && all_num; ++r) {
+      const std::string_view cell = csv.at(r, c);
       if (cell.empty()) continue;
       any = true;
-      if (all_int && !ParseInt(cell, iv)) all_int = false;
+      if (all_int && ParseInt(cell, iv)) continue;  // an integer is a number too
+      all_int = false;
       if (!ParseDouble(cell, dv)) all_num = false;
     }
     ValueType t = !any ? ValueType::kString : all_int ? ValueType::kInt64 : all_num ? ValueType::kDouble : ValueType::kString;
     specs.push_back(ColumnSpec{header[c], t});
   }
-  Table table(std::move(specs));
-  for (std::size_t r = 1; r < records.size(); ++r) {
-    std::vector<Value> row;
-    row.reserve(ncol);
-    for (std::size_t c = 0; c < ncol; ++c) {
-      const std::string& cell = records[r][c];
-      ValueType t = table.specs_[c].type;
-      auto fail = [&](const char* what) {
-        throw DataError(SourceLocation{origin, lines[r], header[c]},
-                        cell.empty() ? std::string("empty cell") : "'" + cell + "' is not " + what,
-                        std::string(what) + " like the rest of the column");
-      };
-      switch (t) {
-        case ValueType::kInt64: {
-          std::int64_t v = 0;
-          if (!ParseInt(cell, v)) fail("an integer");
-          row.emplace_back(v);
-          break;
-        }
-        case ValueType::kDouble: {
-          double v = 0;
-          if (!ParseDouble(cell, v)) fail("a number");
-          row.emplace_back(v);
-          break;
-        }
-        case ValueType::kString: row.emplace_back(cell); break;
+  std::vector<ColumnData> data;
+  data.reserve(ncol);
+  for (std::size_t c = 0; c < ncol; ++c) {
+    auto fail = [&](std::size_t r, std::string_view cell, const char* what) {
+      throw DataError(SourceLocation{origin, csv.lines[r], header[c]},
+                      cell.empty() ? std::string("empty cell") : "'" + std::string(cell) + "' is not " + what,
+                      std::string(what) + " like the rest of the column");
+    };
+    switch (specs[c].type) {
+      case ValueType::kInt64: {
+        std::vector<std::int64_t> v(nrows);
+        for (std::size_t r = 1; r < csv.records(); ++r)
+          if (!ParseInt(csv.at(r, c), v[r - 1])) fail(r, csv.at(r, c), "an integer");
+        data.emplace_back(std::move(v));
+        break;
+      }
+      case ValueType::kDouble: {
+        std::vector<double> v(nrows);
+        for (std::size_t r = 1; r < csv.records(); ++r)
+          if (!ParseDouble(csv.at(r, c), v[r - 1])) fail(r, csv.at(r, c), "a number");
+        data.emplace_back(std::move(v));
+        break;
+      }
+      case ValueType::kString: {
+        std::vector<std::string> v;
+        v.reserve(nrows);
+        for (std::size_t r = 1; r < csv.records(); ++r) v.emplace_back(csv.at(r, c));
+        data.emplace_back(std::move(v));
+        break;
       }
     }
-    table.AppendRow(std::move(row));
   }
-  return table;
+  return FromColumns(std::move(specs), std::move(data));
 }
 
 Table Table::ReadCsv(const std::string& path, const std::vector<ColumnSpec>& types) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -261,6 +263,60 @@ TEST(TableTest, ReadCsvErrorsNameThePath) {
   std::string path = dir.File("bad.csv");
   testing::WriteText(path, "a,b\n1,2\n3,4,5\n");
   EXPECT_TRUE(HasText(ThrownMessage<DataError>([&] { Table::ReadCsv(path); }), path + ":3"));
+}
+
+}  // namespace
+}  // namespace servecast
+
+namespace servecast {
+namespace {
+
+// The splitter's two paths: plain fields are views into the text; a field with a
+// quote or a CR anywhere is unescaped on its own (a quote may open mid-field, as
+// RFC 4180 readers commonly allow; CR outside quotes is dropped).
+TEST(TableCsvSplit, QuotesAnywhereCrAndBlankLines) {
+  const std::string text =
+      "a,b,c\n"
+      "\n"
+      "x\"y,z\"w,\"\"\"q\"\"\",plain\r\n"
+      "\r\n"
+      "1,\"\",\"two\nlines\"\n"
+      "3,,last";
+  // Row 2 has 3 fields: `xy,zw` (quote opened mid-field), `"q"`, `plain` (CR dropped).
+  Table t = Table::ParseCsv(text, "split.csv");
+  ASSERT_EQ(t.num_rows(), 3u);
+  EXPECT_EQ(t.GetString(0, 0), "xy,zw");
+  EXPECT_EQ(t.GetString(0, 1), "\"q\"");
+  EXPECT_EQ(t.GetString(0, 2), "plain");
+  EXPECT_EQ(t.GetString(1, 0), "1");
+  EXPECT_EQ(t.GetString(1, 1), "");
+  EXPECT_EQ(t.GetString(1, 2), "two\nlines");
+  EXPECT_EQ(t.GetString(2, 0), "3");
+  EXPECT_EQ(t.GetString(2, 1), "");
+  EXPECT_EQ(t.GetString(2, 2), "last");
+}
+
+TEST(TableCsvSplit, TrailingCommaIsAnEmptyLastField) {
+  Table t = Table::ParseCsv("a,b\n1,", "t.csv");
+  ASSERT_EQ(t.num_rows(), 1u);
+  EXPECT_EQ(t.GetInt(0, 0), 1);
+  EXPECT_EQ(t.GetString(0, 1), "");
+}
+
+TEST(TableCsvSplit, QuotedEmptyLineIsARecordNotABlankLine) {
+  // `""` alone on a line is one empty field that was written, not a blank line.
+  Table t = Table::ParseCsv("a\n\"\"\nx\n", "t.csv");
+  ASSERT_EQ(t.num_rows(), 2u);
+  EXPECT_EQ(t.GetString(0, 0), "");
+  EXPECT_EQ(t.GetString(1, 0), "x");
+}
+
+TEST(TableCsvSplit, NumbersParseExactlyIncludingForms) {
+  Table t = Table::ParseCsv("x,y\n0.1,1e-3\n+2.5,-0\n", "n.csv");
+  EXPECT_EQ(t.GetDouble(0, 0), 0.1);
+  EXPECT_EQ(t.GetDouble(0, 1), 1e-3);
+  EXPECT_EQ(t.GetDouble(1, 0), 2.5);  // a leading '+' (strtod's form) is still a number
+  EXPECT_TRUE(std::signbit(t.GetDouble(1, 1)));
 }
 
 }  // namespace
