@@ -1,13 +1,12 @@
 #include "backends/cpu/cpu_backend.h"
 
-#include <cblas.h>
-#include <dlfcn.h>
 #include <sched.h>
 #include <sys/utsname.h>
 
 #include <fstream>
 #include <sstream>
 
+#include "backends/cpu/openblas.h"
 #include "core/error.h"
 
 namespace servecast::cpu {
@@ -27,11 +26,10 @@ std::string ReadFile(const char* path) {
   return text.str();
 }
 
-// openblas_get_corename is exported by every OpenBLAS since 0.2; it is looked up
-// at run time anyway so that a build without it falls back to the config string.
+// openblas_get_corename is exported by every OpenBLAS since 0.2; it is optional
+// anyway so that a build without it falls back to the config string.
 std::string OpenBlasCore(const std::string& config) {
-  using CoreNameFn = char* (*)();
-  if (auto fn = reinterpret_cast<CoreNameFn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"))) {
+  if (auto fn = LoadOpenBlas().get_corename) {
     const char* core = fn();
     if (core && *core) return core;
   }
@@ -86,7 +84,8 @@ std::string CpuModelFromCpuinfo(std::string_view cpuinfo) {
 }
 
 collect::RuntimeInfo CpuBackend::DetectRuntime() const {
-  const char* raw_config = openblas_get_config();
+  const OpenBlas& blas = LoadOpenBlas();
+  const char* raw_config = blas.get_config();
   std::string config = raw_config ? raw_config : "";
   std::string version = OpenBlasVersionFromConfig(config);
   if (version.empty())
@@ -105,12 +104,12 @@ collect::RuntimeInfo CpuBackend::DetectRuntime() const {
   rt.sm = 0;
   rt.driver = have_uts ? uts.release : "unknown";
   rt.libraries["openblas"] = version;
-  if (dlsym(RTLD_DEFAULT, "cblas_sbgemm")) rt.features.insert("cblas_sbgemm");
+  if (blas.sbgemm) rt.features.insert("cblas_sbgemm");
   return rt;
 }
 
 void CpuBackend::InitWorker(int device) const {
-  openblas_set_num_threads(1);
+  LoadOpenBlas().set_num_threads(1);
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;

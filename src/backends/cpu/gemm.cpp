@@ -1,7 +1,5 @@
 #include "backends/cpu/gemm.h"
 
-#include <cblas.h>
-#include <dlfcn.h>
 
 #include <climits>
 #include <cmath>
@@ -11,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_timer.h"
+#include "backends/cpu/openblas.h"
 #include "backends/cpu/op_support.h"
 #include "collect/case.h"
 #include "core/error.h"
@@ -21,14 +20,6 @@ namespace {
 
 using collect::CaseResult;
 
-// The cblas_sbgemm signature of OpenBLAS >= 0.3.10 (bfloat16 is uint16_t; blasint
-// is int in the LP64 build that pkg-config `openblas` selects).
-using SbgemmFn = void (*)(CBLAS_ORDER, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE, blasint, blasint, blasint, float,
-                          const std::uint16_t*, blasint, const std::uint16_t*, blasint, float, float*, blasint);
-
-SbgemmFn FindSbgemm() {
-  return reinterpret_cast<SbgemmFn>(dlsym(RTLD_DEFAULT, "cblas_sbgemm"));
-}
 
 constexpr std::int64_t kCheckAllUpTo = 4096;
 constexpr std::int64_t kRandomChecks = 256;
@@ -118,8 +109,9 @@ class GemmOp : public collect::Op {
     FillUniform(a.data(), a.size(), ra, -1, 1);
     FillUniform(b.data(), b.size(), rb, -1, 1);
     const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
+    const OpenBlas::SgemmFn sgemm = LoadOpenBlas().sgemm;
     auto call = [&] {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mi, ni, ki, 1.0f, a.data(), ki, b.data(), ni, 0.0f,
+      sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mi, ni, ki, 1.0f, a.data(), ki, b.data(), ni, 0.0f,
                   out.data(), ni);
     };
     call();
@@ -133,9 +125,10 @@ class GemmOp : public collect::Op {
 
   CaseResult RunBfloat16(const collect::Case& c, const collect::RunContext& ctx, std::int64_t m, std::int64_t n,
                          std::int64_t k) {
-    SbgemmFn sbgemm = FindSbgemm();
+    const OpenBlas& blas = LoadOpenBlas();
+    const OpenBlas::SbgemmFn sbgemm = blas.sbgemm;
     if (!sbgemm) {
-      const char* config = openblas_get_config();
+      const char* config = blas.get_config();
       return CaseResult::Failure(collect::Disposition::kNotSupported, collect::FailureClass::kUnsupportedConfig,
                                  "MissingFeature",
                                  "gemm bfloat16 needs cblas_sbgemm; found no cblas_sbgemm in the loaded OpenBLAS (" +
