@@ -463,25 +463,36 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
                         {"distribution", dq.distribution}};
       } else if (dq.op == "nccl" || dq.op == "custom_allreduce" || dq.op == "compute_scale" ||
                  dq.op == "scale_matrix") {
-        if (mode != perfdb::DatabaseMode::kSilicon)
-          throw UsageError("db query --op " + dq.op + ": only --database-mode silicon covers this op so far");
+        const bool comm_op = dq.op == "nccl" || dq.op == "custom_allreduce";
+        if (mode == perfdb::DatabaseMode::kSol || (!comm_op && mode != perfdb::DatabaseMode::kSilicon))
+          throw UsageError("db query --op " + dq.op + ": only --database-mode silicon" +
+                           (comm_op ? ", hybrid and empirical cover" : " covers") + " this op so far");
         perfdb::Estimate e;
+        // Collectives: the table (silicon), util-empirical over message size
+        // (empirical), or the table with a util-empirical fallback (hybrid).
+        auto comm_query = [&](const auto& table, const auto& q) {
+          const perfdb::CommEstimate ce = mode == perfdb::DatabaseMode::kEmpirical ? table.QueryEmpirical(q)
+                                          : mode == perfdb::DatabaseMode::kHybrid  ? table.QueryHybrid(q)
+                                                                                   : table.QueryWithDonor(q);
+          if (ce.borrowed_from_gpus) out["borrowed_from_gpus"] = *ce.borrowed_from_gpus;
+          if (mode == perfdb::DatabaseMode::kEmpirical || !ce.silicon_miss.empty()) {
+            est.detail = "util-empirical over " + table.name();
+            if (!ce.silicon_miss.empty()) est.detail += "; silicon miss: " + ce.silicon_miss;
+          }
+          return ce;
+        };
         if (dq.op == "nccl") {
           if (dq.size <= 0) throw UsageError("db query --op nccl needs --size");
           const auto& loaded = db.Table("nccl_perf");
           // NCCL tables are system-wide (<system>/comm/nccl/<version>): name that source.
           if (!loaded.sources.empty()) out["data_source"] = loaded.sources[0].backend + "/" + loaded.sources[0].version;
           auto t = perfdb::NcclTable::FromLoaded(loaded, sol);
-          auto ce = t.QueryWithDonor({dq.collective, dq.comm_dtype, dq.gpus, dq.size});
-          if (ce.borrowed_from_gpus) out["borrowed_from_gpus"] = *ce.borrowed_from_gpus;
-          e = ce;
+          e = comm_query(t, perfdb::NcclQuery{dq.collective, dq.comm_dtype, dq.gpus, dq.size});
           out["shape"] = {{"collective", dq.collective}, {"gpus", dq.gpus}, {"size", dq.size}, {"dtype", dq.comm_dtype}};
         } else if (dq.op == "custom_allreduce") {
           if (dq.size <= 0) throw UsageError("db query --op custom_allreduce needs --size");
           auto t = perfdb::CustomAllReduceTable::FromLoaded(db.Table("custom_allreduce_perf"), sol);
-          auto ce = t.QueryWithDonor({dq.gpus, dq.size, dq.comm_dtype});
-          if (ce.borrowed_from_gpus) out["borrowed_from_gpus"] = *ce.borrowed_from_gpus;
-          e = ce;
+          e = comm_query(t, perfdb::CustomAllReduceQuery{dq.gpus, dq.size, dq.comm_dtype});
           out["shape"] = {{"tp", dq.gpus}, {"size", dq.size}, {"dtype", dq.comm_dtype}};
         } else if (dq.op == "scale_matrix") {
           if (dq.k <= 0) throw UsageError("db query --op scale_matrix needs --m and --k");
@@ -495,7 +506,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
           out["shape"] = {{"m", dq.m}, {"k", dq.k}, {"quant_dtype", "fp8"}};
         }
         est.latency_ms = e.latency_ms;
-        est.source = perfdb::EstimateSourceName(e.source);
+        est.source = est.detail.empty() ? perfdb::EstimateSourceName(e.source) : "empirical";
         est.sol_fraction = e.sol_fraction;
         est.sol_ms = e.sol_fraction * e.latency_ms;
       } else {

@@ -142,7 +142,34 @@ CommEstimate CommTable::ResolveEmpirical(const CommSliceKey& key, double message
   return out;
 }
 
+CommEstimate CommTable::ResolveHybrid(const CommSliceKey& key, double message_size,
+                                      const std::function<double(double, std::int64_t)>& sol_at) const {
+  try {
+    return Resolve(key, message_size, sol_at);
+  } catch (const MissingDataError& miss) {
+    const bool any = std::any_of(slices_.begin(), slices_.end(),
+                                 [&](const auto& e) { return e.first.dtype == key.dtype && e.first.op == key.op; });
+    if (!any) throw;
+    CommEstimate out;
+    try {
+      out = ResolveEmpirical(key, message_size, sol_at);
+    } catch (const MissingDataError& empirical) {
+      throw MissingDataError(SliceName(name_, key) + " at " + SizeQuery(message_size) + ": silicon: " + miss.what() +
+                             "; empirical: " + empirical.what());
+    }
+    out.silicon_miss = miss.what();
+    return out;
+  }
+}
+
 // ---------------------------------------------------------------- nccl
+
+CommEstimate NcclTable::QueryHybrid(const NcclQuery& q) const {
+  const CommSliceKey key{CanonicalCommDtype(q.dtype), q.op, q.num_gpus};
+  return ResolveHybrid(key, q.message_size, [this, &key](double size, std::int64_t gpus) {
+    return sol_->NcclMs(key.op, size, static_cast<int>(gpus), key.dtype);
+  });
+}
 
 NcclTable::NcclTable(const Table& table, std::shared_ptr<const Sol> sol, const std::string& name) {
   name_ = name;
@@ -196,6 +223,13 @@ double CustomAllReduceTable::SolMs(const CustomAllReduceQuery& q) const {
 CommEstimate CustomAllReduceTable::QueryWithDonor(const CustomAllReduceQuery& q) const {
   const CommSliceKey key{CanonicalCommDtype(q.dtype), "all_reduce", q.tp};
   return Resolve(key, q.message_size, [this, &key](double size, std::int64_t tp) {
+    return sol_->CustomAllReduceMs(size, static_cast<int>(tp), key.dtype);
+  });
+}
+
+CommEstimate CustomAllReduceTable::QueryHybrid(const CustomAllReduceQuery& q) const {
+  const CommSliceKey key{CanonicalCommDtype(q.dtype), "all_reduce", q.tp};
+  return ResolveHybrid(key, q.message_size, [this, &key](double size, std::int64_t tp) {
     return sol_->CustomAllReduceMs(size, static_cast<int>(tp), key.dtype);
   });
 }

@@ -18,6 +18,8 @@
 // the SOL ratio. A (dtype, op) with no slice at all is a CommGpusBeyondDataError
 // (max_collected_gpus 0); a count inside the collected range but not collected
 // is an InterpolationMissError.
+// HYBRID (QueryHybrid): the table first; a typed miss falls back to the
+// util-empirical answer (QueryEmpirical) when the (dtype, op) has any slice.
 
 #include <cstdint>
 #include <functional>
@@ -72,6 +74,9 @@ class CommGpusBeyondDataError : public InterpolationMissError {
 // An Estimate plus the donor of a comm fan-out.
 struct CommEstimate : Estimate {
   std::optional<std::int64_t> borrowed_from_gpus;  // set when a boundary slice was borrowed
+  // HYBRID only: the table's miss when the answer is the util-empirical fallback
+  // (empty when the table answered).
+  std::string silicon_miss;
 };
 
 struct NcclQuery {
@@ -108,6 +113,12 @@ class CommTable {
   // every collected count). Source kExtrapolated when a slice was borrowed.
   CommEstimate ResolveEmpirical(const CommSliceKey& key, double message_size,
                                 const std::function<double(double, std::int64_t)>& sol_at) const;
+  // HYBRID: Resolve; on a typed miss (slice absent, or a curve that cannot
+  // anchor the size) ResolveEmpirical when the (dtype, op) has any slice, with
+  // silicon_miss set. When both fail: MissingDataError carrying both reasons;
+  // a (dtype, op) with no slice at all rethrows the table's miss.
+  CommEstimate ResolveHybrid(const CommSliceKey& key, double message_size,
+                             const std::function<double(double, std::int64_t)>& sol_at) const;
   std::string name_;
   std::shared_ptr<const Sol> sol_;
   std::map<CommSliceKey, CommSlice> slices_;
@@ -125,6 +136,8 @@ class NcclTable : public CommTable {
   CommEstimate QueryWithDonor(const NcclQuery& q) const;
   // EMPIRICAL mode: util-empirical over the slice's message sizes.
   CommEstimate QueryEmpirical(const NcclQuery& q) const;
+  // HYBRID mode: QueryWithDonor, else QueryEmpirical (see ResolveHybrid).
+  CommEstimate QueryHybrid(const NcclQuery& q) const;
   double SolMs(const NcclQuery& q) const;
 };
 
@@ -142,6 +155,8 @@ class CustomAllReduceTable : public CommTable {
   CommEstimate QueryWithDonor(const CustomAllReduceQuery& q) const;
   // EMPIRICAL mode: util-empirical over the slice's message sizes.
   CommEstimate QueryEmpirical(const CustomAllReduceQuery& q) const;
+  // HYBRID mode: QueryWithDonor, else QueryEmpirical (see ResolveHybrid).
+  CommEstimate QueryHybrid(const CustomAllReduceQuery& q) const;
   double SolMs(const CustomAllReduceQuery& q) const;
 };
 

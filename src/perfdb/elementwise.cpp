@@ -38,9 +38,16 @@ ElementwiseTable::ElementwiseTable(const Table& table, std::shared_ptr<const Sol
     opt.name = name_ + "{op_name=" + key.first + ", dtype=" + key.second + "}";
     opt.axis_names = {"hidden_size", "num_tokens"};
     auto sol = sol_;
-    slices_.emplace(key, Grid(std::move(opt), std::move(points), [sol, op](std::span<const double> q) {
-                      return sol->MemMs(ElementwiseBytes(op, q[1], q[0]));
-                    }));
+    const Grid& g = slices_
+                        .emplace(key, Grid(std::move(opt), std::move(points),
+                                           [sol, op](std::span<const double> q) {
+                                             return sol->MemMs(ElementwiseBytes(op, q[1], q[0]));
+                                           }))
+                        .first->second;
+    std::vector<UtilSample> samples;
+    samples.reserve(g.points().size());
+    for (const GridPoint& p : g.points()) samples.push_back(UtilSample{p.coords, g.Sol(p.coords) / p.latency_ms});
+    utils_.emplace(key, UtilGrid(g.options().name, g.options().axis_names, std::move(samples)));
   }
 }
 
@@ -48,16 +55,37 @@ double ElementwiseTable::SolMs(const std::string& op, double tokens, double widt
   return sol_->MemMs(ElementwiseBytes(op, tokens, width));
 }
 
+namespace {
+
+[[noreturn]] void NoElementwiseSlice(const std::string& name,
+                                     const std::map<std::pair<std::string, std::string>, Grid>& slices,
+                                     const std::string& op, const std::string& dtype, double tokens, double width) {
+  std::string have;
+  for (const auto& [k, g] : slices) have += (have.empty() ? "" : ", ") + k.first + "/" + k.second;
+  throw InterpolationMissError(name + "{op_name=" + op + ", dtype=" + dtype + "}",
+                               "{num_tokens=" + std::to_string(tokens) + ", hidden_size=" + std::to_string(width) + "}",
+                               "no slice for this op and dtype", have.empty() ? "no slices" : "slices: " + have);
+}
+
+}  // namespace
+
 Estimate ElementwiseTable::Query(const std::string& op, const std::string& dtype, double tokens, double width) const {
   auto it = slices_.find({op, dtype});
-  if (it == slices_.end()) {
-    std::string have;
-    for (const auto& [k, g] : slices_) have += (have.empty() ? "" : ", ") + k.first + "/" + k.second;
-    throw InterpolationMissError(name_ + "{op_name=" + op + ", dtype=" + dtype + "}",
-                                 "{num_tokens=" + std::to_string(tokens) + ", hidden_size=" + std::to_string(width) + "}",
-                                 "no slice for this op and dtype", have.empty() ? "no slices" : "slices: " + have);
-  }
+  if (it == slices_.end()) NoElementwiseSlice(name_, slices_, op, dtype, tokens, width);
   return it->second.Query({width, tokens});
+}
+
+Estimate ElementwiseTable::QueryEmpirical(const std::string& op, const std::string& dtype, double tokens,
+                                          double width) const {
+  auto it = utils_.find({op, dtype});
+  if (it == utils_.end()) NoElementwiseSlice(name_, slices_, op, dtype, tokens, width);
+  const double q[2] = {width, tokens};
+  const double util = it->second.Lookup(q).util;
+  Estimate e;
+  const double sol = SolMs(op, tokens, width);
+  e.latency_ms = sol / util;
+  e.sol_fraction = util;
+  return e;
 }
 
 }  // namespace servecast::perfdb

@@ -5,6 +5,8 @@
 // (hidden_size, num_tokens) with raw blending inside the sweep and util-hold
 // against the memory roofline beyond it. The SOL of a row is the bytes the op
 // moves (the collector's cost model, docs/kernels.md) over peak bandwidth.
+// Util-empirical (EMPIRICAL mode, and HYBRID after a table miss): a UtilGrid per
+// slice over (hidden_size, num_tokens), util = SOL / latency of each row.
 
 #include <cstdint>
 #include <map>
@@ -13,6 +15,7 @@
 #include <utility>
 
 #include "core/table.h"
+#include "perfdb/empirical.h"
 #include "perfdb/grid.h"
 #include "perfdb/perf_database.h"
 #include "perfdb/sol.h"
@@ -35,6 +38,11 @@ class ElementwiseTable {
   // InterpolationMissError when the (op, dtype) slice is absent (naming those that
   // exist) or the grid cannot anchor the query.
   Estimate Query(const std::string& op, const std::string& dtype, double tokens, double width) const;
+  // Util-empirical over the slice: SolMs(q) / util (UtilGrid rules, empirical.h);
+  // source kSilicon (the caller tags it empirical), no power. The same miss as
+  // Query when the slice is absent; EmpiricalNotAvailableError when it has no
+  // usable sample.
+  Estimate QueryEmpirical(const std::string& op, const std::string& dtype, double tokens, double width) const;
   double SolMs(const std::string& op, double tokens, double width) const;
   const std::map<std::pair<std::string, std::string>, Grid>& slices() const { return slices_; }
 
@@ -42,6 +50,7 @@ class ElementwiseTable {
   std::string name_;
   std::shared_ptr<const Sol> sol_;
   std::map<std::pair<std::string, std::string>, Grid> slices_;
+  std::map<std::pair<std::string, std::string>, UtilGrid> utils_;  // one per slice
 };
 
 }  // namespace servecast::perfdb

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <iomanip>
+#include <optional>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -127,39 +129,126 @@ OpEstimate FromUtil(const UtilGrid& grid, std::span<const double> q, double sol_
   return e;
 }
 
-// The slice util-empirical reads for an attention key: its own, else (xshape)
-// the sibling with the same dtypes, head_dim and window whose effective KV-head
-// count is nearest in log2 (ties: map order). `transferred` says which.
+// The byte/rate profile of an attention slice's dtypes: the peak-rate key its
+// math runs at and the bytes per element it moves (FMHA input, KV cache).
+// Context: (FmhaQuant(attn).flops_key, FmhaQuant(attn).mem_bytes, KvCacheBytes(kv));
+// generation: (decode rate key, 0, KvCacheBytes(kv)), the decode rate key being
+// fp8 for an fp8 KV cache on SM >= 89 (as Sol::GenerationAttentionMs).
+struct AttentionProfile {
+  std::string flops_key;
+  double fmha_bytes = 0;
+  double kv_bytes = 0;
+};
+using AttentionProfileFn = std::function<AttentionProfile(const AttentionSliceKey&)>;
+
+// Where util-empirical reads an attention query's utils from.
+struct AttentionDonor {
+  const Grid* grid = nullptr;  // null: none the policy allows
+  bool own = false;            // the query's own slice
+  std::string prefix;          // "xshape (KV-head sibling)", "xquant from ...", ...
+};
+
+// The ladder for one key: own slice, xshape (same dtypes, head_dim, window; the
+// effective KV-head count nearest in log2, ties map order), xquant (same head_dim,
+// window and KV-head count, other dtypes with the same AttentionProfile; first in
+// map order), xprofile (same head_dim, window, KV-head count; the nearest other
+// profile: same flops_key first, then the sum of |log2| byte ratios, then map
+// order; util unchanged: AIC's facts give no util levels for attention). Each
+// rung as `policy` allows; `why` collects the refusals.
 template <typename Table>
-const Grid& FindSlice(const Table* table, const std::string& table_name, const AttentionSliceKey& key,
-                      std::int64_t num_heads, bool& transferred) {
-  if (!table) throw MissingDataError(table_name + " is not in the database");
-  transferred = false;
-  const auto it = table->slices().find(key);
-  if (it != table->slices().end()) return it->second;
+AttentionDonor FindAttentionDonor(const Table& table, const AttentionSliceKey& key, std::int64_t num_heads,
+                                  TransferPolicy policy, const AttentionProfileFn& profile, std::string& why) {
+  AttentionDonor out;
+  const auto it = table.slices().find(key);
+  if (it != table.slices().end()) {
+    out.grid = &it->second;
+    out.own = true;
+    return out;
+  }
   auto kv = [num_heads](std::int64_t n_kv) {
     return std::log2(static_cast<double>(std::max<std::int64_t>(1, n_kv == 0 ? num_heads : n_kv)));
   };
-  const Grid* best = nullptr;
-  double best_d = 0;
-  for (const auto& [k, g] : table->slices()) {
+  const Grid* sibling = nullptr;
+  double sibling_d = 0;
+  for (const auto& [k, g] : table.slices()) {
     if (k.attn_dtype != key.attn_dtype || k.kv_cache_dtype != key.kv_cache_dtype || k.head_dim != key.head_dim ||
         k.window_size != key.window_size)
       continue;
     const double d = std::abs(kv(k.n_kv_lookup) - kv(key.n_kv_lookup));
-    if (!best || d < best_d) {
-      best = &g;
+    if (!sibling || d < sibling_d) {
+      sibling = &g;
+      sibling_d = d;
+    }
+  }
+  if (sibling && TransferAllows(policy, TransferRung::kXshape)) {
+    out.grid = sibling;
+    out.prefix = "xshape (KV-head sibling)";
+    return out;
+  }
+  why += sibling ? "xshape KV-head sibling not allowed" : "xshape no KV-head sibling";
+  AttentionProfile own;
+  try {
+    own = profile(key);
+  } catch (const Error&) {
+    why += "; xquant/xprofile: the query's dtypes have no profile";
+    return out;
+  }
+  const std::pair<const AttentionSliceKey, Grid>* xquant = nullptr;
+  const std::pair<const AttentionSliceKey, Grid>* xprofile = nullptr;
+  bool best_other_compute = false;
+  double best_d = 0;
+  for (const auto& entry : table.slices()) {
+    const AttentionSliceKey& k = entry.first;
+    if (k.n_kv_lookup != key.n_kv_lookup || k.head_dim != key.head_dim || k.window_size != key.window_size ||
+        (k.attn_dtype == key.attn_dtype && k.kv_cache_dtype == key.kv_cache_dtype))
+      continue;
+    AttentionProfile p;
+    try {
+      p = profile(k);
+    } catch (const Error&) {
+      continue;  // a donor that cannot be rated
+    }
+    const bool other_compute = p.flops_key != own.flops_key;
+    auto log_ratio = [](double a, double b) { return a > 0 && b > 0 ? std::abs(std::log2(a / b)) : 0.0; };
+    const double d = log_ratio(p.fmha_bytes, own.fmha_bytes) + log_ratio(p.kv_bytes, own.kv_bytes);
+    if (!other_compute && d == 0) {
+      if (!xquant) xquant = &entry;
+    } else if (!xprofile || (other_compute != best_other_compute ? !other_compute : d < best_d)) {
+      xprofile = &entry;
+      best_other_compute = other_compute;
       best_d = d;
     }
   }
-  if (!best) {
-    throw EmpiricalNotAvailableError(table_name + "{" + key.ToString() + "}", "this key",
-                                     "no slice with this key or a KV-head sibling (" +
-                                         std::to_string(table->slices().size()) +
-                                         " slices present); other transfers are not built");
+  if (xquant && TransferAllows(policy, TransferRung::kXquant)) {
+    out.grid = &xquant->second;
+    out.prefix = "xquant from {" + xquant->first.ToString() + "}";
+    return out;
   }
-  transferred = true;
-  return *best;
+  if (xprofile && TransferAllows(policy, TransferRung::kXprofile)) {
+    out.grid = &xprofile->second;
+    out.prefix = "xprofile from {" + xprofile->first.ToString() + "} \u00d71 (no attention util levels)";
+    return out;
+  }
+  why += std::string("; xquant ") +
+         (xquant ? "donor {" + xquant->first.ToString() + "} not allowed" : std::string("no same-profile slice")) +
+         ", xprofile " +
+         (xprofile ? "donor {" + xprofile->first.ToString() + "} not allowed" : std::string("no other-dtype slice"));
+  return out;
+}
+
+// AIC's prefill head-size ratios vs head_dim 128 (§1.6, quoted for trtllm and
+// used for every backend): the util of a head_dim-128 donor x this ratio.
+std::optional<double> HeadSizeRatio(std::int64_t head_dim) {
+  switch (head_dim) {
+    case 64:
+      return 0.58;
+    case 192:
+      return 1.10;
+    case 256:
+      return 1.17;
+    default:
+      return std::nullopt;
+  }
 }
 
 // A donor dtype for xquant / xprofile: same profile -> xquant, else ranked
@@ -371,11 +460,12 @@ OpEstimate OpEstimator::Gemm(std::string_view quant, std::int64_t m, std::int64_
 // ---------------------------------------------------------------- context attention
 
 const UtilGrid& OpEstimator::ContextUtilGrid(const AttentionSliceKey& key) const {
-  bool transferred = false;
-  const Grid& g = FindSlice(context_, "context_attention_perf", key, 0, transferred);
-  if (transferred)
+  if (!context_) throw MissingDataError("context_attention_perf is not in the database");
+  const auto it = context_->slices().find(key);
+  if (it == context_->slices().end())
     throw EmpiricalNotAvailableError("context_attention_perf{" + key.ToString() + "}", "this key",
                                      "no slice with this key");
+  const Grid& g = it->second;
   return CachedGrid(&g, [&g] { return GridUtils(g); });
 }
 
@@ -389,19 +479,53 @@ OpEstimate OpEstimator::ContextSilicon(const ContextAttentionQuery& q) const {
 }
 
 OpEstimate OpEstimator::ContextEmpirical(const ContextAttentionQuery& q) const {
+  if (!context_) throw MissingDataError("context_attention_perf is not in the database");
   const AttentionSliceKey key{q.attn_dtype, q.kv_cache_dtype, KvLookup(q.num_heads, q.num_kv_heads), q.head_dim,
                               q.window_size};
-  bool transferred = false;
-  const Grid& g = FindSlice(context_, "context_attention_perf", key, q.num_heads, transferred);
-  const UtilGrid& grid = CachedGrid(&g, [&g] { return GridUtils(g); });
+  const AttentionProfileFn profile = [](const AttentionSliceKey& k) {
+    const QuantMode fmha = FmhaQuant(k.attn_dtype);
+    return AttentionProfile{fmha.flops_key, fmha.mem_bytes, KvCacheBytes(k.kv_cache_dtype)};
+  };
   const double x[3] = {static_cast<double>(q.num_heads), static_cast<double>(q.seq), static_cast<double>(q.batch)};
-  if (transferred && !TransferAllows(policy_, TransferRung::kXshape))
-    throw EmpiricalNotAvailableError(
-        "context_attention_perf{" + key.ToString() + "}", ContextKey(q),
-        "no slice with this key; xshape not allowed by transfer policy " + std::string(TransferPolicyName(policy_)));
-  const double sol_ms = transferred ? ContextSol(sol_, q) : g.Sol(x);
-  OpEstimate e = FromUtil(grid, x, sol_ms);
-  if (transferred) e.detail = "xshape (KV-head sibling) " + e.detail;
+  std::string why = "no slice with this key; transfer policy " + std::string(TransferPolicyName(policy_)) + ": ";
+  AttentionDonor donor = FindAttentionDonor(*context_, key, q.num_heads, policy_, profile, why);
+  double scale = 1.0;
+  if (!donor.grid) {
+    // Head-size transfer (prefill only): no slice has this head_dim at all ->
+    // the head_dim-128 donor's util x AIC's ratio vs 128, gated as a shape transfer.
+    const bool head_dim_absent = std::none_of(context_->slices().begin(), context_->slices().end(),
+                                              [&](const auto& e) { return e.first.head_dim == q.head_dim; });
+    const std::optional<double> ratio = HeadSizeRatio(q.head_dim);
+    if (!head_dim_absent) {
+      why += "; head-size transfer: the table has head_dim " + std::to_string(q.head_dim);
+    } else if (!ratio) {
+      why +=
+          "; head-size transfer: no ratio vs 128 for head_dim " + std::to_string(q.head_dim) + " (AIC's: 64, 192, 256)";
+    } else if (!TransferAllows(policy_, TransferRung::kXshape)) {
+      why += "; head-size transfer not allowed";
+    } else {
+      AttentionSliceKey key128 = key;
+      key128.head_dim = 128;
+      std::string why128;
+      AttentionDonor d128 = FindAttentionDonor(*context_, key128, q.num_heads, policy_, profile, why128);
+      if (d128.grid) {
+        donor = d128;
+        scale = *ratio;
+        donor.own = false;
+        donor.prefix = "head-size transfer from head_dim 128 \u00d7" + FormatRatio(*ratio) +
+                       (d128.prefix.empty() ? std::string() : ", " + d128.prefix);
+      } else {
+        why += "; head-size transfer: head_dim 128 has no usable donor (" + why128 + ")";
+      }
+    }
+  }
+  if (!donor.grid)
+    throw EmpiricalNotAvailableError("context_attention_perf{" + key.ToString() + "}", ContextKey(q), why);
+  const Grid& g = *donor.grid;
+  const UtilGrid& grid = CachedGrid(&g, [&g] { return GridUtils(g); });
+  const double sol_ms = donor.own ? g.Sol(x) : ContextSol(sol_, q);
+  OpEstimate e = FromUtil(grid, x, sol_ms, scale);
+  if (!donor.prefix.empty()) e.detail = donor.prefix + "; " + e.detail;
   return e;
 }
 
@@ -414,11 +538,12 @@ OpEstimate OpEstimator::ContextAttention(const ContextAttentionQuery& q) const {
 // ---------------------------------------------------------------- generation attention
 
 const UtilGrid& OpEstimator::GenerationUtilGrid(const AttentionSliceKey& key) const {
-  bool transferred = false;
-  const Grid& g = FindSlice(generation_, "generation_attention_perf", key, 0, transferred);
-  if (transferred)
+  if (!generation_) throw MissingDataError("generation_attention_perf is not in the database");
+  const auto it = generation_->slices().find(key);
+  if (it == generation_->slices().end())
     throw EmpiricalNotAvailableError("generation_attention_perf{" + key.ToString() + "}", "this key",
                                      "no slice with this key");
+  const Grid& g = it->second;
   return CachedGrid(&g, [&g] { return GridUtils(g); });
 }
 
@@ -432,18 +557,25 @@ OpEstimate OpEstimator::GenerationSilicon(const GenerationAttentionQuery& q) con
 }
 
 OpEstimate OpEstimator::GenerationEmpirical(const GenerationAttentionQuery& q) const {
+  if (!generation_) throw MissingDataError("generation_attention_perf is not in the database");
   const AttentionSliceKey key{"", q.kv_cache_dtype, KvLookup(q.num_heads, q.num_kv_heads), q.head_dim, q.window_size};
-  bool transferred = false;
-  const Grid& g = FindSlice(generation_, "generation_attention_perf", key, q.num_heads, transferred);
+  const int sm = sol_.spec().gpu.sm_version;
+  const AttentionProfileFn profile = [sm](const AttentionSliceKey& k) {
+    const double kv_bytes = KvCacheBytes(k.kv_cache_dtype);
+    return AttentionProfile{k.kv_cache_dtype == "fp8" && sm >= 89 ? "fp8" : "bfloat16", 0, kv_bytes};
+  };
+  std::string why = "no slice with this key; transfer policy " + std::string(TransferPolicyName(policy_)) + ": ";
+  const AttentionDonor donor = FindAttentionDonor(*generation_, key, q.num_heads, policy_, profile, why);
+  if (!donor.grid) {
+    throw EmpiricalNotAvailableError("generation_attention_perf{" + key.ToString() + "}", GenerationKey(q),
+                                     why + "; no head-size transfer for generation (prefill only)");
+  }
+  const Grid& g = *donor.grid;
   const UtilGrid& grid = CachedGrid(&g, [&g] { return GridUtils(g); });
   const double x[3] = {static_cast<double>(q.num_heads), static_cast<double>(q.batch), static_cast<double>(q.seq)};
-  if (transferred && !TransferAllows(policy_, TransferRung::kXshape))
-    throw EmpiricalNotAvailableError(
-        "generation_attention_perf{" + key.ToString() + "}", GenerationKey(q),
-        "no slice with this key; xshape not allowed by transfer policy " + std::string(TransferPolicyName(policy_)));
-  const double sol_ms = transferred ? GenerationSol(sol_, q) : g.Sol(x);
+  const double sol_ms = donor.own ? g.Sol(x) : GenerationSol(sol_, q);
   OpEstimate e = FromUtil(grid, x, sol_ms);
-  if (transferred) e.detail = "xshape (KV-head sibling) " + e.detail;
+  if (!donor.prefix.empty()) e.detail = donor.prefix + "; " + e.detail;
   return e;
 }
 

@@ -91,9 +91,19 @@ class OpEstimator {
   // Silicon: the table's 5-sample mean (GenerationAttentionTable::Query);
   // empirical: one util lookup at q.seq.
   // Attention util-empirical reads the query's own slice; when that slice is
-  // absent it borrows (xshape) the utils of the sibling slice with the same
-  // dtypes, head_dim and window whose KV-head count is nearest in log2, with
-  // the query's own SOL (detail starts "xshape").
+  // absent it borrows utils, with the query's own SOL, from (each rung as the
+  // policy allows):
+  //   xshape   the sibling with the same dtypes, head_dim and window whose
+  //            KV-head count is nearest in log2 (detail "xshape (KV-head sibling)");
+  //   xquant   a slice with the same head_dim, window and KV-head count whose
+  //            dtypes have the same profile: context (FMHA flops_key, FMHA bytes,
+  //            KV bytes), generation (decode flops_key, KV bytes); first in map order;
+  //   xprofile the same, nearest other profile (same flops_key first, then the
+  //            sum of |log2| byte ratios); util unchanged (AIC gives no attention
+  //            util levels);
+  //   head size (context only; gated as xshape) no slice has the query's
+  //            head_dim: the head_dim-128 donor (via the rungs above) with util x
+  //            AIC's ratio vs 128: 64 .58, 192 1.10, 256 1.17; other sizes miss.
   OpEstimate GenerationAttention(const GenerationAttentionQuery& q) const;
   // SILICON: MoeTable::Query. Util-empirical (1 axis, num_tokens; MoE SOL from
   // Sol::MoeMs with the slice's gated flag): the query's own slice, else xshape

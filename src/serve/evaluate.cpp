@@ -42,26 +42,65 @@ OpCost FromTable(const perfdb::Estimate& e, double flops, std::string detail) {
 bool SolMode(const Database& db) { return db.mode() == DatabaseMode::kSol; }
 bool EmpiricalMode(const Database& db) { return db.mode() == DatabaseMode::kEmpirical; }
 
-// A collective's answer: as the table says, or util-empirical in EMPIRICAL mode
-// (AIC costs custom all-reduce and NCCL ops there by util over message size too).
-OpCost CommCost(const perfdb::CommEstimate& e, const Database& db, std::string detail) {
-  OpCost c = FromTable(e, 0, EmpiricalMode(db) ? "util-empirical over " + detail : std::move(detail));
-  if (EmpiricalMode(db)) c.source = "empirical";
-  return c;
-}
-bool UsesMeasuredElementwise(const Database& db) {
-  return (db.mode() == DatabaseMode::kSilicon || db.mode() == DatabaseMode::kHybrid) && db.elementwise();
+bool HybridMode(const Database& db) {
+  return db.mode() == DatabaseMode::kHybrid;
 }
 
-// A memory-bound op without a table: measured elementwise_perf row when the data
-// has that op (SILICON / HYBRID), else the memory formula.
+// A collective's answer: as the table says; util-empirical in EMPIRICAL mode
+// (AIC costs custom all-reduce and NCCL ops there by util over message size too)
+// and in HYBRID mode after a table miss (CommEstimate::silicon_miss set).
+OpCost CommCost(const perfdb::CommEstimate& e, const Database& db, std::string detail) {
+  const bool fallback = !e.silicon_miss.empty();
+  if (EmpiricalMode(db) || fallback) detail = "util-empirical over " + detail;
+  if (fallback) detail += "; silicon miss: " + e.silicon_miss;
+  OpCost c = FromTable(e, 0, std::move(detail));
+  if (EmpiricalMode(db) || fallback) c.source = "empirical";
+  return c;
+}
+
+// An elementwise_perf answer in this mode, when the data has a bfloat16 slice
+// for `measured_op`: SILICON the table; HYBRID the table, a typed miss falling
+// back to util-empirical over the slice; EMPIRICAL util-empirical over the slice.
+// nullopt (the caller's formula) in SOL mode or without the table or slice.
+struct MeasuredCost {
+  perfdb::Estimate estimate;
+  std::string source;
+  std::string detail;
+};
+std::optional<MeasuredCost> MeasuredElementwise(const Database& db, const std::string& measured_op, double tokens,
+                                                double width) {
+  if (measured_op.empty() || SolMode(db) || !db.elementwise() || !db.elementwise()->Has(measured_op, "bfloat16"))
+    return std::nullopt;
+  const perfdb::ElementwiseTable& t = *db.elementwise();
+  const std::string what = "elementwise_perf " + measured_op + " tokens=" + Fmt(tokens) + " width=" + Fmt(width);
+  std::string silicon_miss;
+  if (!EmpiricalMode(db)) {
+    try {
+      const perfdb::Estimate e = t.Query(measured_op, "bfloat16", tokens, width);
+      return MeasuredCost{e, perfdb::EstimateSourceName(e.source), what};
+    } catch (const perfdb::MissingDataError& miss) {
+      if (!HybridMode(db)) throw;
+      silicon_miss = miss.what();
+    }
+  }
+  try {
+    const perfdb::Estimate e = t.QueryEmpirical(measured_op, "bfloat16", tokens, width);
+    std::string detail = "util-empirical over " + what;
+    if (!silicon_miss.empty()) detail += "; silicon miss: " + silicon_miss;
+    return MeasuredCost{e, "empirical", detail};
+  } catch (const perfdb::MissingDataError& miss) {
+    if (silicon_miss.empty()) throw;
+    throw perfdb::MissingDataError(what + ": silicon: " + silicon_miss + "; empirical: " + miss.what());
+  }
+}
+
+// A memory-bound op: the elementwise_perf answer when the data has that op
+// (MeasuredElementwise), else the memory formula.
 OpCost MemoryBound(const Database& db, const std::string& measured_op, double tokens, double width, double bytes) {
   const double sol = db.sol().MemMs(bytes);
-  if (!measured_op.empty() && UsesMeasuredElementwise(db) && db.elementwise()->Has(measured_op, "bfloat16")) {
-    const perfdb::Estimate e = db.elementwise()->Query(measured_op, "bfloat16", tokens, width);
-    OpCost c{e.latency_ms, sol, 0, perfdb::EstimateSourceName(e.source),
-             "elementwise_perf " + measured_op + " tokens=" + Fmt(tokens) + " width=" + Fmt(width)};
-    c.energy_wms = EnergyWms(e.power_w, e.latency_ms);
+  if (const auto m = MeasuredElementwise(db, measured_op, tokens, width)) {
+    OpCost c{m->estimate.latency_ms, sol, 0, m->source, m->detail};
+    c.energy_wms = EnergyWms(m->estimate.power_w, m->estimate.latency_ms);
     return c;
   }
   if (SolMode(db)) return OpCost{sol, sol, 0, "sol", "bytes / peak bandwidth"};
@@ -113,12 +152,11 @@ double ContextExtrasMs(const Op& op, const Database& db, const PassShape& s, std
   auto mem = [&](double bytes) { return MemoryOpMs(db, bytes); };
   double rope = 2 * mem(2 * q + 2 * k);
   how = "rope+kv_write";
-  if (UsesMeasuredElementwise(db) && db.elementwise()->Has("rotary_embedding", "bfloat16")) {
-    rope = db.elementwise()
-               ->Query("rotary_embedding", "bfloat16", static_cast<double>(s.batch * s.seq),
-                       static_cast<double>((op.heads + op.kv_heads) * op.head_dim))
-               .latency_ms;
-    how = "rope (elementwise_perf rotary_embedding)+kv_write";
+  if (const auto m = MeasuredElementwise(db, "rotary_embedding", static_cast<double>(s.batch * s.seq),
+                                         static_cast<double>((op.heads + op.kv_heads) * op.head_dim))) {
+    rope = m->estimate.latency_ms;
+    how = m->source == "empirical" ? "rope (elementwise_perf rotary_embedding, util-empirical)+kv_write"
+                                   : "rope (elementwise_perf rotary_embedding)+kv_write";
   }
   double extras = rope + mem(k * fmha_bytes) + mem(k * fmha_bytes);
   if (op.qk_norm) {
@@ -182,8 +220,9 @@ OpCost Comm(const Op& op, const Database& db, std::int64_t tokens) {
       throw perfdb::MissingDataError(op.name + " (" + what + "): custom_allreduce_perf is not in the data source " +
                                      db.source());
     const perfdb::CustomAllReduceQuery q{op.gpus, size, op.comm_dtype};
-    const perfdb::CommEstimate e =
-        EmpiricalMode(db) ? db.custom_allreduce()->QueryEmpirical(q) : db.custom_allreduce()->QueryWithDonor(q);
+    const perfdb::CommEstimate e = EmpiricalMode(db) ? db.custom_allreduce()->QueryEmpirical(q)
+                                   : HybridMode(db)  ? db.custom_allreduce()->QueryHybrid(q)
+                                                     : db.custom_allreduce()->QueryWithDonor(q);
     std::string detail = "custom_allreduce_perf: " + what;
     if (e.borrowed_from_gpus) detail += " (borrowed from " + std::to_string(*e.borrowed_from_gpus) + " GPUs)";
     return CommCost(e, db, detail);
@@ -193,7 +232,9 @@ OpCost Comm(const Op& op, const Database& db, std::int64_t tokens) {
   if (!db.nccl())
     throw perfdb::MissingDataError(op.name + " (" + what + "): nccl_perf is not in the data of " + db.spec().name);
   const perfdb::NcclQuery q{op.collective, op.comm_dtype, op.gpus, size};
-  const perfdb::CommEstimate e = EmpiricalMode(db) ? db.nccl()->QueryEmpirical(q) : db.nccl()->QueryWithDonor(q);
+  const perfdb::CommEstimate e = EmpiricalMode(db) ? db.nccl()->QueryEmpirical(q)
+                                 : HybridMode(db)  ? db.nccl()->QueryHybrid(q)
+                                                   : db.nccl()->QueryWithDonor(q);
   std::string detail = "nccl_perf: " + what;
   if (e.borrowed_from_gpus) detail += " (borrowed from " + std::to_string(*e.borrowed_from_gpus) + " GPUs)";
   return CommCost(e, db, detail);
