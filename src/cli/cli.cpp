@@ -197,7 +197,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   query_cmd->add_option("--version", dq.version, "data version (default: the newest with tables)");
   query_cmd->add_option("--op", dq.op,
                         "gemm, context_attention, generation_attention, moe (every --database-mode); "
-                        "nccl, custom_allreduce, compute_scale, scale_matrix (silicon)")->required();
+                        "nccl, custom_allreduce (silicon, hybrid, empirical); compute_scale, scale_matrix (silicon)")->required();
   query_cmd->add_option("--transfer-policy", dq.policy,
                         "hybrid / empirical: which transfers may lend a utilization when the op's own slice is "
                         "empty: off, conservative (xshape), balanced (+xquant), aggressive or all (+xprofile)")
