@@ -56,8 +56,10 @@ std::string TrtllmExtraConfig(const LaunchContext& c, const model::ParallelConfi
 // the cap does not fit.
 int WeightsFitTp(double weight_bytes, double gpu_memory_bytes, int gpus_per_node, int total_gpus);
 
-// A placeholder agg point from the rule: tp (MoE: expert-parallel over the same
-// GPUs), batch 128, prefill budget = isl, replicas = total / tp; no predictions.
+// The agg deployment the weights-fit rule gives when the perf data cannot answer:
+// tp (MoE: expert-parallel over the same GPUs), batch 128, prefill budget = isl,
+// replicas = total / tp. It carries no latency or throughput figures, and the
+// launch files written from it say that no prediction was made.
 search::Point WeightsFitPoint(const model::ModelConfig& m, int tp, int total_gpus, std::int64_t isl);
 
 // "./servecast-Qwen3-32B-h200_sxm-8gpu" (the model's last path component, with

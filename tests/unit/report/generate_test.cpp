@@ -153,7 +153,7 @@ TEST(GenerateRule, WeightsFitTp) {
   EXPECT_EQ(WeightsFitTp(470 * gb, 141 * gb, 8, 4), 0);   // capped by the GPUs given
 }
 
-TEST(GenerateRule, PlaceholderPointIsNotAPrediction) {
+TEST(GenerateRule, RuleDeploymentCarriesNoPrediction) {
   model::ModelConfig m;
   m.family = model::Family::kMoe;
   const search::Point p = WeightsFitPoint(m, 4, 16, 2000);

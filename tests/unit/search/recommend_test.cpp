@@ -2,12 +2,22 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "model/model_config.h"
+#include "serve/database.h"
+#include "serve/engine_profile.h"
+#include "system/system_spec.h"
 
 namespace servecast::search {
 namespace {
+
+const std::string kSrc = SERVECAST_SOURCE_DIR;
 
 TEST(RecommendLadder, PowersOfTwoThenMultiplesOfEight) {
   EXPECT_EQ(GpuLadder(1), (std::vector<int>{1}));
@@ -20,72 +30,116 @@ TEST(RecommendLadder, PowersOfTwoThenMultiplesOfEight) {
   EXPECT_TRUE(GpuLadder(0).empty());
 }
 
-// A fake search: every GPU count yields one agg point of a 2-GPU replica serving
-// 1.5 requests/s and 40 concurrent requests, meeting the limits from 2 GPUs on.
-SearchResult FakeSearch(int gpus, std::vector<int>* calls) {
-  calls->push_back(gpus);
-  SearchResult r;
-  ModeResult m;
-  m.mode = Mode::kAgg;
-  if (gpus >= 2) {
-    Point p;
-    p.gpus_per_replica = 2;
-    p.replicas = gpus / 2;
-    p.seq_per_s = 1.5;
-    p.concurrency = 40;
-    p.tokens_per_s_gpu_cluster = 100;
-    p.meets_sla = true;
-    m.points.push_back(p);
-    Point slow = p;  // more throughput but misses the limits: never picked
-    slow.meets_sla = false;
-    slow.seq_per_s = 100;
-    m.points.push_back(slow);
-  } else {
-    m.skipped["out of memory"] = 3;
+// The real search behind Recommend: RunSearch in SOL mode (rooflines, no perf data
+// needed) on the H200 spec, trtllm, isl 1024 / osl 256, TTFT 1000 ms, TPOT 30 ms.
+struct SolSearch {
+  explicit SolSearch(const std::string& model_id)
+      : spec(systems::LoadSystemByName(kSrc + "/systems", "h200_sxm")),
+        model(model::LoadModel(model_id, kSrc + "/models")),
+        engine(serve::LoadEngineProfileByName(kSrc + "/engines", model::Engine::kTrtllm)) {
+    serve::DatabaseOptions o;
+    o.mode = perfdb::DatabaseMode::kSol;
+    db = serve::Database::Open(spec, o, {});
+    in.isl = 1024;
+    in.osl = 256;
+    in.ttft_ms = 1000;
+    in.tpot_ms = 30;
   }
-  r.modes.push_back(m);
-  return r;
+  SearchResult operator()(int gpus) {
+    calls.push_back(gpus);
+    SearchInputs q = in;
+    q.total_gpus = gpus;
+    return RunSearch(model, *db, engine, q);
+  }
+  systems::SystemSpec spec;
+  model::ModelConfig model;
+  serve::EngineProfile engine;
+  std::unique_ptr<serve::Database> db;
+  SearchInputs in;
+  std::vector<int> calls;
+};
+
+// The first ladder count whose search can serve the target, found by searching
+// every count independently of Recommend's walk.
+int FirstCountServing(SolSearch& s, const RecommendTarget& t, const std::vector<int>& ladder) {
+  for (int g : ladder)
+    if (PickForTarget(s(g), t)) return g;
+  return 0;
 }
 
 TEST(Recommend, StopsAtTheFirstCountMeetingTheRate) {
-  std::vector<int> calls;
+  SolSearch oracle("meta-llama/Meta-Llama-3.1-8B");
+  // Three times what one GPU can serve: needs more than one GPU.
+  const auto one = PickForTarget(oracle(1), RecommendTarget{1e-9, 0});
+  ASSERT_TRUE(one.has_value());
   RecommendTarget t;
-  t.request_rate = 10;  // 1.5 x replicas >= 10 -> 7 replicas -> 14 GPUs -> 16 on the ladder
-  const RecommendResult r = Recommend([&](int g) { return FakeSearch(g, &calls); }, t, GpuLadder(512));
+  t.request_rate = 3 * ClusterRequestRate(*one);
+  const auto ladder = GpuLadder(64);
+  const int expected = FirstCountServing(oracle, t, ladder);
+  ASSERT_GT(expected, 1);
+
+  SolSearch s("meta-llama/Meta-Llama-3.1-8B");
+  const RecommendResult r = Recommend(std::ref(s), t, ladder);
   ASSERT_TRUE(r.found);
-  EXPECT_EQ(r.gpus, 16);
-  EXPECT_EQ(calls, (std::vector<int>{1, 2, 4, 8, 16}));
-  EXPECT_EQ(r.point.replicas, 8);
-  EXPECT_NEAR(ClusterRequestRate(r.point), 12.0, 1e-12);
-  EXPECT_NEAR(r.margin, 0.2, 1e-12);
-  ASSERT_EQ(r.steps.size(), 5u);
-  EXPECT_FALSE(r.steps[0].any_meets_sla);
-  EXPECT_EQ(r.steps[0].note, "out of memory");
-  EXPECT_TRUE(r.steps[1].any_meets_sla);
-  EXPECT_FALSE(r.steps[1].meets_target);
-  EXPECT_NEAR(r.steps[3].best_request_rate, 6.0, 1e-12);  // 8 GPUs: 4 replicas, the slow point ignored
-  EXPECT_TRUE(r.steps[4].meets_target);
+  EXPECT_EQ(r.gpus, expected);
+  // The walk stops there: the counts searched are the ladder up to the answer.
+  const std::vector<int> prefix(ladder.begin(), std::find(ladder.begin(), ladder.end(), expected) + 1);
+  EXPECT_EQ(s.calls, prefix);
+  ASSERT_EQ(r.steps.size(), prefix.size());
+  for (std::size_t i = 0; i + 1 < r.steps.size(); ++i) EXPECT_FALSE(r.steps[i].meets_target) << r.steps[i].gpus;
+  EXPECT_TRUE(r.steps.back().meets_target);
+  EXPECT_TRUE(r.point.meets_sla);
+  EXPECT_GE(ClusterRequestRate(r.point), t.request_rate);
+  EXPECT_NEAR(r.margin, ClusterRequestRate(r.point) / t.request_rate - 1, 1e-12);
+  EXPECT_GE(r.margin, 0);
 }
 
 TEST(Recommend, ConcurrencyTarget) {
-  std::vector<int> calls;
+  SolSearch oracle("meta-llama/Meta-Llama-3.1-8B");
+  // One more request than any deployment on one GPU holds within the limits.
+  std::int64_t most = 0;
+  for (const ModeResult& m : oracle(1).modes)
+    for (const Point& p : m.points)
+      if (p.meets_sla) most = std::max(most, ClusterConcurrency(p));
+  ASSERT_GT(most, 0);
   RecommendTarget t;
-  t.concurrency = 80;  // 40 x replicas >= 80 -> 2 replicas -> 4 GPUs
-  const RecommendResult r = Recommend([&](int g) { return FakeSearch(g, &calls); }, t, GpuLadder(64));
+  t.concurrency = most + 1;
+  const auto ladder = GpuLadder(64);
+  const int expected = FirstCountServing(oracle, t, ladder);
+  ASSERT_GT(expected, 1);
+  SolSearch s("meta-llama/Meta-Llama-3.1-8B");
+  const RecommendResult r = Recommend(std::ref(s), t, ladder);
   ASSERT_TRUE(r.found);
-  EXPECT_EQ(r.gpus, 4);
-  EXPECT_EQ(ClusterConcurrency(r.point), 80);
-  EXPECT_NEAR(r.margin, 0.0, 1e-12);
+  EXPECT_EQ(r.gpus, expected);
+  EXPECT_GE(ClusterConcurrency(r.point), t.concurrency);
+  EXPECT_NEAR(r.margin, static_cast<double>(ClusterConcurrency(r.point)) / t.concurrency - 1, 1e-12);
+}
+
+TEST(Recommend, CountsTooSmallForTheModelSayWhy) {
+  // Llama-3.1-405B in bf16 (about 810 GB of weights) fits no worker of 1, 2 or 4
+  // H200s; 8 GPUs (tp 8) hold it.
+  SolSearch s("meta-llama/Meta-Llama-3.1-405B");
+  RecommendTarget t;
+  t.request_rate = 1e-6;
+  const RecommendResult r = Recommend(std::ref(s), t, GpuLadder(8));
+  ASSERT_TRUE(r.found);
+  EXPECT_EQ(r.gpus, 8);
+  ASSERT_EQ(r.steps.size(), 4u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_FALSE(r.steps[i].any_meets_sla) << r.steps[i].gpus;
+    EXPECT_NE(r.steps[i].note.find("memory"), std::string::npos) << r.steps[i].note;
+  }
 }
 
 TEST(Recommend, NothingUpToTheCap) {
-  std::vector<int> calls;
+  SolSearch s("meta-llama/Meta-Llama-3.1-8B");
   RecommendTarget t;
-  t.request_rate = 1000;
-  const RecommendResult r = Recommend([&](int g) { return FakeSearch(g, &calls); }, t, GpuLadder(32));
+  t.request_rate = 1e9;
+  const RecommendResult r = Recommend(std::ref(s), t, GpuLadder(16));
   EXPECT_FALSE(r.found);
-  EXPECT_EQ(r.steps.size(), GpuLadder(32).size());
-  EXPECT_EQ(calls.back(), 32);
+  EXPECT_EQ(r.steps.size(), GpuLadder(16).size());
+  EXPECT_EQ(s.calls, GpuLadder(16));
+  for (const auto& step : r.steps) EXPECT_FALSE(step.meets_target);
 }
 
 TEST(Recommend, TargetMustBeExactlyOne) {
