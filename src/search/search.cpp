@@ -104,7 +104,7 @@ ModeResult SearchAgg(const model::ModelConfig& m, const serve::Database& db, con
                      const SearchInputs& in) {
   ModeResult r;
   r.mode = Mode::kAgg;
-  const auto configs = EnumerateParallel(m, in.engine, in.total_gpus, false, &r.skipped);
+  const auto configs = EnumerateParallel(m, in.engine, in.total_gpus, &r.skipped);
   r.parallel_configs = configs.size();
   const auto budgets = CtxTokenBudgets(in.isl);
   const model::OpListOptions oo = OpOptions(in, db);
@@ -194,7 +194,7 @@ ModeResult SearchDisagg(const model::ModelConfig& m, const serve::Database& db, 
                         const SearchInputs& in) {
   ModeResult r;
   r.mode = Mode::kDisagg;
-  const auto configs = EnumerateParallel(m, in.engine, in.total_gpus, true, &r.skipped);
+  const auto configs = EnumerateParallel(m, in.engine, in.total_gpus, &r.skipped);
   r.parallel_configs = configs.size();
   const model::OpListOptions oo = OpOptions(in, db);
   const serve::DisaggProfile& d = engine.disagg;
@@ -339,9 +339,8 @@ std::vector<std::int64_t> CtxTokenBudgets(std::int64_t isl) {
   return {c.begin(), c.end()};
 }
 
-std::vector<ParallelConfig> EnumerateParallel(const model::ModelConfig& m, model::Engine e, int total_gpus, bool disagg,
+std::vector<ParallelConfig> EnumerateParallel(const model::ModelConfig& m, model::Engine e, int total_gpus,
                                               std::map<std::string, std::size_t>* rejected) {
-  (void)disagg;
   std::vector<ParallelConfig> out;
   auto keep = [&](const ParallelConfig& p) {
     try {
@@ -405,9 +404,8 @@ std::set<serve::TableNeed> SearchNeeds(const model::ModelConfig& m, const Search
   oo.nextn = in.nextn;
   oo.sm_version = sm_version;
   oo.gpus_per_node = gpus_per_node;
-  for (bool disagg : {false, true})
-    for (const ParallelConfig& p : EnumerateParallel(m, in.engine, in.total_gpus, disagg))
-      needs.merge(serve::NeedsOf(model::BuildOpList(m, p, oo)));
+  for (const ParallelConfig& p : EnumerateParallel(m, in.engine, in.total_gpus))
+    needs.merge(serve::NeedsOf(model::BuildOpList(m, p, oo)));
   return needs;
 }
 

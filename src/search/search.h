@@ -79,9 +79,10 @@ struct SearchResult {
 // Parallel configurations of one worker per AIC's enumeration rules for `total_gpus`
 // (dense: tp in {1,2,4,8}; MoE: tp, dp, moe_tp, moe_ep in {1,2,4,8,16} with
 // tp x dp = moe_tp x moe_ep and the engine's rules), each validated against the
-// model. `disagg` widens the MoE lists as AIC does for its workers.
+// model. Agg workers and disagg prefill / decode workers draw from the same list
+// (AIC's SGLang MoE lists take every size 1..16; servecast keeps powers of two).
 std::vector<model::ParallelConfig> EnumerateParallel(const model::ModelConfig& m, model::Engine e, int total_gpus,
-                                                     bool disagg, std::map<std::string, std::size_t>* rejected = nullptr);
+                                                     std::map<std::string, std::size_t>* rejected = nullptr);
 
 // The agg batch list (44 values <= 512) and the disagg decode batch list (96 values).
 std::vector<std::int64_t> AggBatches();

@@ -141,23 +141,18 @@ SupportReport CheckSupport(const model::ModelConfig& m, model::Engine e, int gpu
   oo.sm_version = silicon.spec().gpu.sm_version;
   oo.gpus_per_node = silicon.spec().node.gpus_per_node;
   std::vector<SupportConfig> configs;
-  std::set<std::string> seen;
   std::string rejected;
-  for (bool disagg : {false, true}) {
-    std::map<std::string, std::size_t> why;
-    std::vector<model::ParallelConfig> pars;
-    try {
-      pars = EnumerateParallel(m, e, gpus, disagg, &why);
-    } catch (const UsageError& ex) {
-      SupportConfig c;
-      c.invalid = FirstLine(ex.what());
-      configs.push_back(c);
-      continue;
-    }
-    if (pars.empty() && !why.empty() && rejected.empty()) rejected = why.begin()->first;
-    for (const model::ParallelConfig& p : pars)
-      if (seen.insert(p.ToString()).second) configs.push_back(CheckConfig(m, p, oo, silicon, hybrid, w));
+  std::map<std::string, std::size_t> why;
+  std::vector<model::ParallelConfig> pars;
+  try {
+    pars = EnumerateParallel(m, e, gpus, &why);
+  } catch (const UsageError& ex) {
+    SupportConfig c;
+    c.invalid = FirstLine(ex.what());
+    configs.push_back(c);
   }
+  if (pars.empty() && !why.empty()) rejected = why.begin()->first;
+  for (const model::ParallelConfig& p : pars) configs.push_back(CheckConfig(m, p, oo, silicon, hybrid, w));
   if (configs.empty() && !rejected.empty()) {
     SupportConfig c;
     c.invalid = rejected;

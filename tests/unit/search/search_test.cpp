@@ -50,7 +50,7 @@ TEST(SearchLists, PrefillBudgetsAreWholeRequests) {
 
 TEST(SearchEnumerate, DenseIsTensorParallelUpToEight) {
   const auto m = Model("Qwen/Qwen3-32B");
-  const auto configs = EnumerateParallel(m, model::Engine::kTrtllm, 32, false);
+  const auto configs = EnumerateParallel(m, model::Engine::kTrtllm, 32);
   std::vector<int> tps;
   for (const auto& p : configs) {
     tps.push_back(p.tp);
@@ -58,13 +58,13 @@ TEST(SearchEnumerate, DenseIsTensorParallelUpToEight) {
     EXPECT_EQ(p.dp, 1);
   }
   EXPECT_EQ(tps, (std::vector<int>{1, 2, 4, 8}));
-  EXPECT_EQ(EnumerateParallel(m, model::Engine::kTrtllm, 2, false).size(), 2u);
+  EXPECT_EQ(EnumerateParallel(m, model::Engine::kTrtllm, 2).size(), 2u);
 }
 
 TEST(SearchEnumerate, MoeFollowsEngineRules) {
   const auto m = Model("Qwen/Qwen3-30B-A3B");
   for (auto e : {model::Engine::kTrtllm, model::Engine::kVllm, model::Engine::kSglang}) {
-    const auto configs = EnumerateParallel(m, e, 16, false);
+    const auto configs = EnumerateParallel(m, e, 16);
     ASSERT_FALSE(configs.empty());
     for (const auto& p : configs) {
       EXPECT_EQ(p.tp * p.dp, p.moe_tp * p.moe_ep) << p.ToString();
@@ -80,7 +80,7 @@ TEST(SearchEnumerate, MoeFollowsEngineRules) {
   // trtllm on 16 GPUs: (tp, dp) with tp*dp in {1,2,4,8,16} and tp or dp 1, times the
   // (moe_tp, moe_ep) splits of that width: 1 + 2*2 + 2*3 + 2*4 + 2*5 = 29 (AIC's count).
   std::map<std::string, std::size_t> rejected;
-  const auto trt = EnumerateParallel(m, model::Engine::kTrtllm, 16, false, &rejected);
+  const auto trt = EnumerateParallel(m, model::Engine::kTrtllm, 16, &rejected);
   std::size_t total = trt.size();
   for (const auto& [why, n] : rejected) total += n;
   EXPECT_EQ(total, 29u);
