@@ -171,6 +171,26 @@ Json MemoryJson(const serve::MemoryBreakdown& mem) {
           {"max_batch", mem.max_batch}};
 }
 
+// The figures every mode's answer has, under the same JSON keys and terminal lines.
+template <class Estimate>
+void PutHeadline(Json& out, const Estimate& r) {
+  out["ttft_ms"] = r.ttft_ms;
+  out["tpot_ms"] = r.tpot_ms;
+  out["request_latency_ms"] = r.request_latency_ms;
+  out["seq_per_s"] = r.seq_per_s;
+  out["tokens_per_s"] = r.tokens_per_s;
+  out["tokens_per_s_gpu"] = r.tokens_per_s_gpu;
+  out["tokens_per_s_user"] = r.tokens_per_s_user;
+  out["concurrency"] = r.concurrency;
+}
+
+template <class Estimate>
+void PrintThroughput(const Estimate& r) {
+  std::printf("  request latency  %10.3f ms\n", r.request_latency_ms);
+  std::printf("  tokens/s         %10.1f   per GPU %.1f   per user %.1f   concurrency %lld\n", r.tokens_per_s,
+              r.tokens_per_s_gpu, r.tokens_per_s_user, static_cast<long long>(r.concurrency));
+}
+
 void PrintMemory(const serve::MemoryBreakdown& mem, const serve::EngineProfile& engine, std::int64_t seq_len,
                  bool detail) {
   std::printf("  memory/GPU       %10.2f GiB of %.2f GiB%s; KV room for %lld requests of %lld tokens\n",
@@ -288,14 +308,7 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
       out["parallel"] = ParallelJson(par);
       out["workload"] = {{"batch", a.batch}, {"ctx_tokens", C}, {"isl", a.isl}, {"osl", a.osl}, {"prefix", a.prefix},
                          {"nextn", a.nextn}, {"mtp_accepted", a.mtp_accepted}};
-      out["ttft_ms"] = r.ttft_ms;
-      out["tpot_ms"] = r.tpot_ms;
-      out["request_latency_ms"] = r.request_latency_ms;
-      out["seq_per_s"] = r.seq_per_s;
-      out["tokens_per_s"] = r.tokens_per_s;
-      out["tokens_per_s_gpu"] = r.tokens_per_s_gpu;
-      out["tokens_per_s_user"] = r.tokens_per_s_user;
-      out["concurrency"] = r.concurrency;
+      PutHeadline(out, r);
       out["steps"] = {{"mixed_step_ms", r.mixed_step_ms},       {"decode_step_ms", r.decode_step_ms},
                       {"mixed_steps", r.mixed_steps},           {"decode_steps", r.decode_steps},
                       {"mixed_steps_in_tpot", r.mixed_steps_in_tpot}, {"mix_gen_tokens", r.mix_gen_tokens}};
@@ -315,9 +328,7 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
     std::printf("  TTFT             %10.3f ms\n", r.ttft_ms);
     std::printf("  TPOT             %10.3f ms   (mixed step %.3f ms x %.4g in TPOT, decode step %.3f ms x %.4g)\n",
                 r.tpot_ms, r.mixed_step_ms, r.mixed_steps_in_tpot, r.decode_step_ms, r.decode_steps);
-    std::printf("  request latency  %10.3f ms\n", r.request_latency_ms);
-    std::printf("  tokens/s         %10.1f   per GPU %.1f   per user %.1f   concurrency %lld\n", r.tokens_per_s,
-                r.tokens_per_s_gpu, r.tokens_per_s_user, static_cast<long long>(r.concurrency));
+    PrintThroughput(r);
     PrintMemory(r.memory, engine, a.isl + a.osl, detail.memory);
     if (detail.time || detail.source) {
       PrintPhase("mixed step (prefill chunk + decode rows)", r.mixed, detail.source, "");
@@ -351,14 +362,7 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
                        {"generation", PhaseJson(r.decode.generation)}};
       out["workload"] = {{"isl", a.isl}, {"osl", a.osl}, {"prefix", a.prefix}, {"nextn", a.nextn},
                          {"mtp_accepted", a.mtp_accepted}, {"stride", a.stride}};
-      out["ttft_ms"] = r.ttft_ms;
-      out["tpot_ms"] = r.tpot_ms;
-      out["request_latency_ms"] = r.request_latency_ms;
-      out["seq_per_s"] = r.seq_per_s;
-      out["tokens_per_s"] = r.tokens_per_s;
-      out["tokens_per_s_gpu"] = r.tokens_per_s_gpu;
-      out["tokens_per_s_user"] = r.tokens_per_s_user;
-      out["concurrency"] = r.concurrency;
+      PutHeadline(out, r);
       out["gpus"] = r.gpus;
       out["notes"] = notes;
       std::printf("%s\n", out.dump(2).c_str());
@@ -375,9 +379,7 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
     std::printf("  TTFT             %10.3f ms   (prefill pass %.3f ms x %.2f queueing)\n", r.ttft_ms, r.prefill.ttft_ms,
                 engine.disagg.ttft_correction);
     std::printf("  TPOT             %10.3f ms\n", r.tpot_ms);
-    std::printf("  request latency  %10.3f ms\n", r.request_latency_ms);
-    std::printf("  tokens/s         %10.1f   per GPU %.1f   per user %.1f   concurrency %lld\n", r.tokens_per_s,
-                r.tokens_per_s_gpu, r.tokens_per_s_user, static_cast<long long>(r.concurrency));
+    PrintThroughput(r);
     std::printf("  rates            prefill %.2f req/s per worker, decode %.2f req/s per worker\n",
                 r.prefill_seq_per_s, r.decode_seq_per_s);
     std::printf("  prefill worker:");
@@ -398,14 +400,7 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
     out["parallel"] = ParallelJson(par);
     out["workload"] = {{"batch", w.batch}, {"isl", w.isl}, {"osl", w.osl}, {"prefix", w.prefix}, {"nextn", w.nextn},
                        {"mtp_accepted", w.mtp_accepted}, {"stride", w.stride}};
-    out["ttft_ms"] = r.ttft_ms;
-    out["tpot_ms"] = r.tpot_ms;
-    out["request_latency_ms"] = r.request_latency_ms;
-    out["seq_per_s"] = r.seq_per_s;
-    out["tokens_per_s"] = r.tokens_per_s;
-    out["tokens_per_s_gpu"] = r.tokens_per_s_gpu;
-    out["tokens_per_s_user"] = r.tokens_per_s_user;
-    out["concurrency"] = r.concurrency;
+    PutHeadline(out, r);
     out["bounds"] = {{"ttft_compute_bound_ms", r.ttft_compute_bound_ms},
                      {"tpot_weight_bound_ms", r.tpot_weight_bound_ms},
                      {"ttft_over_bound", r.ttft_compute_bound_ms > 0 ? r.ttft_ms / r.ttft_compute_bound_ms : 0},
@@ -428,9 +423,7 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
               r.ttft_compute_bound_ms > 0 ? r.ttft_ms / r.ttft_compute_bound_ms : 0.0);
   std::printf("  TPOT             %10.3f ms   weight-streaming bound %.3f ms (x%.2f)\n", r.tpot_ms,
               r.tpot_weight_bound_ms, r.tpot_weight_bound_ms > 0 ? r.tpot_ms / r.tpot_weight_bound_ms : 0.0);
-  std::printf("  request latency  %10.3f ms\n", r.request_latency_ms);
-  std::printf("  tokens/s         %10.1f   per GPU %.1f   per user %.1f   concurrency %lld\n", r.tokens_per_s,
-              r.tokens_per_s_gpu, r.tokens_per_s_user, static_cast<long long>(r.concurrency));
+  PrintThroughput(r);
   PrintMemory(mem, engine, w.isl + w.osl, detail.memory);
   if (detail.time || detail.source) {
     PrintPhase("context (one prefill pass)", r.context, detail.source, "");
