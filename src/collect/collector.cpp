@@ -10,6 +10,8 @@
 
 #include "collect/finalize.h"
 #include "collect/journal.h"
+#include "collect/launched.h"
+#include "collect/worker.h"
 #include "collect/scheduler.h"
 #include "collect/summary.h"
 #include "core/build_info.h"
@@ -121,17 +123,43 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
                        "' among its device_name_aliases; pass --system NAME (and never relabel a nearby SKU)");
   }
   systems::LoadSystemByName(opt.systems_dir, system);  // a typo fails here, before any work
+
+  // The GPUs one case may span: the worker slots, or the launcher's world.
+  std::vector<int> devices = opt.devices.empty() ? backend->DefaultDevices() : opt.devices;
+  LaunchInfo launch;
+  int launched_device = 0;
+  if (opt.launched) {
+    launch = DetectLaunch();
+    rt.gpus = launch.world;
+    rt.gpus_exact = true;
+    if (!opt.devices.empty() && static_cast<std::size_t>(launch.local_rank) >= opt.devices.size())
+      throw UsageError("--launched: local rank " + std::to_string(launch.local_rank) + " has no entry in --gpus");
+    launched_device = opt.devices.empty() ? launch.local_rank : opt.devices[static_cast<std::size_t>(launch.local_rank)];
+  } else {
+    rt.gpus = static_cast<int>(devices.size());
+  }
   Plan plan = BuildPlan(registry, opt.plan, rt);
   if (opt.plan_only) {
-    PrintPlan(plan, opt.list);
+    if (!opt.launched || launch.rank == 0) PrintPlan(plan, opt.list);
     return kExitOk;
+  }
+  const bool lead = !opt.launched || launch.rank == 0;  // writes the journal, summary and tables
+  if (opt.launched) {
+    if (opt.run_dir.empty())
+      throw UsageError("--launched: give --run-dir, one folder every rank sees (shared across nodes)");
+    for (const auto& c : plan.cases)
+      if (registry.FindOp(plan.backend, c.op)->Ranks(c.params) != launch.world)
+        throw UsageError("--launched: op '" + c.op + "' has cases that do not span all " +
+                         std::to_string(launch.world) + " ranks (" + c.id +
+                         "); a launched run collects multi-process ops only (--ops), single-GPU ops run without a "
+                         "launcher");
   }
 
   std::string run_dir = opt.run_dir;
   if (run_dir.empty()) run_dir = "runs/" + opt.plan.backend + "-" + Timestamp();
   std::string journal_path = run_dir + "/journal.jsonl";
   MakeDirs(run_dir);
-  CheckExistingSchemas(registry, plan, opt.out_root, system, opt, rt);
+  if (lead) CheckExistingSchemas(registry, plan, opt.out_root, system, opt, rt);
 
   JournalHeader header;
   header.backend = rt.backend;
@@ -148,7 +176,9 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
 
   std::unordered_map<std::string, Disposition> done;  // latest status per case id
   std::optional<JournalWriter> journal;
-  if (opt.resume) {
+  if (!lead) {
+    // Another rank of a launch: rank 0 owns the journal and says which cases run.
+  } else if (opt.resume) {
     if (!PathExists(journal_path))
       throw UsageError("--resume: no journal at " + journal_path + "; start without --resume");
     JournalContents jc = ReadJournal(journal_path);
@@ -162,10 +192,11 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
       throw UsageError(run_dir + " already holds a journal; continue it with --resume or choose another --run-dir");
     journal.emplace(JournalWriter::Create(journal_path, header));
   }
-  log::OpenFile(run_dir + "/collector.log");
+  log::OpenFile(run_dir + (lead ? std::string("/collector.log")
+                                 : "/collector.rank" + std::to_string(launch.rank) + ".log"));
   log::Info("servecast " + std::string(BuildVersion()) + " (" + std::string(BuildCommit()) + ") collect: backend " +
             rt.backend + " " + rt.version + " on " + rt.device_name + " [" + rt.arch + "], system " + system);
-  WritePlanFile(run_dir + "/plan.jsonl", registry, plan, opt.plan, plan.supported);
+  if (lead) WritePlanFile(run_dir + "/plan.jsonl", registry, plan, opt.plan, plan.supported);
 
   std::vector<Case> to_run;
   std::size_t skipped_done = 0, skipped_failed = 0;
@@ -181,39 +212,102 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
               " failed ones kept" + (opt.retry_failed ? "" : " (use --retry-failed to re-run them)") + ", " +
               std::to_string(to_run.size()) + " to run");
 
-  SchedulerOptions sched;
-  sched.worker_exe = opt.worker_exe;
-  sched.devices = opt.devices.empty() ? backend->DefaultDevices() : opt.devices;
-  sched.timeout_s = opt.timeout_s;
-  sched.worker_log = run_dir + "/collector.log";
-  sched.worker_args = {"--timing-budget", std::to_string(opt.timing_budget_s)};
-  if (opt.measure_power) sched.worker_args.push_back("--measure-power");
-  double mem = opt.worker_memory_bytes;
-  if (mem == 0 && rt.backend == "cpu") mem = 0.75 * HostMemTotalBytes() / static_cast<double>(sched.devices.size());
-  if (mem > 0) {
-    sched.worker_args.push_back("--memory-limit-bytes");
-    sched.worker_args.push_back(std::to_string(static_cast<long long>(mem)));
-  }
-
   g_stop = 0;
   auto old_int = std::signal(SIGINT, OnSignal);
   auto old_term = std::signal(SIGTERM, OnSignal);
-  std::size_t n_workers = sched.devices.size();
-  log::Info("running " + std::to_string(to_run.size()) + " cases on " + std::to_string(n_workers) + " worker(s)");
-  {
+  if (opt.launched) {
+    // Rank 0 names the group token and the cases; every rank runs exactly those.
+    std::string content = Rendezvous(launch, run_dir, [&] {
+      std::string text = backend->NewGroupId() + "\n";
+      for (const auto& c : to_run) text += c.id + "\n";
+      return text;
+    });
+    std::vector<std::string> lines;
+    for (std::size_t pos = 0; pos < content.size();) {
+      std::size_t nl = content.find('\n', pos);
+      if (nl == std::string::npos) nl = content.size();
+      lines.push_back(content.substr(pos, nl - pos));
+      pos = nl + 1;
+    }
+    if (lines.empty() || lines[0].empty()) throw StartupError("rendezvous file of " + run_dir + " has no group token");
+    if (!lead) {
+      std::unordered_map<std::string, const Case*> by_id;
+      for (const auto& c : plan.cases) by_id[c.id] = &c;
+      to_run.clear();
+      for (std::size_t i = 1; i < lines.size(); ++i) {
+        if (lines[i].empty()) continue;
+        auto it = by_id.find(lines[i]);
+        if (it == by_id.end())
+          throw StartupError("rank " + std::to_string(launch.rank) + ": rank 0 asked for case " + lines[i] +
+                             ", which this rank's plan does not have; every rank must run the same command");
+        to_run.push_back(*it->second);
+      }
+    }
+    log::Info("rank " + std::to_string(launch.rank) + " of " + std::to_string(launch.world) + " (" + launch.launcher +
+              ", local rank " + std::to_string(launch.local_rank) + ", device " + std::to_string(launched_device) +
+              "): " + std::to_string(to_run.size()) + " cases");
+    backend->InitWorker(launched_device);
+    LaunchedRunOptions lo;
+    lo.backend = rt.backend;
+    lo.device = launched_device;
+    lo.timeout_s = opt.timeout_s;
+    lo.timing_budget_s = opt.timing_budget_s;
+    lo.measure_power = opt.measure_power;
+    lo.group_id = lines[0];
+    std::optional<ProgressBar> bar;
+    if (lead) bar.emplace("collect " + rt.backend + " (" + std::to_string(launch.world) + " ranks)", to_run.size());
+    RunLaunchedCases(registry, launch, lo, rt, to_run, lead ? &*journal : nullptr,
+                     [&](std::size_t d, std::size_t f) {
+                       if (bar) bar->Update(d, f);
+                     },
+                     [] { return g_stop != 0; });
+    if (bar) bar->Finish();
+  } else {
+    SchedulerOptions sched;
+    sched.worker_exe = opt.worker_exe;
+    sched.devices = devices;
+    sched.timeout_s = opt.timeout_s;
+    sched.worker_log = run_dir + "/collector.log";
+    sched.worker_args = {"--timing-budget", std::to_string(opt.timing_budget_s)};
+    if (opt.measure_power) sched.worker_args.push_back("--measure-power");
+    double mem = opt.worker_memory_bytes;
+    if (mem == 0 && rt.backend == "cpu") mem = 0.75 * HostMemTotalBytes() / static_cast<double>(sched.devices.size());
+    if (mem > 0) {
+      sched.worker_args.push_back("--memory-limit-bytes");
+      sched.worker_args.push_back(std::to_string(static_cast<long long>(mem)));
+    }
+    // Single-GPU cases go to one worker per GPU; multi-process cases to gangs.
+    std::vector<Case> solo, gang;
+    for (auto& c : to_run) (registry.FindOp(plan.backend, c.op)->Ranks(c.params) > 1 ? gang : solo).push_back(c);
+    log::Info("running " + std::to_string(to_run.size()) + " cases on " + std::to_string(sched.devices.size()) +
+              " worker slot(s)" + (gang.empty() ? "" : " (" + std::to_string(gang.size()) + " of them multi-GPU, in gangs)"));
     ProgressBar bar("collect " + rt.backend, to_run.size());
-    RunCases(
-        registry, rt.backend, to_run, sched, *journal,
-        [&](const JournalRecord& r) {
-          if (IsFailure(r.status))
-            log::Write(log::Level::kDebug, r.id + ": " + std::string(ToString(r.status)) + " [" +
-                                                  std::string(ToString(r.failure_class)) + "] " + r.message);
-        },
-        [&](const SchedulerProgress& p) { bar.Update(p.done, p.failed); }, [] { return g_stop != 0; });
+    std::size_t solo_done = 0, solo_failed = 0;
+    auto on_record = [&](const JournalRecord& r) {
+      if (IsFailure(r.status))
+        log::Write(log::Level::kDebug, r.id + ": " + std::string(ToString(r.status)) + " [" +
+                                              std::string(ToString(r.failure_class)) + "] " + r.message);
+    };
+    if (!solo.empty())
+      RunCases(registry, rt.backend, solo, sched, *journal, on_record,
+               [&](const SchedulerProgress& p) {
+                 solo_done = p.done;
+                 solo_failed = p.failed;
+                 bar.Update(p.done, p.failed);
+               },
+               [] { return g_stop != 0; });
+    if (!gang.empty() && g_stop == 0)
+      RunGangCases(registry, rt.backend, gang, sched, [&] { return backend->NewGroupId(); }, *journal, on_record,
+                   [&](const SchedulerProgress& p) { bar.Update(solo_done + p.done, solo_failed + p.failed); },
+                   [] { return g_stop != 0; });
     bar.Finish();
   }
   std::signal(SIGINT, old_int);
   std::signal(SIGTERM, old_term);
+  if (!lead) {
+    log::CloseFile();
+    return g_stop != 0 ? kExitCaseFailures : kExitOk;
+  }
   journal.reset();
   bool interrupted = g_stop != 0;
 

@@ -26,6 +26,9 @@ struct CollectOptions {
   double worker_memory_bytes = 0;  // 0: the backend default
   std::string format = "csv";
   std::string worker_exe;  // this binary
+  // This process is one rank of a launcher's job (mpirun, srun): rank and world
+  // come from the environment; the ranks run the multi-process cases together.
+  bool launched = false;
 };
 
 // Exit codes of `collect` (COLLECTOR.md).

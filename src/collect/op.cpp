@@ -6,7 +6,15 @@
 
 namespace servecast::collect {
 
-std::optional<std::string> Requirement::Check(const RuntimeInfo& rt) const {
+std::optional<std::string> Requirement::Check(const RuntimeInfo& rt, const Params& params) const {
+  if (!gpus_param.empty() && params.Has(gpus_param)) {
+    const auto need = static_cast<int>(params.Num(gpus_param));
+    if (rt.gpus_exact && need != rt.gpus)
+      return "needs " + std::to_string(need) + " GPUs; the launcher started " + std::to_string(rt.gpus) +
+             " ranks, and a launched run collects only cases that span all of them";
+    if (need > rt.gpus)
+      return "needs " + std::to_string(need) + " GPUs; this run has " + std::to_string(rt.gpus) + " (--gpus)";
+  }
   if (!library.empty()) {
     auto it = rt.libraries.find(library);
     if (it == rt.libraries.end())
@@ -43,7 +51,8 @@ CaseResult CaseResult::Failure(Disposition d, FailureClass c, std::string type, 
 }
 
 Params MakeRow(const TableSpec& table, const RuntimeInfo& rt, const std::string& op_name,
-               const std::string& kernel_source, const Params& key, const TimingStats& stats, bool with_power) {
+               const std::string& kernel_source, const Params& key, const TimingStats& stats, bool with_power,
+               const Params& extra) {
   Params row;
   row.Set("framework", rt.backend);
   row.Set("version", rt.version);
@@ -70,6 +79,10 @@ Params MakeRow(const TableSpec& table, const RuntimeInfo& rt, const std::string&
   row.Set("clock_mhz_before", stats.clock_mhz_before);
   row.Set("clock_mhz_after", stats.clock_mhz_after);
   row.Set("throttled", static_cast<std::int64_t>(stats.throttled ? 1 : 0));
+  for (const auto& col : table.extra_columns) {
+    if (!extra.Has(col.name)) throw Error(table.name + ": the op gave no value for column '" + col.name + "'");
+    row.Set(col.name, extra.Get(col.name));
+  }
   if (with_power) {
     row.Set("power", stats.power_w);
     row.Set("power_limit", stats.power_limit_w);

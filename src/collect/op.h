@@ -24,6 +24,10 @@ struct RuntimeInfo {
   std::string driver;       // driver version, or the kernel release on CPU
   std::map<std::string, std::string> libraries;  // name -> version
   std::set<std::string> features;                // optional capabilities found (e.g. "cblas_sbgemm")
+  // GPUs (worker slots) this run can give one case: the --gpus count, or the
+  // launcher's world size. With gpus_exact (launched ranks) a case must use all.
+  int gpus = 1;
+  bool gpus_exact = false;
 };
 
 // A condition the runtime must meet for a case to run. When `applies_when` (an
@@ -37,9 +41,12 @@ struct Requirement {
   std::string feature;      // a name that must be in RuntimeInfo::features
   int min_sm = 0;           // SM range (CUDA)
   int max_sm = 0;           // 0: unbounded
+  // The case parameter that says how many GPUs one case spans (multi-process ops,
+  // e.g. "num_gpus"): met when the run has that many (RuntimeInfo::gpus).
+  std::string gpus_param;
 
   // Empty when met; else a sentence with what was found and what is required.
-  std::optional<std::string> Check(const RuntimeInfo& rt) const;
+  std::optional<std::string> Check(const RuntimeInfo& rt, const Params& params = {}) const;
 };
 
 // What a worker passes to an op for one case.
@@ -48,6 +55,12 @@ struct RunContext {
   const RuntimeInfo* runtime = nullptr;
   TimingConfig timing;
   bool measure_power = false;
+  // Multi-process ops: this process is `rank` of `world`, one per GPU; every rank
+  // runs the same case at the same time. `group_id` is the rendezvous token the
+  // parent (or rank 0 of a launcher's job) made with Backend::NewGroupId.
+  int rank = 0;
+  int world = 1;
+  std::string group_id;
 };
 
 // The outcome of one case.
@@ -85,15 +98,19 @@ class Op {
   // Bytes of memory a case needs; the worker refuses a case that cannot fit
   // before allocating (disposition skipped, reason capacity). 0: not declared.
   virtual double MemoryBytes(const Params& /*params*/) const { return 0; }
+  // Processes (one per GPU) that run a case together; 1 for single-GPU ops. A
+  // case of a multi-process op is given to `Ranks` workers at once (a gang).
+  virtual int Ranks(const Params& /*params*/) const { return 1; }
 
   virtual CaseResult Run(const Case& c, const RunContext& ctx) = 0;
 };
 
 // Builds the full row of a table for a case: the common prefix (framework =
 // backend, version, device, op_name, kernel_source), the table's key columns
-// taken from `key` (by name), then the timing columns (and power when measured).
+// taken from `key` (by name), then the timing columns, the table's extra columns
+// taken from `extra` (by name), and power when measured.
 Params MakeRow(const TableSpec& table, const RuntimeInfo& rt, const std::string& op_name,
                const std::string& kernel_source, const Params& key, const TimingStats& stats,
-               bool with_power);
+               bool with_power, const Params& extra = {});
 
 }  // namespace servecast::collect

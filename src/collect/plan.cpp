@@ -451,7 +451,7 @@ Plan BuildPlan(const Registry& registry, const PlanOptions& opt, const RuntimeIn
     for (auto& c : mature) {
       std::optional<std::string> unmet;
       for (std::size_t i = 0; i < reqs.size() && !unmet; ++i)
-        if (!req_when[i] || req_when[i]->Test(c.params)) unmet = reqs[i].Check(rt);
+        if (!req_when[i] || req_when[i]->Test(c.params)) unmet = reqs[i].Check(rt, c.params);
       if (unmet) plan.dropped.push_back({c, "requirements", *unmet});
       else supported_by_op[op_name].push_back(std::move(c));
     }

@@ -19,6 +19,10 @@ void Registry::AddOp(const std::string& backend, std::unique_ptr<Op> op) {
   ops[n] = std::move(op);
 }
 
+std::string Backend::NewGroupId() const {
+  throw Error("backend '" + name() + "' has no multi-process ops: it cannot start a group of ranks");
+}
+
 const Backend* Registry::FindBackend(const std::string& name) const {
   auto it = backends_.find(name);
   return it == backends_.end() ? nullptr : it->second.get();

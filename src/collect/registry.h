@@ -23,6 +23,11 @@ class Backend {
   virtual std::string DefaultSystem(const RuntimeInfo& rt) const = 0;
   // Runs in the worker process before its first case.
   virtual void InitWorker(int device) const = 0;
+  // A fresh rendezvous token for one group of ranks (multi-process ops): the
+  // processes started with it find each other. Called by the parent before it
+  // starts a gang, or by rank 0 of a launcher's job. Throws Error when the
+  // backend has no multi-process ops.
+  virtual std::string NewGroupId() const;
 };
 
 // Every backend and op the binary knows. Filled once at start-up by explicit

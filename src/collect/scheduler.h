@@ -36,4 +36,18 @@ std::size_t RunCases(const Registry& registry, const std::string& backend, const
                      const std::function<void(const SchedulerProgress&)>& on_progress,
                      const std::function<bool()>& stop);
 
+// Runs the cases of multi-process ops (Op::Ranks > 1). A case of n ranks goes to
+// a gang of n workers at once, on the first n devices, started with --rank,
+// --world and --group-id (a fresh token from `new_group_id` each time a gang
+// starts). Its record is rank 0's result when every rank passed, else the first
+// failing rank's, named. A rank that dies, or a case past its timeout, kills the
+// whole gang (the case is charged) and a new gang starts for the next case; so
+// does any failed case, since a failed collective can leave the group unusable.
+// Cases run one at a time, grouped by rank count in order of appearance.
+std::size_t RunGangCases(const Registry& registry, const std::string& backend, const std::vector<Case>& cases,
+                         const SchedulerOptions& options, const std::function<std::string()>& new_group_id,
+                         JournalWriter& journal, const std::function<void(const JournalRecord&)>& on_record,
+                         const std::function<void(const SchedulerProgress&)>& on_progress,
+                         const std::function<bool()>& stop);
+
 }  // namespace servecast::collect

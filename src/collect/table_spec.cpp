@@ -63,6 +63,32 @@ OpCost ElementwiseCost(const Params& p) {
   throw Error("elementwise_perf: no cost model for op_name '" + op + "'");
 }
 
+// Collectives: the bytes each GPU must send over its links (nccl-tests' bus
+// bytes: all_reduce 2(n-1)/n S, all_gather and reduce_scatter (n-1)/n S of the
+// whole buffer, alltoall (n-1)/n S, send_recv S), with S the message's bytes. The
+// gate bounds them by device-memory bandwidth, a loose but valid floor (every byte
+// sent is first read from device memory); the link bound is tighter, and
+// `check --against` compares with measured tables.
+double CommBusBytes(const std::string& op, double bytes, double n) {
+  if (n <= 1) return 0;
+  if (op == "all_reduce") return 2 * (n - 1) / n * bytes;
+  if (op == "all_gather" || op == "reduce_scatter" || op == "alltoall") return (n - 1) / n * bytes;
+  if (op == "send_recv") return bytes;
+  throw Error("comm tables: no cost model for op_name '" + op + "'");
+}
+
+OpCost NcclCost(const Params& p) {
+  const std::string& dt = p.Str("nccl_dtype");
+  double e = DtypeBytes(dt);
+  return OpCost{0, CommBusBytes(p.Str("op_name"), p.Num("message_size") * e, p.Num("num_gpus")), "bfloat16"};
+}
+
+OpCost CustomAllReduceCost(const Params& p) {
+  const std::string& dt = p.Str("allreduce_dtype");
+  double e = DtypeBytes(dt);
+  return OpCost{0, CommBusBytes("all_reduce", p.Num("message_size") * e, p.Num("num_gpus")), "bfloat16"};
+}
+
 // A compute_scale row is a difference of two timings (dynamic minus static
 // quantization), which has no physical floor above zero: no bound.
 OpCost ComputeScaleCost(const Params& p) {
@@ -97,6 +123,23 @@ std::vector<TableSpec> BuildSpecs() {
                             {{"quant_dtype", VT::kString}, {"m", VT::kInt64}, {"k", VT::kInt64}},
                             true,
                             ComputeScaleCost});
+  // Collectives (family comm): message_size in elements of the dtype, as AIC.
+  // "half" is the 16-bit float class of AIC's NCCL table.
+  std::vector<ColumnSpec> bandwidths = {{"algbw_gbps", VT::kDouble}, {"busbw_gbps", VT::kDouble}};
+  specs.push_back(TableSpec{"nccl_perf",
+                            "comm",
+                            {{"nccl_dtype", VT::kString}, {"num_gpus", VT::kInt64}, {"message_size", VT::kInt64}},
+                            false,
+                            NcclCost,
+                            bandwidths});
+  std::vector<ColumnSpec> ar_extra = bandwidths;
+  ar_extra.push_back({"implementation", VT::kString});
+  specs.push_back(TableSpec{"custom_allreduce_perf",
+                            "comm",
+                            {{"allreduce_dtype", VT::kString}, {"num_gpus", VT::kInt64}, {"message_size", VT::kInt64}},
+                            false,
+                            CustomAllReduceCost,
+                            ar_extra});
   return specs;
 }
 
@@ -130,6 +173,7 @@ std::vector<ColumnSpec> TableSpec::AllColumns(bool with_power) const {
   cols.insert(cols.end(), key_columns.begin(), key_columns.end());
   const auto& metrics = MetricColumns();
   cols.insert(cols.end(), metrics.begin(), metrics.end());
+  cols.insert(cols.end(), extra_columns.begin(), extra_columns.end());
   if (with_power) cols.insert(cols.end(), PowerColumns().begin(), PowerColumns().end());
   return cols;
 }
@@ -162,11 +206,11 @@ const TableSpec* FindTableSpec(std::string_view name) {
 
 double DtypeBytes(std::string_view dtype) {
   if (dtype == "float32") return 4;
-  if (dtype == "bfloat16" || dtype == "float16") return 2;
+  if (dtype == "bfloat16" || dtype == "float16" || dtype == "half") return 2;
   if (dtype == "fp8" || dtype == "fp8_block" || dtype == "int8") return 1;
   if (dtype == "nvfp4") return 0.5625;  // 4 bits plus one 8-bit scale per 16 values
   throw Error("unknown dtype '" + std::string(dtype) +
-              "'; expected one of float32, bfloat16, float16, fp8, fp8_block, int8, nvfp4");
+              "'; expected one of float32, bfloat16, float16, half, fp8, fp8_block, int8, nvfp4");
 }
 
 }  // namespace servecast::collect

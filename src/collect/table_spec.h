@@ -26,8 +26,11 @@ struct TableSpec {
   std::vector<ColumnSpec> key_columns;
   bool zero_latency_legal = false;
   std::function<OpCost(const Params& key)> cost;
+  // Columns of this table only, after the timing columns (e.g. the bandwidths of
+  // a collective); the op gives their values with the row.
+  std::vector<ColumnSpec> extra_columns = {};
 
-  // prefix + key columns + metric columns, in file order.
+  // prefix + key columns + metric columns + extra columns (+ power), in file order.
   std::vector<ColumnSpec> AllColumns(bool with_power) const;
   // The names that identify a row: op_name plus the key columns.
   std::vector<std::string> IdentityColumns() const;

@@ -58,6 +58,41 @@ void Emit(const Json& j) {
 
 }  // namespace
 
+CaseResult RunCaseHere(const Registry& registry, const std::string& backend, const Case& c, const RunContext& ctx,
+                       double memory_limit_bytes) {
+  CaseResult result;
+  try {
+    Op* op = registry.FindOp(backend, c.op);
+    if (!op) {
+      result = CaseResult::Failure(Disposition::kFailed, FailureClass::kCollectorBug, "UnknownOp",
+                                   "worker has no op '" + c.op + "' for backend '" + backend + "'");
+    } else {
+      double need = op->MemoryBytes(c.params);
+      double avail = backend == "cpu" ? AvailableHostMemoryBytes() : 0;
+      if (memory_limit_bytes > 0 && (avail == 0 || memory_limit_bytes < avail)) avail = memory_limit_bytes;
+      if (need > 0 && avail > 0 && need > 0.9 * avail) {
+        result = CaseResult::Failure(Disposition::kSkipped, FailureClass::kResource, "Capacity",
+                                     "capacity: needs " + std::to_string(static_cast<long long>(need)) +
+                                         " bytes; " + std::to_string(static_cast<long long>(avail)) +
+                                         " available to the worker");
+      } else {
+        result = op->Run(c, ctx);
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    result = CaseResult::Failure(Disposition::kFailed, FailureClass::kResource, "OutOfMemory",
+                                 "allocation failed (std::bad_alloc) while running the case");
+  } catch (const Error& e) {
+    result = CaseResult::Failure(Disposition::kFailed, FailureClass::kCollectorBug, "Error", e.what());
+  } catch (const std::exception& e) {
+    result = CaseResult::Failure(Disposition::kFailed, FailureClass::kCollectorBug, "UnhandledException", e.what());
+  }
+  if (result.disposition == Disposition::kPassed && result.rows.empty())
+    result = CaseResult::Failure(Disposition::kFailed, FailureClass::kCollectorBug, "NoRows",
+                                 "the op reported success but produced no rows");
+  return result;
+}
+
 int RunWorker(const Registry& registry, const WorkerOptions& opt) {
   const Backend* backend = registry.FindBackend(opt.backend);
   if (!backend) {
@@ -86,11 +121,13 @@ int RunWorker(const Registry& registry, const WorkerOptions& opt) {
   ctx.runtime = &rt;
   ctx.measure_power = opt.measure_power;
   ctx.timing.budget_s = opt.timing_budget_s;
+  ctx.rank = opt.rank;
+  ctx.world = opt.world;
+  ctx.group_id = opt.group_id;
 
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line.empty()) continue;
-    Json msg;
     std::string id = "?";
     auto start = std::chrono::steady_clock::now();
     auto elapsed = [&] {
@@ -98,43 +135,17 @@ int RunWorker(const Registry& registry, const WorkerOptions& opt) {
     };
     CaseResult result;
     try {
-      msg = Json::parse(line);
+      Json msg = Json::parse(line);
       id = msg.at("id").get<std::string>();
       Case c;
       c.id = id;
       c.op = msg.at("op").get<std::string>();
       c.params = ParamsFromJson(msg.at("params"), "case " + id);
-      Op* op = registry.FindOp(opt.backend, c.op);
-      if (!op) {
-        result = CaseResult::Failure(Disposition::kFailed, FailureClass::kCollectorBug, "UnknownOp",
-                                     "worker has no op '" + c.op + "' for backend '" + opt.backend + "'");
-      } else {
-        double need = op->MemoryBytes(c.params);
-        double avail = opt.backend == "cpu" ? AvailableHostMemoryBytes() : 0;
-        if (opt.memory_limit_bytes > 0 && (avail == 0 || opt.memory_limit_bytes < avail)) avail = opt.memory_limit_bytes;
-        if (need > 0 && avail > 0 && need > 0.9 * avail) {
-          result = CaseResult::Failure(Disposition::kSkipped, FailureClass::kResource, "Capacity",
-                                       "capacity: needs " + std::to_string(static_cast<long long>(need)) +
-                                           " bytes; " + std::to_string(static_cast<long long>(avail)) +
-                                           " available to the worker");
-        } else {
-          result = op->Run(c, ctx);
-        }
-      }
-    } catch (const std::bad_alloc&) {
-      result = CaseResult::Failure(Disposition::kFailed, FailureClass::kResource, "OutOfMemory",
-                                   "allocation failed (std::bad_alloc) while running the case");
-    } catch (const Json::exception& e) {
+      result = RunCaseHere(registry, opt.backend, c, ctx, opt.memory_limit_bytes);
+    } catch (const std::exception& e) {
       result = CaseResult::Failure(Disposition::kFailed, FailureClass::kCollectorBug, "ProtocolError",
                                    std::string("malformed case message: ") + e.what());
-    } catch (const Error& e) {
-      result = CaseResult::Failure(Disposition::kFailed, FailureClass::kCollectorBug, "Error", e.what());
-    } catch (const std::exception& e) {
-      result = CaseResult::Failure(Disposition::kFailed, FailureClass::kCollectorBug, "UnhandledException", e.what());
     }
-    if (result.disposition == Disposition::kPassed && result.rows.empty())
-      result = CaseResult::Failure(Disposition::kFailed, FailureClass::kCollectorBug, "NoRows",
-                                   "the op reported success but produced no rows");
     Emit(ResultJson(id, result, elapsed()));
     if (result.poisoned) return kWorkerExitRestart;
   }

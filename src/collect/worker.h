@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "collect/case.h"
 #include "collect/registry.h"
 
 namespace servecast::collect {
@@ -13,7 +14,16 @@ struct WorkerOptions {
   bool measure_power = false;
   double timing_budget_s = 0.5;
   double memory_limit_bytes = 0;  // RLIMIT_AS for the worker (CPU backend); 0: none
+  // A gang member (multi-process ops): rank of world, and the group's rendezvous token.
+  int rank = 0;
+  int world = 1;
+  std::string group_id;
 };
+
+// Runs one case in this process the way a worker does: the capacity check, then
+// the op; exceptions become failure results, and a pass without rows is a failure.
+CaseResult RunCaseHere(const Registry& registry, const std::string& backend, const Case& c, const RunContext& ctx,
+                       double memory_limit_bytes);
 
 // The worker loop: reads one JSON case per line on stdin, runs it and writes one
 // JSON result per line on stdout, until stdin closes. Expected failures become
