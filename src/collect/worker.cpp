@@ -39,6 +39,10 @@ Json ResultJson(const std::string& id, const CaseResult& r, double elapsed_s) {
               {"elapsed_s", elapsed_s}};
 }
 
+// The result channel: the parent's pipe, moved off stdout at start-up so that a
+// library writing to stdout (NCCL's warnings, say) cannot corrupt a result line.
+int g_result_fd = STDOUT_FILENO;
+
 void Emit(const Json& j) {
   std::string line = j.dump(-1, ' ', false, Json::error_handler_t::replace);
   line += '\n';
@@ -46,7 +50,7 @@ void Emit(const Json& j) {
   const char* p = line.data();
   std::size_t left = line.size();
   while (left > 0) {
-    ssize_t n = ::write(STDOUT_FILENO, p, left);
+    ssize_t n = ::write(g_result_fd, p, left);
     if (n <= 0) {
       if (n < 0 && errno == EINTR) continue;
       std::_Exit(3);  // the parent is gone
@@ -94,6 +98,10 @@ CaseResult RunCaseHere(const Registry& registry, const std::string& backend, con
 }
 
 int RunWorker(const Registry& registry, const WorkerOptions& opt) {
+  if (int fd = ::dup(STDOUT_FILENO); fd >= 0) {
+    g_result_fd = fd;
+    ::dup2(STDERR_FILENO, STDOUT_FILENO);  // stray library output goes to the worker log
+  }
   const Backend* backend = registry.FindBackend(opt.backend);
   if (!backend) {
     std::cerr << "worker: unknown backend '" << opt.backend << "'\n";

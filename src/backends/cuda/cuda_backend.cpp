@@ -5,6 +5,7 @@
 #include <cudnn.h>
 #include <nccl.h>
 
+#include "backends/cuda/comm_group.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/nvml.h"
@@ -78,5 +79,7 @@ std::vector<int> CudaBackend::DefaultDevices() const {
 std::string CudaBackend::DefaultSystem(const collect::RuntimeInfo&) const { return ""; }
 
 void CudaBackend::InitWorker(int device) const { InitDevice(device); }
+
+std::string CudaBackend::NewGroupId() const { return NewNcclGroupId(); }
 
 }  // namespace servecast::cuda

@@ -15,6 +15,8 @@ class CudaBackend : public collect::Backend {
   std::vector<int> DefaultDevices() const override;  // every visible GPU
   std::string DefaultSystem(const collect::RuntimeInfo& rt) const override;  // "" : resolve by device name
   void InitWorker(int device) const override;
+  // An ncclUniqueId (hex) for a gang of collective ranks.
+  std::string NewGroupId() const override;
 };
 
 }  // namespace servecast::cuda

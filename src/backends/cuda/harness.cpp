@@ -117,6 +117,8 @@ collect::TimingStats TimeOnDevice(const LaunchFn& launch, const collect::TimingC
   int calls = static_cast<int>(std::ceil(cfg.min_sample_s * 1e3 / call_ms));
   calls = std::clamp(calls, 1, 2000);
   calls = ((calls + copies - 1) / copies) * copies;  // whole rotations
+  auto agree = [&](long long v) { return opt.agree_min ? opt.agree_min(v) : v; };
+  calls = static_cast<int>(agree(calls));
 
   // 3. Capture the calls in a graph; fall back to eager launches if capture fails.
   collect::TimingStats stats;
@@ -138,6 +140,10 @@ collect::TimingStats TimeOnDevice(const LaunchFn& launch, const collect::TimingC
   } catch (const CudaError& e) {
     if (e.sticky() || !opt.allow_eager_fallback) throw;
     cudaGetLastError();  // clear the capture error; eager launches still run
+    use_graph = false;
+  }
+  if (opt.agree_min && agree(use_graph ? 1 : 0) == 0 && use_graph) {
+    // Another rank could not capture: every rank launches eagerly.
     use_graph = false;
   }
   stats.method = use_graph ? "graph" : "eager";
@@ -166,10 +172,15 @@ collect::TimingStats TimeOnDevice(const LaunchFn& launch, const collect::TimingC
     int n = static_cast<int>(samples.size());
     double spent = std::chrono::duration<double>(Clock::now() - started).count();
     bool power_done = !measure_power || power.SecondsSampled() >= 1.0 || spent > 10 * cfg.budget_s;
-    if (n >= cfg.max_samples && power_done) break;
-    if (!power_done) continue;
-    if (n >= cfg.min_samples && collect::RelativeStdDev(samples) < cfg.target_rsd) break;
-    if (spent >= cfg.budget_s && (n >= cfg.min_samples || samples.front() * calls * 1e-3 >= cfg.budget_s)) break;
+    bool done = false;
+    if (n >= cfg.max_samples && power_done) done = true;
+    else if (!power_done) done = false;
+    else if (n >= cfg.min_samples && collect::RelativeStdDev(samples) < cfg.target_rsd) done = true;
+    else if (spent >= cfg.budget_s && (n >= cfg.min_samples || samples.front() * calls * 1e-3 >= cfg.budget_s))
+      done = true;
+    // Ranks stop together: when every rank is done (each keeps its own rule).
+    if (opt.agree_min) done = agree(done ? 1 : 0) == 1;
+    if (done) break;
   }
   power.Stop();
   stats.clock_mhz_after = nvml.SmClockMhz();

@@ -18,6 +18,11 @@ struct TimeOptions {
   int copies = 1;                  // distinct input sets the launch rotates through
   double rotated_bytes = 0;        // bytes of all copies together (for the l2 label)
   bool allow_eager_fallback = true;  // if graph capture fails, time eager launches (recorded)
+  // Multi-process ops (collectives): every decision that shapes the launches
+  // (calls per replay, graph or eager, when to stop sampling) must be the same on
+  // every rank, or the ranks' collectives stop matching and hang. `agree_min`
+  // returns the minimum of a value over all ranks; empty for single-GPU ops.
+  std::function<long long(long long)> agree_min;
 };
 
 // The timing harness of the CUDA backend:

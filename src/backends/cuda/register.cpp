@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "backends/cuda/attention_ops.h"
+#include "backends/cuda/comm_ops.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/elementwise_ops.h"
 #include "backends/cuda/gemm_ops.h"
@@ -14,6 +15,7 @@ void RegisterCudaBackend(collect::Registry& registry) {
   RegisterGemmOps(registry);
   RegisterElementwiseOps(registry);
   RegisterAttentionOps(registry);
+  RegisterCommOps(registry);
 }
 
 }  // namespace servecast::cuda
