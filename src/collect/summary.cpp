@@ -53,9 +53,12 @@ RunSummary Summarize(const Plan& plan, const std::vector<JournalRecord>& records
   for (auto& [op, o] : s.ops) {
     s.failures += o.errors.size() + o.not_run;
     // A planned op that produced no rows is a failure, unless this shard simply
-    // received none of its cases.
+    // received none of its cases, or the plan dropped every case of the op for a
+    // declared reason (e.g. a multi-GPU op on a run with fewer --gpus): nothing of
+    // it was planned, and the reasons are in skipped_by_reason.
     bool empty_shard = o.stages.supported > 0 && o.stages.after_shard == 0;
-    o.zero_rows = o.rows == 0 && !empty_shard;
+    bool all_dropped = o.stages.supported == 0 && o.stages.selected > 0;
+    o.zero_rows = o.rows == 0 && !empty_shard && !all_dropped;
     if (o.zero_rows) ++s.failures;
   }
   return s;

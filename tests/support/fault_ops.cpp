@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_timer.h"
+#include "backends/cpu/custom_allreduce.h"
 #include "collect/case.h"
 #include "core/error.h"
 
@@ -110,6 +111,37 @@ class TrivialOp : public collect::Op {
   }
 };
 
+// The real custom_allreduce, except that on the case whose message_size is
+// `fault_size` the rank `fault_rank` misbehaves (`fault`: segv or hang) before it
+// joins the collective, leaving its peers waiting in it.
+class AllReduceFaultOp : public collect::Op {
+ public:
+  AllReduceFaultOp() : inner_(cpu::MakeCustomAllReduceOp()) {}
+  std::string name() const override { return "allreduce_fault"; }
+  const collect::TableSpec& table() const override { return inner_->table(); }
+  std::vector<std::string> required_params() const override {
+    auto p = inner_->required_params();
+    p.insert(p.end(), {"fault", "fault_size", "fault_rank"});
+    return p;
+  }
+  double default_timeout_s() const override { return 5; }
+  std::vector<collect::Requirement> requirements() const override { return inner_->requirements(); }
+  int Ranks(const collect::Params& p) const override { return inner_->Ranks(p); }
+
+  CaseResult Run(const collect::Case& c, const collect::RunContext& ctx) override {
+    if (c.params.Int("message_size") == c.params.Int("fault_size") && ctx.rank == c.params.Int("fault_rank")) {
+      const std::string& fault = c.params.Str("fault");
+      if (fault == "segv") std::raise(SIGSEGV);
+      if (fault == "hang")
+        for (;;) ::pause();
+    }
+    return inner_->Run(c, ctx);
+  }
+
+ private:
+  std::unique_ptr<collect::Op> inner_;
+};
+
 // A backend whose workers can never set up their device (a dead GPU, say).
 class BrokenBackend : public collect::Backend {
  public:
@@ -134,6 +166,7 @@ class BrokenBackend : public collect::Backend {
 void RegisterTestOps(collect::Registry& registry) {
   registry.AddOp("cpu", std::make_unique<FaultOp>());
   registry.AddOp("cpu", std::make_unique<TrivialOp>());
+  registry.AddOp("cpu", std::make_unique<AllReduceFaultOp>());
   registry.AddBackend(std::make_unique<BrokenBackend>());
   registry.AddOp("broken", std::make_unique<TrivialOp>());
 }

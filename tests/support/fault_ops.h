@@ -9,6 +9,10 @@ namespace servecast::testing {
 //           segv, abort, hang, throw, oom, incorrect misbehave as named.
 //   trivial (table trivial_perf, key i): a real but tiny measurement, for
 //           orchestration throughput benchmarks.
+//   allreduce_fault (table custom_allreduce_perf; params of custom_allreduce plus
+//           fault, fault_size, fault_rank): the real shared-memory all-reduce of a
+//           gang, except that on the case of message_size fault_size the rank
+//           fault_rank segfaults (fault segv) or hangs (fault hang) first.
 // And a backend "broken" (op trivial) whose workers always fail to start.
 void RegisterTestOps(collect::Registry& registry);
 

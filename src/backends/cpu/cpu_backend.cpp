@@ -1,7 +1,13 @@
 #include "backends/cpu/cpu_backend.h"
 
+#include <dirent.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <random>
 
 #include <fstream>
 #include <sstream>
@@ -127,5 +133,40 @@ void CpuBackend::InitWorker(int device) const {
     }
   }
 }
+
+int UnlinkGroupSegments(const std::string& group_id) {
+  if (group_id.empty()) return 0;
+  const std::string prefix = group_id + "-";
+  std::vector<std::string> names;
+  if (DIR* dir = ::opendir("/dev/shm")) {
+    while (const dirent* e = ::readdir(dir)) {
+      std::string n = e->d_name;
+      if (n.compare(0, prefix.size(), prefix) == 0) names.push_back(n);
+    }
+    ::closedir(dir);
+  }
+  int removed = 0;
+  for (const auto& n : names)
+    if (::shm_unlink(("/" + n).c_str()) == 0) ++removed;
+  return removed;
+}
+
+void CpuBackend::UnlinkIssuedSegments() const {
+  for (const auto& id : issued_) UnlinkGroupSegments(id);
+  issued_.clear();
+}
+
+std::string CpuBackend::NewGroupId() const {
+  UnlinkIssuedSegments();
+  std::random_device rd;
+  std::uint64_t bits = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "servecast-%ld-%016llx", static_cast<long>(::getpid()),
+                static_cast<unsigned long long>(bits));
+  issued_.push_back(buf);
+  return buf;
+}
+
+CpuBackend::~CpuBackend() { UnlinkIssuedSegments(); }
 
 }  // namespace servecast::cpu

@@ -25,7 +25,22 @@ class CpuBackend : public collect::Backend {
   // (modulo their count). A failed pin is ignored (the run is still valid, only
   // noisier).
   void InitWorker(int device) const override;
+  // "servecast-<pid>-<64 random bits in hex>": names the shared-memory segments of
+  // one gang's cases (custom_allreduce). Each call first unlinks whatever segments
+  // of the ids it issued before are still in /dev/shm (a gang is only asked for
+  // after the previous one ended; a rank killed mid-case leaves its segment), and
+  // so does the destructor.
+  std::string NewGroupId() const override;
+  ~CpuBackend() override;
+
+ private:
+  void UnlinkIssuedSegments() const;
+  mutable std::vector<std::string> issued_;
 };
+
+// Unlinks every /dev/shm entry named "<group_id>-..." (the segments of one
+// custom_allreduce group); returns how many.
+int UnlinkGroupSegments(const std::string& group_id);
 
 // Parsing helpers, exposed for tests.
 // "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64" -> "0.3.21"; "" when absent.

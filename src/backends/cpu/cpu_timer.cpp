@@ -89,6 +89,11 @@ bool StopSampling(const std::vector<double>& per_call_ms, double spent_s, double
 }
 
 collect::TimingStats TimeCpu(const std::function<void()>& fn, const collect::TimingConfig& cfg) {
+  return TimeCpuAgreed(fn, cfg, [](std::int64_t v) { return v; });
+}
+
+collect::TimingStats TimeCpuAgreed(const std::function<void()>& fn, const collect::TimingConfig& cfg,
+                                   const std::function<std::int64_t(std::int64_t)>& agree) {
   collect::TimingStats stats;
   stats.method = "cpu";
   stats.l2 = "warm";
@@ -101,17 +106,17 @@ collect::TimingStats TimeCpu(const std::function<void()>& fn, const collect::Tim
     double t = TimeCalls(fn, 1);
     fastest_call = i == 0 ? t : std::min(fastest_call, t);
     warmup_s += t;
-    if (warmup_s >= cfg.budget_s) break;
+    if (agree(warmup_s >= cfg.budget_s)) break;
   }
 
   // Calibrate R: a short call is repeated until a sample lasts min_sample_s. The
   // calibration samples are not kept (the first ones may still be cold).
-  std::int64_t calls = CallsFor(fastest_call, cfg.min_sample_s);
+  std::int64_t calls = agree(CallsFor(fastest_call, cfg.min_sample_s));
   while (calls > 1 && calls < kMaxCallsPerSample) {
     double t = TimeCalls(fn, calls);
-    if (t >= cfg.min_sample_s) break;
+    if (agree(t >= cfg.min_sample_s)) break;
     std::int64_t more = CallsFor(t / static_cast<double>(calls), cfg.min_sample_s);
-    calls = std::max(more, calls + 1);
+    calls = agree(std::max(more, calls + 1));
   }
   // Samples; the budget counts their time only.
   double spent = 0;
@@ -122,7 +127,7 @@ collect::TimingStats TimeCpu(const std::function<void()>& fn, const collect::Tim
     spent += t;
     longest_sample = std::max(longest_sample, t);
     ms.push_back(t * 1e3 / static_cast<double>(calls));
-  } while (!StopSampling(ms, spent, longest_sample, cfg));
+  } while (!agree(StopSampling(ms, spent, longest_sample, cfg)));
 
   collect::ComputeStats(std::move(ms), stats);
   stats.calls_per_sample = static_cast<int>(calls);

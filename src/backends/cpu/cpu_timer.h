@@ -2,6 +2,7 @@
 
 // The CPU timing harness: wall-clock (steady_clock) samples of R back-to-back calls.
 
+#include <cstdint>
 #include <functional>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,14 @@ inline void ClobberMemory() {
 // resident between calls); CPU clock of the current core before and after
 // (/proc/cpuinfo "cpu MHz", 0 when unavailable), throttled = after < 0.9·before.
 collect::TimingStats TimeCpu(const std::function<void()>& fn, const collect::TimingConfig& cfg);
+
+// TimeCpu for ranks that must time in lockstep (a collective deadlocks when one
+// rank stops calling it): every decision (end the warm-up, calls per sample, end
+// the calibration, stop sampling) passes through `agree`, which every rank calls
+// at the same points and which returns one rank's value to all (a broadcast). With
+// the identity it is TimeCpu. Each rank still measures its own samples.
+collect::TimingStats TimeCpuAgreed(const std::function<void()>& fn, const collect::TimingConfig& cfg,
+                                   const std::function<std::int64_t(std::int64_t)>& agree);
 
 // The stop rule of step 3 after each sample: `per_call_ms` holds the samples so
 // far, `spent_s` their total time, `longest_sample_s` the longest one.

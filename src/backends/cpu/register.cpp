@@ -5,6 +5,7 @@
 #include "backends/cpu/attention_context.h"
 #include "backends/cpu/attention_generation.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/custom_allreduce.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/rmsnorm.h"
 #include "backends/cpu/silu_and_mul.h"
@@ -18,6 +19,7 @@ void RegisterCpuBackend(collect::Registry& registry) {
   registry.AddOp("cpu", MakeAttentionGenerationOp());
   registry.AddOp("cpu", MakeRmsNormOp());
   registry.AddOp("cpu", MakeSiluAndMulOp());
+  registry.AddOp("cpu", MakeCustomAllReduceOp());
 }
 
 }  // namespace servecast::cpu

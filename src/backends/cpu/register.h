@@ -5,7 +5,7 @@
 namespace servecast::cpu {
 
 // Adds the "cpu" backend and its ops: gemm, attention_context,
-// attention_generation, rmsnorm, silu_and_mul.
+// attention_generation, rmsnorm, silu_and_mul, custom_allreduce (multi-process).
 void RegisterCpuBackend(collect::Registry& registry);
 
 }  // namespace servecast::cpu

@@ -187,6 +187,24 @@ TEST(SummarizeTest, AShardThatReceivedNoCasesOfAnOpIsNotAZeroRowsFailure) {
   EXPECT_TRUE(s.ok());
 }
 
+TEST(SummarizeTest, AnOpWhosePlanDroppedEveryCaseIsNotAZeroRowsFailure) {
+  // A 2-GPU op on a run with one --gpus entry: every case dropped at plan time with
+  // its reason; nothing of it was planned, so no rows is not a failure.
+  Plan plan = MakePlan({{"gemm", 1}});
+  plan.ops.push_back("allreduce");
+  StageCounts& a = plan.counts["allreduce"];
+  a.raw = a.selected = a.after_skips = a.after_maturity = 2;
+  a.supported = a.after_shard = a.final = 0;
+  plan.dropped.push_back({MakeCase("allreduce", 1), "requirements", "needs 2 GPUs; this run has 1 (--gpus)"});
+  plan.dropped.push_back({MakeCase("allreduce", 2), "requirements", "needs 2 GPUs; this run has 1 (--gpus)"});
+  RunSummary s = Summarize(plan, {Passed(plan.cases[0])});
+  const OpSummary& o = s.ops.at("allreduce");
+  EXPECT_FALSE(o.zero_rows);
+  EXPECT_EQ(Count(o.by_status, "not_supported"), 2u);
+  EXPECT_EQ(Count(o.skipped_by_reason, "not_supported: needs 2 GPUs; this run has 1 (--gpus)"), 2u);
+  EXPECT_TRUE(s.ok());
+}
+
 // The first line of `text` containing `needle` (empty when none).
 std::string LineWith(const std::string& text, const std::string& needle) {
   std::size_t at = text.find(needle);
