@@ -146,11 +146,15 @@ TEST(TableSpecTest, AllColumnsArePrefixThenKeysThenMetrics) {
 
   for (const auto& spec : AllTableSpecs()) {
     auto cols = spec.AllColumns(false);
-    ASSERT_EQ(cols.size(), PrefixColumns().size() + spec.key_columns.size() + MetricColumns().size()) << spec.name;
+    ASSERT_EQ(cols.size(),
+              PrefixColumns().size() + spec.key_columns.size() + MetricColumns().size() + spec.extra_columns.size())
+        << spec.name;
     for (std::size_t i = 0; i < PrefixColumns().size(); ++i) EXPECT_EQ(cols[i], PrefixColumns()[i]);
     for (std::size_t i = 0; i < spec.key_columns.size(); ++i)
       EXPECT_EQ(cols[PrefixColumns().size() + i], spec.key_columns[i]) << spec.name;
     EXPECT_EQ(cols[PrefixColumns().size() + spec.key_columns.size()].name, "latency") << spec.name;
+    for (std::size_t i = 0; i < spec.extra_columns.size(); ++i)
+      EXPECT_EQ(cols[cols.size() - spec.extra_columns.size() + i], spec.extra_columns[i]) << spec.name;
   }
 }
 
