@@ -114,7 +114,8 @@ collect::TimingStats TimeOnDevice(const LaunchFn& launch, const collect::TimingC
   SC_CUDA_CHECK(cudaEventRecord(probe.stop, stream));
   SC_CUDA_CHECK(cudaEventSynchronize(probe.stop));
   double call_ms = std::max(1e-4, static_cast<double>(probe.Elapsed()) / copies);
-  int calls = static_cast<int>(std::ceil(cfg.min_sample_s * 1e3 / call_ms));
+  const double min_sample_s = opt.min_sample_s > 0 ? opt.min_sample_s : cfg.min_sample_s;
+  int calls = static_cast<int>(std::ceil(min_sample_s * 1e3 / call_ms));
   calls = std::clamp(calls, 1, 2000);
   calls = ((calls + copies - 1) / copies) * copies;  // whole rotations
   auto agree = [&](long long v) { return opt.agree_min ? opt.agree_min(v) : v; };

@@ -23,6 +23,9 @@ struct TimeOptions {
   // every rank, or the ranks' collectives stop matching and hang. `agree_min`
   // returns the minimum of a value over all ranks; empty for single-GPU ops.
   std::function<long long(long long)> agree_min;
+  // Shortest sample (s); 0: cfg.min_sample_s. Collectives take longer samples: the
+  // ranks start each replay a few µs apart, which must not add to a µs-scale call.
+  double min_sample_s = 0;
 };
 
 // The timing harness of the CUDA backend:
