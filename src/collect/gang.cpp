@@ -165,18 +165,8 @@ std::size_t RunGangCases(const Registry& registry, const std::string& backend, c
 
   auto commit = [&](std::size_t idx, Disposition d, FailureClass cls, std::string type, std::string message,
                     std::vector<Params> rows, int worker, double elapsed) {
-    JournalRecord r;
-    r.id = cases[idx].id;
-    r.op = cases[idx].op;
-    r.params = cases[idx].params;
-    r.status = d;
-    r.failure_class = cls;
-    r.error_type = std::move(type);
-    r.message = std::move(message);
-    r.rows = std::move(rows);
-    r.worker = worker;
-    r.elapsed_s = elapsed;
-    r.at = UtcNow();
+    JournalRecord r =
+        MakeRecord(cases[idx], d, cls, std::move(type), std::move(message), std::move(rows), worker, elapsed);
     journal.Add(r);
     journal.Commit();
     ++recorded;

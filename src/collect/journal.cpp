@@ -264,4 +264,21 @@ void JournalWriter::Commit() {
   pending_.clear();
 }
 
+JournalRecord MakeRecord(const Case& c, Disposition status, FailureClass cls, std::string error_type,
+                         std::string message, std::vector<Params> rows, int worker, double elapsed_s) {
+  JournalRecord r;
+  r.id = c.id;
+  r.op = c.op;
+  r.params = c.params;
+  r.status = status;
+  r.failure_class = cls;
+  r.error_type = std::move(error_type);
+  r.message = std::move(message);
+  r.rows = std::move(rows);
+  r.worker = worker;
+  r.elapsed_s = elapsed_s;
+  r.at = UtcNow();
+  return r;
+}
+
 }  // namespace servecast::collect

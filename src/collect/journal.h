@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "collect/case.h"
 #include "collect/disposition.h"
 #include "collect/params.h"
 
@@ -90,6 +91,10 @@ class JournalWriter {
   std::string path_;
   std::string pending_;
 };
+
+// The record of one finished case, stamped now.
+JournalRecord MakeRecord(const Case& c, Disposition status, FailureClass cls, std::string error_type,
+                         std::string message, std::vector<Params> rows, int worker, double elapsed_s);
 
 Json ParamsToJson(const Params& p);
 Params ParamsFromJson(const Json& j, const std::string& where);

@@ -170,19 +170,7 @@ std::size_t RunLaunchedCases(const Registry& registry, const LaunchInfo& li, con
   ctx.group_id = opt.group_id;
 
   auto make_record = [&](const Case& c, const CaseResult& r, double elapsed) {
-    JournalRecord rec;
-    rec.id = c.id;
-    rec.op = c.op;
-    rec.params = c.params;
-    rec.status = r.disposition;
-    rec.failure_class = r.failure_class;
-    rec.error_type = r.error_type;
-    rec.message = r.message;
-    rec.rows = r.rows;
-    rec.worker = opt.device;
-    rec.elapsed_s = elapsed;
-    rec.at = UtcNow();
-    return rec;
+    return MakeRecord(c, r.disposition, r.failure_class, r.error_type, r.message, r.rows, opt.device, elapsed);
   };
   std::atomic<const Case*> running{nullptr};
   std::mutex journal_mu;

@@ -47,19 +47,8 @@ std::size_t RunCases(const Registry& registry, const std::string& backend, const
   };
   auto record = [&](std::size_t idx, Disposition d, FailureClass cls, std::string type, std::string message,
                     std::vector<Params> rows, int worker, double elapsed) {
-    JournalRecord r;
-    r.id = cases[idx].id;
-    r.op = cases[idx].op;
-    r.params = cases[idx].params;
-    r.status = d;
-    r.failure_class = cls;
-    r.error_type = std::move(type);
-    r.message = std::move(message);
-    r.rows = std::move(rows);
-    r.worker = worker;
-    r.elapsed_s = elapsed;
-    r.at = UtcNow();
-    batch.push_back(std::move(r));
+    batch.push_back(
+        MakeRecord(cases[idx], d, cls, std::move(type), std::move(message), std::move(rows), worker, elapsed));
   };
   // A dead worker: its running case is charged with `why`; cases queued behind it go back to the queue front.
   auto bury = [&](Slot& s, int status, bool timed_out) {

@@ -180,29 +180,34 @@ TimeOptions CollectiveTiming(CommGroup& g) {
   return topt;
 }
 
-std::vector<std::string> RequiredKeys(const collect::TableSpec& t) {
-  std::vector<std::string> out;
-  for (const auto& col : t.key_columns) out.push_back(col.name);
-  return out;
-}
-
-collect::Requirement GpusRequirement() {
-  collect::Requirement r;
-  r.gpus_param = "num_gpus";
-  return r;
-}
-
-class NcclOp : public collect::Op {
+// What every collective op shares: its table, key parameters, and one rank per GPU.
+class CommOp : public collect::Op {
  public:
-  explicit NcclOp(Coll c) : coll_(c) {
-    table_ = collect::FindTableSpec("nccl_perf");
-    if (!table_) throw Error("comm: table nccl_perf is not defined");
+  explicit CommOp(const std::string& table_name) {
+    table_ = collect::FindTableSpec(table_name);
+    if (!table_) throw Error("comm: table " + table_name + " is not defined");
   }
-  std::string name() const override { return CollName(coll_); }
   const collect::TableSpec& table() const override { return *table_; }
-  std::vector<std::string> required_params() const override { return RequiredKeys(*table_); }
-  std::vector<collect::Requirement> requirements() const override { return {GpusRequirement()}; }
+  std::vector<std::string> required_params() const override {
+    std::vector<std::string> out;
+    for (const auto& col : table_->key_columns) out.push_back(col.name);
+    return out;
+  }
+  std::vector<collect::Requirement> requirements() const override {
+    collect::Requirement r;
+    r.gpus_param = "num_gpus";
+    return {r};
+  }
   int Ranks(const Params& p) const override { return p.Has("num_gpus") ? static_cast<int>(p.Num("num_gpus")) : 1; }
+
+ protected:
+  const collect::TableSpec* table_ = nullptr;
+};
+
+class NcclOp : public CommOp {
+ public:
+  explicit NcclOp(Coll c) : CommOp("nccl_perf"), coll_(c) {}
+  std::string name() const override { return CollName(coll_); }
 
   CaseResult Run(const collect::Case& c, const collect::RunContext& ctx) override {
     CommShape s;
@@ -281,20 +286,12 @@ class NcclOp : public collect::Op {
   }
 
   Coll coll_;
-  const collect::TableSpec* table_ = nullptr;
 };
 
-class CustomAllReduceOp : public collect::Op {
+class CustomAllReduceOp : public CommOp {
  public:
-  CustomAllReduceOp() {
-    table_ = collect::FindTableSpec("custom_allreduce_perf");
-    if (!table_) throw Error("comm: table custom_allreduce_perf is not defined");
-  }
+  CustomAllReduceOp() : CommOp("custom_allreduce_perf") {}
   std::string name() const override { return "custom_allreduce"; }
-  const collect::TableSpec& table() const override { return *table_; }
-  std::vector<std::string> required_params() const override { return RequiredKeys(*table_); }
-  std::vector<collect::Requirement> requirements() const override { return {GpusRequirement()}; }
-  int Ranks(const Params& p) const override { return p.Has("num_gpus") ? static_cast<int>(p.Num("num_gpus")) : 1; }
 
   CaseResult Run(const collect::Case& c, const collect::RunContext& ctx) override {
     CommShape s;
@@ -367,7 +364,6 @@ class CustomAllReduceOp : public collect::Op {
                                                 w.stats, ctx.measure_power, extra)});
   }
 
-  const collect::TableSpec* table_ = nullptr;
 };
 
 }  // namespace
