@@ -200,19 +200,9 @@ class CommOp : public collect::Op {
   }
   int Ranks(const Params& p) const override { return p.Has("num_gpus") ? static_cast<int>(p.Num("num_gpus")) : 1; }
 
- protected:
-  const collect::TableSpec* table_ = nullptr;
-};
-
-class NcclOp : public CommOp {
- public:
-  explicit NcclOp(Coll c) : CommOp("nccl_perf"), coll_(c) {}
-  std::string name() const override { return CollName(coll_); }
-
-  CaseResult Run(const collect::Case& c, const collect::RunContext& ctx) override {
+  CaseResult Run(const collect::Case& c, const collect::RunContext& ctx) final {
     CommShape s;
-    const bool split = coll_ == Coll::kAllGather || coll_ == Coll::kReduceScatter || coll_ == Coll::kAllToAll;
-    if (auto bad = ParseShape(name(), c.params, "nccl_dtype", split, s)) return *bad;
+    if (auto bad = Parse(c.params, s)) return *bad;
     if (s.gpus != ctx.world)
       return Invalid(name(), "num_gpus " + std::to_string(s.gpus) + " but this rank's world is " +
                                  std::to_string(ctx.world));
@@ -223,8 +213,27 @@ class NcclOp : public CommOp {
     }
   }
 
+ protected:
+  // The case's shape; a result when the case cannot run.
+  virtual std::optional<CaseResult> Parse(const Params& p, CommShape& s) const = 0;
+  // Check, then time, on this rank (every rank runs it at once).
+  virtual CaseResult RunChecked(const collect::Case& c, const collect::RunContext& ctx, const CommShape& s) = 0;
+
+  const collect::TableSpec* table_ = nullptr;
+};
+
+class NcclOp : public CommOp {
+ public:
+  explicit NcclOp(Coll c) : CommOp("nccl_perf"), coll_(c) {}
+  std::string name() const override { return CollName(coll_); }
+
  private:
-  CaseResult RunChecked(const collect::Case& c, const collect::RunContext& ctx, const CommShape& s) {
+  std::optional<CaseResult> Parse(const Params& p, CommShape& s) const override {
+    const bool split = coll_ == Coll::kAllGather || coll_ == Coll::kReduceScatter || coll_ == Coll::kAllToAll;
+    return ParseShape(name(), p, "nccl_dtype", split, s);
+  }
+
+  CaseResult RunChecked(const collect::Case& c, const collect::RunContext& ctx, const CommShape& s) override {
     CommGroup& g = JoinGroup(ctx);
     cudaStream_t st = Context().stream;
     const int n = s.gpus, r = g.rank();
@@ -293,24 +302,16 @@ class CustomAllReduceOp : public CommOp {
   CustomAllReduceOp() : CommOp("custom_allreduce_perf") {}
   std::string name() const override { return "custom_allreduce"; }
 
-  CaseResult Run(const collect::Case& c, const collect::RunContext& ctx) override {
-    CommShape s;
-    if (auto bad = ParseShape(name(), c.params, "allreduce_dtype", false, s)) return *bad;
+ private:
+  std::optional<CaseResult> Parse(const Params& p, CommShape& s) const override {
+    if (auto bad = ParseShape(name(), p, "allreduce_dtype", false, s)) return bad;
     if (s.elem != 2)
       return CaseResult::Failure(Disposition::kNotSupported, FailureClass::kUnsupportedConfig, "NotSupported",
                                  "custom_allreduce reduces bfloat16 only; got " + s.dtype_name);
-    if (s.gpus != ctx.world)
-      return Invalid(name(), "num_gpus " + std::to_string(s.gpus) + " but this rank's world is " +
-                                 std::to_string(ctx.world));
-    try {
-      return RunChecked(c, ctx, s);
-    } catch (const CudaError& e) {
-      return CaseResultFromCudaError(e, FailureClass::kFrameworkBug);
-    }
+    return std::nullopt;
   }
 
- private:
-  CaseResult RunChecked(const collect::Case& c, const collect::RunContext& ctx, const CommShape& s) {
+  CaseResult RunChecked(const collect::Case& c, const collect::RunContext& ctx, const CommShape& s) override {
     CommGroup& g = JoinGroup(ctx);
     if (g.SpansNodes())
       return CaseResult::Failure(Disposition::kNotSupported, FailureClass::kUnsupportedConfig, "NotSupported",
