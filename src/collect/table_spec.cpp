@@ -63,6 +63,21 @@ OpCost ElementwiseCost(const Params& p) {
   throw Error("elementwise_perf: no cost model for op_name '" + op + "'");
 }
 
+// MoE layer on expert-parallel rank 0 (the most loaded): at least its balanced
+// share of the T x topk assignments, each through gate+up (2 x inter/tp) and down
+// (inter/tp) GEMMs; at least ceil(share / T) local experts' weights read (an expert
+// takes each token once), plus the activations in and out.
+OpCost MoeCost(const Params& p) {
+  double t = p.Num("num_tokens"), h = p.Num("hidden_size"), inter = p.Num("inter_size") / p.Num("moe_tp_size");
+  double topk = p.Num("topk"), ep = p.Num("moe_ep_size"), e = p.Num("num_experts");
+  const std::string& dt = p.Str("moe_dtype");
+  double share = t * topk / ep;
+  double experts_touched = std::min(e / ep, std::ceil(share / t));
+  double flops = 2 * share * h * 3 * inter;
+  double bytes = experts_touched * 3 * h * inter * DtypeBytes(dt) + 2 * t * h * 2;
+  return OpCost{flops, bytes, dt == "fp8_block" ? "fp8" : dt};
+}
+
 // Collectives: the bytes each GPU must send over its links (nccl-tests' bus
 // bytes: all_reduce 2(n-1)/n S, all_gather and reduce_scatter (n-1)/n S of the
 // whole buffer, alltoall (n-1)/n S, send_recv S), with S the message's bytes. The
@@ -123,6 +138,19 @@ std::vector<TableSpec> BuildSpecs() {
                             {{"quant_dtype", VT::kString}, {"m", VT::kInt64}, {"k", VT::kInt64}},
                             true,
                             ComputeScaleCost});
+  specs.push_back(TableSpec{"moe_perf",
+                            "moe",
+                            {{"moe_dtype", VT::kString},
+                             {"num_tokens", VT::kInt64},
+                             {"hidden_size", VT::kInt64},
+                             {"inter_size", VT::kInt64},
+                             {"topk", VT::kInt64},
+                             {"num_experts", VT::kInt64},
+                             {"moe_tp_size", VT::kInt64},
+                             {"moe_ep_size", VT::kInt64},
+                             {"distribution", VT::kString}},
+                            false,
+                            MoeCost});
   // Collectives (family comm): message_size in elements of the dtype, as AIC.
   // "half" is the 16-bit float class of AIC's NCCL table.
   std::vector<ColumnSpec> bandwidths = {{"algbw_gbps", VT::kDouble}, {"busbw_gbps", VT::kDouble}};
