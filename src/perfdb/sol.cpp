@@ -131,7 +131,10 @@ double Sol::NcclMs(std::string_view op, double size, int gpus, std::string_view 
   double t = 1e3 * CommBytes(dtype) * size * (gpus - 1) / gpus / P2pBandwidth(gpus);
   if (op == "all_reduce") return 2 * t;
   if (op == "all_gather" || op == "reduce_scatter" || op == "alltoall") return t;
-  throw Error("unknown collective '" + std::string(op) + "'; expected all_reduce, all_gather, reduce_scatter or alltoall");
+  // Point-to-point: each rank sends the whole message to its neighbour.
+  if (op == "send_recv") return t * gpus / (gpus - 1);
+  throw Error("unknown collective '" + std::string(op) +
+              "'; expected all_reduce, all_gather, reduce_scatter, alltoall or send_recv");
 }
 
 }  // namespace servecast::perfdb

@@ -57,7 +57,8 @@ class Sol {
   // MoE expert compute for `tokens` tokens (gated: three projections).
   double MoeMs(std::string_view quant, double tokens, double hidden, double inter, double topk, double experts,
                double moe_tp, double moe_ep, bool gated = true) const;
-  // Collectives on `size` elements.
+  // Collectives on `size` elements (all_reduce, all_gather, reduce_scatter, alltoall;
+  // send_recv: each rank sends `size` to its neighbour).
   double CustomAllReduceMs(double size, int tp, std::string_view dtype = "half") const;
   double NcclMs(std::string_view op, double size, int gpus, std::string_view dtype) const;
 

@@ -60,6 +60,21 @@ TEST(NcclTest, ExactLerpAndLinearProxyBeyondTheSweep) {
   EXPECT_EQ(t.Query(Nq(1024, 2, "int8", "all_gather")).latency_ms, 0.007);
 }
 
+// servecast's own nccl_perf has send_recv rows (point-to-point, a pipeline step):
+// the table loads them as a slice of its own beside the collectives.
+TEST(NcclTest, SendRecvRowsAreASliceOfTheirOwn) {
+  const NcclTable t(Table::ParseCsv("version,op_name,kernel_source,nccl_dtype,num_gpus,message_size,latency\n"
+                                    "x,all_reduce,nccl,half,2,1024,0.01\n"
+                                    "x,send_recv,nccl,half,2,1024,0.008\n"
+                                    "x,send_recv,nccl,half,2,4096,0.012\n",
+                                    "nccl.csv"),
+                    H200());
+  ASSERT_EQ(t.slices().size(), 2u);
+  EXPECT_EQ(t.Query(Nq(1024, 2, "half", "send_recv")).latency_ms, 0.008);
+  EXPECT_DOUBLE_EQ(t.Query(Nq(2048, 2, "half", "send_recv")).latency_ms, 0.008 + 0.004 / 3);
+  EXPECT_EQ(t.Query(Nq(1024)).latency_ms, 0.01);
+}
+
 TEST(NcclTest, GpuCountsBeyondTheDataBorrowTheBoundarySlice) {
   const NcclTable t(SyntheticNccl(), H200());
   // 8-GPU donor at 1024 elements: 0.03 ms over NVLink (450 GB/s). 16 GPUs cross

@@ -66,6 +66,8 @@ TEST(SolTest, MoeAndCollectives) {
   EXPECT_DOUBLE_EQ(sol.CustomAllReduceMs(1 << 20, 8), 1e3 * 2.0 * (1 << 20) * 2 / 8 * 7 / p2p);
   EXPECT_DOUBLE_EQ(sol.NcclMs("all_reduce", 1 << 20, 8, "half"), 2 * sol.NcclMs("all_gather", 1 << 20, 8, "half"));
   EXPECT_EQ(sol.NcclMs("all_reduce", 1 << 20, 1, "half"), 0);
+  // send_recv moves the whole message over one link: n/(n-1) x an all-gather's bytes.
+  EXPECT_DOUBLE_EQ(sol.NcclMs("send_recv", 1 << 20, 2, "half"), 2 * sol.NcclMs("all_gather", 1 << 20, 2, "half"));
   // Beyond one node the inter-node bandwidth applies.
   EXPECT_LT(sol.NcclMs("all_gather", 1 << 20, 8, "half"), sol.NcclMs("all_gather", 1 << 20, 16, "half"));
 }
