@@ -147,7 +147,11 @@ std::string TerminalReport(const SearchResult& r, const ReportContext& c) {
            " ms, request " + Fmt("%.0f", p->request_latency_ms) + " ms\n";
     out += "    deployment   " + std::to_string(p->replicas) + " replica(s) of " + std::to_string(p->gpus_per_replica) +
            " GPUs, concurrency " + std::to_string(p->concurrency * p->replicas) +
-           (m.best_meets_sla ? "" : "  (MISSES the limits: nothing met them)") + "\n\n";
+           (m.best_meets_sla ? "" : "  (MISSES the limits: nothing met them)") + "\n";
+    if (c.data_notes.empty()) out += "    data         every op cost from measured or interpolated rows\n";
+    for (std::size_t i = 0; i < c.data_notes.size(); ++i)
+      out += std::string(i == 0 ? "    data         " : "                 ") + c.data_notes[i] + "\n";
+    out += "\n";
   } else {
     out += "  no deployment could be estimated (see the skip counts below)\n\n";
   }
@@ -210,6 +214,7 @@ nlohmann::ordered_json JsonReport(const SearchResult& r, const ReportContext& c)
   if (const Point* p = Chosen(r)) {
     j["chosen"] = PointJson(*p);
     j["chosen_ratio"] = r.chosen_ratio;
+    j["chosen_data_notes"] = c.data_notes;
   } else {
     j["chosen"] = nullptr;
   }

@@ -16,6 +16,9 @@ struct ReportContext {
   std::string system, device, engine, data, database_mode;
   search::SearchInputs inputs;
   double load_seconds = 0;  // opening the model, specs and tables
+  // Op costs of the chosen point that did not come from measured or interpolated
+  // rows (search::DataNotes); shown under the chosen deployment.
+  std::vector<std::string> data_notes;
 };
 
 // The summary box, an ASCII Pareto chart per mode with the chosen point, and a

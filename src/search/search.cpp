@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -463,6 +464,53 @@ SearchResult RunSearch(const model::ModelConfig& m, const serve::Database& db, c
   res.chosen_ratio = second > 0 ? best / second : 0;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
+}
+
+std::vector<std::string> DataNotes(const Point& p, const model::ModelConfig& m, const serve::Database& db,
+                                   const SearchInputs& in) {
+  // (source, table) -> op names (first seen order) and the first detail.
+  struct Group {
+    std::vector<std::string> ops;
+    std::string detail;
+  };
+  std::map<std::pair<std::string, std::string>, Group> groups;
+  std::vector<std::pair<std::string, std::string>> order;
+  const model::OpListOptions oo = OpOptions(in, db);
+  auto scan = [&](const model::ParallelConfig& par, bool context) {
+    const model::OpList ops = model::BuildOpList(m, par, oo);
+    serve::PassShape shape;
+    shape.context = context;
+    shape.batch = context ? 1 : std::max<std::int64_t>(1, p.batch);
+    shape.seq = context ? in.isl : in.isl + in.osl / 2;
+    const serve::PhaseEstimate pe = serve::EvaluatePass(context ? ops.context : ops.generation, db, shape);
+    for (const serve::OpLine& op : pe.ops) {
+      if (op.source == "silicon" || op.source == "interpolated") continue;
+      const std::string table = op.detail.substr(0, op.detail.find(':'));
+      auto key = std::make_pair(op.source, table);
+      auto [it, fresh] = groups.try_emplace(key);
+      if (fresh) {
+        order.push_back(key);
+        it->second.detail = op.detail;
+      }
+      if (std::find(it->second.ops.begin(), it->second.ops.end(), op.name) == it->second.ops.end())
+        it->second.ops.push_back(op.name);
+    }
+  };
+  try {
+    scan(p.par, true);
+    scan(p.mode == Mode::kDisagg ? p.decode_par : p.par, false);
+  } catch (const std::exception& e) {
+    return {std::string("could not re-evaluate the chosen point for its data sources: ") + e.what()};
+  }
+  std::vector<std::string> out;
+  for (const auto& key : order) {
+    const Group& g = groups.at(key);
+    std::string names;
+    for (std::size_t i = 0; i < g.ops.size() && i < 3; ++i) names += (i ? ", " : "") + g.ops[i];
+    if (g.ops.size() > 3) names += " and " + std::to_string(g.ops.size() - 3) + " more";
+    out.push_back(key.first + ": " + names + " (" + g.detail + ")");
+  }
+  return out;
 }
 
 }  // namespace servecast::search

@@ -97,6 +97,15 @@ std::vector<std::size_t> ParetoFrontier(const std::vector<Point>& points);
 SearchResult RunSearch(const model::ModelConfig& m, const serve::Database& db, const serve::EngineProfile& engine,
                        const SearchInputs& in);
 
+// Where the chosen point's op costs came from beyond measured or interpolated rows:
+// one line per (source, table), e.g. "extrapolated: context_ar_1, generation_ar_1
+// (custom_allreduce_perf: all_reduce of ... over 4 GPUs (borrowed from 2 GPUs))",
+// from one prefill pass (one request of isl tokens) and one decode step (the
+// point's batch at isl + osl / 2 tokens) of each of its parallel configs. Empty
+// when every op came from measured or interpolated rows.
+std::vector<std::string> DataNotes(const Point& p, const model::ModelConfig& m, const serve::Database& db,
+                                   const SearchInputs& in);
+
 // Every table any configuration of the search may read.
 std::set<serve::TableNeed> SearchNeeds(const model::ModelConfig& m, const SearchInputs& in, int sm_version,
                                        int gpus_per_node);

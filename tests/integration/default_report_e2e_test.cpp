@@ -117,5 +117,42 @@ TEST(DefaultReportE2E, Qwen3OnH200) {
               "Qwen_Qwen3-1.7B_h200_sxm_trtllm_isl2000_osl500_ttft2000_tpot30");
 }
 
+// The chosen point says where its op costs came from when not from measured or
+// interpolated rows: SOL mode names every op "sol".
+TEST(DefaultReportE2E, DataNotesNameSolCosts) {
+  const ProcessResult j = RunProcess({kReportBin, "default", "--model", kReportSource + "/tests/goldens/models/tiny-dense",
+                                      "--system", "tiny_gpu", "--systems", kReportSource + "/tests/goldens/systems",
+                                      "--total-gpus", "4", "--database-mode", "sol", "--isl", "512", "--osl", "64",
+                                      "--ttft", "1000", "--tpot", "5", "--json"},
+                                     600);
+  ASSERT_EQ(j.exit_code, 0) << j.out << j.err;
+  const Json doc = Json::parse(j.out);
+  ASSERT_TRUE(doc.contains("chosen_data_notes"));
+  ASSERT_FALSE(doc["chosen_data_notes"].empty());
+  for (const auto& n : doc["chosen_data_notes"]) EXPECT_EQ(n.get<std::string>().rfind("sol: ", 0), 0u) << n;
+}
+
+// On the bundled H200 tables (collectives measured on 2 GPUs only), a chosen
+// deployment with tp > 2 reports its all-reduces as borrowed from 2 GPUs, and
+// one with tp <= 2 does not.
+TEST(DefaultReportE2E, BundledH200DataNotesNameBorrowedCollectives) {
+  const ProcessResult j = RunProcess({kReportBin, "default", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm",
+                                      "--total-gpus", "8", "--json"},
+                                     600);
+  ASSERT_EQ(j.exit_code, 0) << j.out << j.err;
+  const Json doc = Json::parse(j.out);
+  ASSERT_TRUE(doc["chosen"].is_object()) << j.out;
+  std::string notes;
+  for (const auto& n : doc["chosen_data_notes"]) notes += n.get<std::string>() + "\n";
+  const std::string par = doc["chosen"]["parallel"].get<std::string>();
+  const bool wide = par.rfind("tp4", 0) == 0 || par.rfind("tp8", 0) == 0;
+  if (wide) {
+    EXPECT_NE(notes.find("extrapolated: "), std::string::npos) << par << "\n" << notes;
+    EXPECT_NE(notes.find("borrowed from 2 GPUs"), std::string::npos) << par << "\n" << notes;
+  } else {
+    EXPECT_EQ(notes.find("borrowed from"), std::string::npos) << par << "\n" << notes;
+  }
+}
+
 }  // namespace
 }  // namespace servecast::testing
