@@ -430,6 +430,9 @@ std::string HtmlReport(const SearchResult& r, const ReportContext& c) {
                               std::to_string(p->batch));
     }
     h += fact("Memory", Fmt("%.1f GiB per GPU", p->memory_gib));
+    std::string data;
+    for (const auto& n : c.data_notes) data += (data.empty() ? "" : "<br>") + HtmlEscape(n);
+    h += fact("Data", data.empty() ? std::string("every op cost from measured or interpolated rows") : data);
     h += "</dl>\n<p class=\"verdict\">";
     const ModeResult* other = nullptr;
     for (const ModeResult& m : r.modes)
