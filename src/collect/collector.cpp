@@ -207,7 +207,7 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
     else if (IsFailure(it->second)) ++skipped_failed;
     else ++skipped_done;
   }
-  if (opt.resume)
+  if (opt.resume && lead)
     log::Info("resume: " + std::to_string(skipped_done) + " cases already done, " + std::to_string(skipped_failed) +
               " failed ones kept" + (opt.retry_failed ? "" : " (use --retry-failed to re-run them)") + ", " +
               std::to_string(to_run.size()) + " to run");
