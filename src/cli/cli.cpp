@@ -136,7 +136,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   collect_cmd->add_option("--format", co.format, "table format: csv (diffable; what the repository commits) or parquet (zstd; what AIC ships)")->capture_default_str();
   collect_cmd->add_option("--shard", shard, "I/N: collect the deterministic I-th of N slices of the plan (0-based)");
   collect_cmd->add_flag("--include-unverified", co.plan.include_unverified, "also run ops marked unverified");
-  collect_cmd->add_flag("--launched", co.launched, "this process is one rank started by mpirun or srun (rank and world from the launcher's environment): the ranks run the multi-GPU ops (nccl, custom_allreduce) together; needs --run-dir on a folder every rank sees");
+  collect_cmd->add_flag("--launched", co.launched, "this process is one rank started by mpirun or srun (rank and world from the launcher's environment): the ranks run the collectives (all_reduce, all_gather, reduce_scatter, alltoall, send_recv, custom_allreduce) together; needs --run-dir on a folder every rank sees");
   collect_cmd->add_option("--timing-budget-s", co.timing_budget_s, "timed seconds per case before the stop rule gives up on 1% spread")->capture_default_str();
   collect_cmd->add_option("--worker-memory-gb", co.worker_memory_bytes, "cpu backend: address-space limit per worker in GiB (default 75% of RAM / workers)");
   collect_cmd->add_option("--cases", cases_dir, "case plan folder (default: cases/ of the installation)");
