@@ -7,6 +7,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/custom_allreduce.h"
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/moe.h"
 #include "backends/cpu/rmsnorm.h"
 #include "backends/cpu/silu_and_mul.h"
 
@@ -20,6 +21,7 @@ void RegisterCpuBackend(collect::Registry& registry) {
   registry.AddOp("cpu", MakeRmsNormOp());
   registry.AddOp("cpu", MakeSiluAndMulOp());
   registry.AddOp("cpu", MakeCustomAllReduceOp());
+  registry.AddOp("cpu", MakeMoeOp());
 }
 
 }  // namespace servecast::cpu

@@ -82,14 +82,15 @@ TEST(CpuBackendTest, RegistersBackendAndOps) {
   RegisterCpuBackend(registry);
   ASSERT_NE(registry.FindBackend("cpu"), nullptr);
   EXPECT_EQ(registry.OpNames("cpu"),
-            (std::vector<std::string>{"attention_context", "attention_generation", "custom_allreduce", "gemm", "rmsnorm",
-                                      "silu_and_mul"}));
+            (std::vector<std::string>{"attention_context", "attention_generation", "custom_allreduce", "gemm", "moe",
+                                      "rmsnorm", "silu_and_mul"}));
   const std::map<std::string, std::string> tables = {{"gemm", "gemm_perf"},
                                                      {"attention_context", "context_attention_perf"},
                                                      {"attention_generation", "generation_attention_perf"},
                                                      {"rmsnorm", "elementwise_perf"},
                                                      {"silu_and_mul", "elementwise_perf"},
-                                                     {"custom_allreduce", "custom_allreduce_perf"}};
+                                                     {"custom_allreduce", "custom_allreduce_perf"},
+                                                     {"moe", "moe_perf"}};
   for (const auto& [op_name, table] : tables) {
     collect::Op* op = registry.FindOp("cpu", op_name);
     ASSERT_NE(op, nullptr) << op_name;
