@@ -77,28 +77,6 @@ std::string ToleranceRule(const Shape& s) {
   return buf;
 }
 
-// Owning cuBLASLt descriptors of one matmul.
-struct LtMatmul {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulPreference_t pref = nullptr;
-  LtMatmul() = default;
-  LtMatmul(const LtMatmul&) = delete;
-  LtMatmul& operator=(const LtMatmul&) = delete;
-  ~LtMatmul() {
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-  }
-};
-
-template <class T>
-void SetDesc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& value) {
-  SC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
-}
-
 template <class T>
 T AlgoAttr(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
   T v{};
@@ -106,6 +84,8 @@ T AlgoAttr(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_
   SC_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written));
   return v;
 }
+
+}  // namespace
 
 std::string AlgoString(const cublasLtMatmulAlgo_t& algo) {
   const auto id = AlgoAttr<std::int32_t>(algo, CUBLASLT_ALGO_CONFIG_ID);
@@ -125,6 +105,8 @@ std::string CublasLtVersion() {
   const std::size_t v = cublasLtGetVersion();
   return std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
 }
+
+namespace {
 
 // Device time per call of `calls` consecutive calls, captured in one CUDA graph and
 // replayed once warm (eager launches when capture fails).

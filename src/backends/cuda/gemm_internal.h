@@ -4,6 +4,8 @@
 // gemm.cpp, compute_scale.cpp and the GPU tests. docs/kernels.md describes what
 // each row measures.
 
+#include <cublasLt.h>
+
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cuda_check.h"
 #include "collect/op.h"
 
 namespace servecast::cuda::gemm {
@@ -36,6 +39,35 @@ class RefCheck {
   double worst_got_ = 0, worst_expected_ = 0, worst_tolerance_ = 0;
   std::string worst_where_;
 };
+
+// Owning cuBLASLt descriptors of one matmul (also used by the moe op's per-expert GEMMs).
+struct LtMatmul {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  LtMatmul() = default;
+  LtMatmul(const LtMatmul&) = delete;
+  LtMatmul& operator=(const LtMatmul&) = delete;
+  ~LtMatmul() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+template <class T>
+void SetDesc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& value) {
+  SC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
+}
+
+// "cublaslt:algo=..,tile=..,stages=..,splitk=..,cluster=.." (the kernel_source of a gemm row).
+std::string AlgoString(const cublasLtMatmulAlgo_t& algo);
+// cuBLAS's name of a status ("CUBLAS_STATUS_NOT_SUPPORTED").
+std::string StatusName(cublasStatus_t st);
+// The loaded cuBLASLt's version, "13.1.0".
+std::string CublasLtVersion();
 
 // Seed of one input stream of a case (FNV-1a of the case ID mixed with `stream`).
 std::uint64_t SeedFor(const std::string& case_id, std::uint64_t stream);

@@ -7,6 +7,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/elementwise_ops.h"
 #include "backends/cuda/gemm_ops.h"
+#include "backends/cuda/moe_ops.h"
 
 namespace servecast::cuda {
 
@@ -16,6 +17,7 @@ void RegisterCudaBackend(collect::Registry& registry) {
   RegisterElementwiseOps(registry);
   RegisterAttentionOps(registry);
   RegisterCommOps(registry);
+  RegisterMoeOps(registry);
 }
 
 }  // namespace servecast::cuda
