@@ -59,7 +59,9 @@ Json CompareAgainst(const Table& ours, const TableSpec& spec, const std::string&
   std::vector<std::string> keys;
   for (const auto& c : spec.key_columns)
     if (ours.FindColumn(c.name) && theirs.FindColumn(c.name)) keys.push_back(c.name);
-  if (spec.name == "elementwise_perf" && theirs.FindColumn("op_name")) keys.insert(keys.begin(), "op_name");
+  // Tables whose rows differ by op_name under the same key columns.
+  if ((spec.name == "elementwise_perf" || spec.name == "nccl_perf") && theirs.FindColumn("op_name"))
+    keys.insert(keys.begin(), "op_name");
   auto index = [&](const Table& t) {
     std::unordered_map<std::string, double> m;
     std::size_t lat = t.ColumnIndex("latency");
