@@ -107,15 +107,17 @@ AggEstimate RunAgg(const model::ModelConfig& m, const model::ParallelConfig& p, 
   r.mix_gen_tokens = g_mix;
   StepInputs si{C, g_mix, in.isl, in.osl, in.prefix, in.nextn};
   r.mixed = MixedStep(ops, db, si);
-  r.mixed_step_ms = r.mixed.latency_ms * a.mix_efficiency;
+  // The host's per-request work bounds a step from below (0 unless the profile sets it).
+  const double host_floor_ms = a.step_ms_per_request * static_cast<double>(b);
+  r.mixed_step_ms = std::max(r.mixed.latency_ms * a.mix_efficiency, host_floor_ms);
   if (r.decode_steps > 0 || r.mixed_steps_in_tpot == 0) {
     si.gen_tokens = g_gen;
     r.decode = DecodeStep(ops, db, si);
-    r.decode_step_ms = r.decode.latency_ms;
+    r.decode_step_ms = std::max(r.decode.latency_ms, host_floor_ms);
   }
   const double dispatch = a.dispatch_ms_per_layer * static_cast<double>(m.num_layers);
   const double prefill_chunks = std::ceil(static_cast<double>(in.isl) / static_cast<double>(C));
-  const double prefill_step_ms = r.mixed_step_ms / a.mix_efficiency;
+  const double prefill_step_ms = std::max(r.mixed.latency_ms, host_floor_ms);
   r.ttft_ms = (prefill_step_ms * prefill_chunks + dispatch) * a.QueueFactor(b, S) +
               a.QueueWaitMs(b, in.isl, C, prefill_step_ms);
   const double tpot_steps = r.mixed_steps_in_tpot + r.decode_steps;

@@ -90,7 +90,7 @@ EngineProfile LoadEngineProfile(const std::string& path) {
 
   YamlReader agg = root.Child("agg");
   agg.AllowOnlyKeys({"mix_gen_tokens", "mix_efficiency", "tpot_mix_steps_offset", "ttft_queue", "dispatch_ms_per_layer",
-                     "throughput_cap", "max_num_tokens", "default_ctx_tokens"});
+                     "step_ms_per_request", "throughput_cap", "max_num_tokens", "default_ctx_tokens"});
   AggProfile& a = p.agg;
   const std::string mix = agg.RequiredString("mix_gen_tokens");
   if (mix == "base") a.mix_gen_tokens = AggProfile::MixGenTokens::kBase;
@@ -129,11 +129,12 @@ EngineProfile LoadEngineProfile(const std::string& path) {
   else throw ConfigError(agg.Where("throughput_cap"), "unknown cap '" + cap + "'", "none or littles_law");
   a.max_num_tokens = agg.RequiredInt("max_num_tokens");
   a.default_ctx_tokens = agg.OptionalInt("default_ctx_tokens", 0);
+  a.step_ms_per_request = agg.OptionalDouble("step_ms_per_request", 0);
   if (a.mix_efficiency <= 0 || a.tpot_mix_steps_offset < 0 || a.queue_max <= 0 || a.max_num_tokens < 0 ||
-      a.dispatch_ms_per_layer < 0 || a.default_ctx_tokens < 0)
+      a.dispatch_ms_per_layer < 0 || a.default_ctx_tokens < 0 || a.step_ms_per_request < 0)
     throw ConfigError(agg.Where(), "agg constants out of range",
-                      "mix_efficiency > 0, offsets and dispatch >= 0, queue max > 0, max_num_tokens and "
-                      "default_ctx_tokens >= 0");
+                      "mix_efficiency > 0, offsets and dispatch >= 0, queue max > 0, max_num_tokens, "
+                      "default_ctx_tokens and step_ms_per_request >= 0");
 
   YamlReader dis = root.Child("disagg");
   dis.AllowOnlyKeys({"prefill_latency_correction", "decode_latency_correction", "ttft_correction",

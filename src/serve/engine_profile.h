@@ -48,6 +48,10 @@ struct AggProfile {
   double queue_base = 2, queue_pivot = 3, queue_slope = 0.05, queue_max = 4;
   double queue_share = 0;  // prefill_queue: share of the other requests queued ahead
   double dispatch_ms_per_layer = 0;
+  // Host scheduling floor: an in-flight batching step takes at least this many ms
+  // per request in it (the engine's per-request work between steps, which its
+  // overlap scheduling hides behind GPU steps that are longer). 0: none.
+  double step_ms_per_request = 0;
   bool littles_law_cap = false;
   std::int64_t max_num_tokens = 0;      // tokens sizing agg activations; 0 = the prefill budget
   std::int64_t default_ctx_tokens = 0;  // the engine's prefill budget per step when none is given; 0 = isl
