@@ -85,7 +85,6 @@ TEST(CudaHarness, TimesACopyNearMemoryBandwidth) {
 
 TEST(CudaHarness, ShortOpsAreRepeatedInsideOneReplay) {
   SC_REQUIRE_GPU();
-  auto& ctx = Context();
   DeviceBuffer buf(4096);
   collect::TimingConfig cfg;
   cfg.budget_s = 0.1;
