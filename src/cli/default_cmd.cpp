@@ -83,10 +83,7 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
   ctx.database_mode = perfdb::DatabaseModeName(db->mode());
   ctx.inputs = in;
   ctx.load_seconds = load_s;
-  if (r.chosen >= 0) {
-    const search::ModeResult& cm = r.modes[static_cast<std::size_t>(r.chosen)];
-    if (!cm.best.empty()) ctx.data_notes = search::DataNotes(cm.points[cm.best.front()], m, *db, in);
-  }
+  if (const search::Point* chosen = search::ChosenPoint(r)) ctx.data_notes = search::DataNotes(*chosen, m, *db, in);
   const std::string saved = a.save_dir.empty() ? std::string() : report::SaveReport(r, ctx, a.save_dir);
   if (a.json) {
     std::printf("%s\n", report::JsonReport(r, ctx).dump(2).c_str());

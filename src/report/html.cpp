@@ -9,6 +9,8 @@
 
 #include "core/build_info.h"
 
+#include "report/format.h"
+
 namespace servecast::report {
 
 using search::Mode;
@@ -17,12 +19,6 @@ using search::Point;
 using search::SearchResult;
 
 namespace {
-
-std::string Fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 // Pixel coordinates with one decimal: small files, sub-pixel placement.
 std::string Px(double v) {
@@ -52,12 +48,6 @@ std::string Marker(Mode m, double x, double y, double r, const std::string& cls,
     return "<circle class=\"" + cls + "\" cx=\"" + Px(x) + "\" cy=\"" + Px(y) + "\" r=\"" + Px(r) + "\"" + extra + "/>";
   return "<rect class=\"" + cls + "\" x=\"" + Px(x - r) + "\" y=\"" + Px(y - r) + "\" width=\"" + Px(2 * r) +
          "\" height=\"" + Px(2 * r) + "\"" + extra + "/>";
-}
-
-const Point* Chosen(const SearchResult& r) {
-  if (r.chosen < 0) return nullptr;
-  const ModeResult& m = r.modes[static_cast<std::size_t>(r.chosen)];
-  return m.best.empty() ? nullptr : &m.points[m.best.front()];
 }
 
 std::string ParallelOf(const model::ParallelConfig& c) {
@@ -314,7 +304,7 @@ std::string ParetoSvg(const SearchResult& r, const search::SearchInputs& in, int
   }
 
   // The chosen deployment.
-  if (const Point* c = Chosen(r)) {
+  if (const Point* c = search::ChosenPoint(r)) {
     const double x = l.X(c->tokens_per_s_user), y = l.Y(c->tokens_per_s_gpu_cluster);
     s += "<g class=\"chosen\">";
     s += "<circle cx=\"" + Px(x) + "\" cy=\"" + Px(y) +
@@ -353,7 +343,7 @@ std::string ParetoSvg(const SearchResult& r, const search::SearchInputs& in, int
     items.push_back(
         "<line x1=\"0\" y1=\"0\" x2=\"26\" y2=\"0\" stroke=\"#b42318\" stroke-width=\"1.5\" "
         "stroke-dasharray=\"6 4\"/><text x=\"34\" y=\"4\">TPOT limit</text>");
-  if (Chosen(r))
+  if (search::ChosenPoint(r))
     items.push_back(
         "<circle cx=\"13\" cy=\"0\" r=\"6\" fill=\"none\" stroke=\"#111827\" stroke-width=\"2\"/>"
         "<circle cx=\"13\" cy=\"0\" r=\"3\" fill=\"#facc15\" stroke=\"#111827\"/>"
@@ -405,7 +395,7 @@ std::string HtmlReport(const SearchResult& r, const ReportContext& c) {
   h += "</dl></section>\n";
 
   // The chosen deployment and the verdict.
-  if (const Point* p = Chosen(r)) {
+  if (const Point* p = search::ChosenPoint(r)) {
     const ModeResult& cm = r.modes[static_cast<std::size_t>(r.chosen)];
     const std::string mode = search::ModeName(p->mode);
     h += "<section class=\"chosen-box " + mode + "\"><h2>Chosen deployment <span class=\"tag " + mode + "\">" + mode +

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "report/format.h"
+
 namespace servecast::report {
 
 using search::Mode;
@@ -15,21 +17,9 @@ using search::SearchResult;
 
 namespace {
 
-std::string Fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 std::string Pad(std::string s, std::size_t w, bool right = false) {
   if (s.size() >= w) return s;
   return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
-}
-
-const Point* Chosen(const SearchResult& r) {
-  if (r.chosen < 0) return nullptr;
-  const ModeResult& m = r.modes[static_cast<std::size_t>(r.chosen)];
-  return m.best.empty() ? nullptr : &m.points[m.best.front()];
 }
 
 std::string Table(const ModeResult& m, const search::SearchInputs& in) {
@@ -108,7 +98,7 @@ std::string AsciiPareto(const SearchResult& r, int width, int height) {
   };
   for (const auto& m : r.modes)
     for (std::size_t i : m.frontier) put(m.points[i], m.mode == Mode::kAgg ? 'a' : 'd');
-  if (const Point* c = Chosen(r)) put(*c, '*');
+  if (const Point* c = search::ChosenPoint(r)) put(*c, '*');
   std::string out;
   const std::string ylab = Fmt("%.0f", ymax);
   for (int row = 0; row < height; ++row) {
@@ -135,7 +125,7 @@ std::string TerminalReport(const SearchResult& r, const ReportContext& c) {
          (in.request_latency_ms > 0 ? "request latency " + Fmt("%.0f", in.request_latency_ms) + " ms"
                                     : "TPOT " + Fmt("%.1f", in.tpot_ms) + " ms") +
          "\n\n";
-  if (const Point* p = Chosen(r)) {
+  if (const Point* p = search::ChosenPoint(r)) {
     const ModeResult& m = r.modes[static_cast<std::size_t>(r.chosen)];
     out += "  best: " + std::string(search::ModeName(p->mode)) + " " + p->Parallel() +
            (r.chosen_ratio > 0 ? Fmt(" (%.2fx the best of the other mode)", r.chosen_ratio) : std::string()) + "\n";
@@ -211,7 +201,7 @@ nlohmann::ordered_json JsonReport(const SearchResult& r, const ReportContext& c)
         {"tpot_ms", in.request_latency_ms > 0 ? 0.0 : in.tpot_ms},
         {"request_latency_ms", in.request_latency_ms}}},
   };
-  if (const Point* p = Chosen(r)) {
+  if (const Point* p = search::ChosenPoint(r)) {
     j["chosen"] = PointJson(*p);
     j["chosen_ratio"] = r.chosen_ratio;
     j["chosen_data_notes"] = c.data_notes;

@@ -466,6 +466,12 @@ SearchResult RunSearch(const model::ModelConfig& m, const serve::Database& db, c
   return res;
 }
 
+const Point* ChosenPoint(const SearchResult& r) {
+  if (r.chosen < 0) return nullptr;
+  const ModeResult& m = r.modes[static_cast<std::size_t>(r.chosen)];
+  return m.best.empty() ? nullptr : &m.points[m.best.front()];
+}
+
 std::vector<std::string> DataNotes(const Point& p, const model::ModelConfig& m, const serve::Database& db,
                                    const SearchInputs& in) {
   // (source, table) -> op names (first seen order) and the first detail.

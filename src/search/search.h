@@ -76,6 +76,9 @@ struct SearchResult {
   double seconds = 0;
 };
 
+// The chosen deployment: the chosen mode's best point; nullptr when none.
+const Point* ChosenPoint(const SearchResult& r);
+
 // Parallel configurations of one worker per AIC's enumeration rules for `total_gpus`
 // (dense: tp in {1,2,4,8}; MoE: tp, dp, moe_tp, moe_ep in {1,2,4,8,16} with
 // tp x dp = moe_tp x moe_ep and the engine's rules), each validated against the
