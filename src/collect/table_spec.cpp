@@ -206,9 +206,15 @@ std::vector<ColumnSpec> TableSpec::AllColumns(bool with_power) const {
   return cols;
 }
 
-std::vector<std::string> TableSpec::IdentityColumns() const {
-  std::vector<std::string> out = {"op_name"};
+std::vector<std::string> TableSpec::KeyColumnNames() const {
+  std::vector<std::string> out;
   for (const auto& c : key_columns) out.push_back(c.name);
+  return out;
+}
+
+std::vector<std::string> TableSpec::IdentityColumns() const {
+  std::vector<std::string> out = KeyColumnNames();
+  out.insert(out.begin(), "op_name");
   return out;
 }
 

@@ -34,6 +34,8 @@ struct TableSpec {
   std::vector<ColumnSpec> AllColumns(bool with_power) const;
   // The names that identify a row: op_name plus the key columns.
   std::vector<std::string> IdentityColumns() const;
+  // The key columns' names (the parameters every case of an op writing this table carries).
+  std::vector<std::string> KeyColumnNames() const;
 };
 
 // Columns every table starts with.

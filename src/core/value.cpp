@@ -1,6 +1,7 @@
 #include "core/value.h"
 
 #include <charconv>
+#include <cstdio>
 #include <cmath>
 
 #include "core/error.h"
@@ -24,6 +25,12 @@ std::string FormatDouble(double d) {
   char buf[64];
   auto res = std::to_chars(buf, buf + sizeof(buf), d);
   return std::string(buf, res.ptr);
+}
+
+std::string FormatG6(double d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", d);
+  return buf;
 }
 
 std::string ToString(const Value& v) {

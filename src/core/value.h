@@ -23,5 +23,7 @@ bool IsNumeric(const Value& v);
 // Formats a double with the shortest representation that parses back to the
 // same value ("0.1", "1e-05", "3").
 std::string FormatDouble(double d);
+// Six significant digits (printf "%.6g"), for numbers in messages and details.
+std::string FormatG6(double d);
 
 }  // namespace servecast

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/value.h"
 #include "perfdb/sol.h"
 
 namespace servecast::serve {
@@ -14,12 +15,6 @@ using model::OpKind;
 using perfdb::DatabaseMode;
 
 namespace {
-
-std::string Fmt(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
 
 // power x latency (W*ms); 0 without power.
 double EnergyWms(const std::optional<double>& power_w, double latency_ms) {
@@ -72,7 +67,7 @@ std::optional<MeasuredCost> MeasuredElementwise(const Database& db, const std::s
   if (measured_op.empty() || SolMode(db) || !db.elementwise() || !db.elementwise()->Has(measured_op, "bfloat16"))
     return std::nullopt;
   const perfdb::ElementwiseTable& t = *db.elementwise();
-  const std::string what = "elementwise_perf " + measured_op + " tokens=" + Fmt(tokens) + " width=" + Fmt(width);
+  const std::string what = "elementwise_perf " + measured_op + " tokens=" + FormatG6(tokens) + " width=" + FormatG6(width);
   std::string silicon_miss;
   if (!EmpiricalMode(db)) {
     try {
@@ -105,7 +100,7 @@ OpCost MemoryBound(const Database& db, const std::string& measured_op, double to
   }
   if (SolMode(db)) return OpCost{sol, sol, 0, "sol", "bytes / peak bandwidth"};
   return OpCost{MemoryOpMs(db, bytes), sol, 0, "empirical",
-                "memory formula: " + Fmt(bytes) + " B / (bw x efficiency) + constant latency"};
+                "memory formula: " + FormatG6(bytes) + " B / (bw x efficiency) + constant latency"};
 }
 
 double GemmFlops(double m, double n, double k) { return 2.0 * m * n * k; }
@@ -121,19 +116,19 @@ OpCost Gemm(const Op& op, const Database& db, std::int64_t m) {
   // arrives already quantized; never below the roofline (AIC §2.3).
   perfdb::OpEstimate fp8 = db.estimator().Gemm("fp8", m, op.n, op.k);
   double lat = fp8.latency_ms;
-  std::string detail = "fp8 row " + Fmt(fp8.latency_ms) + " ms (" + fp8.source + ")";
+  std::string detail = "fp8 row " + FormatG6(fp8.latency_ms) + " ms (" + fp8.source + ")";
   if (!db.compute_scale())
     throw perfdb::MissingDataError("gemm " + op.name + " (fp8_static, m=" + std::to_string(m) +
                                    "): computescale_perf is not in the data source " + db.source() +
                                    " (needed to derive static-scale fp8 from the dynamic fp8 rows)");
   const perfdb::Estimate cs = db.compute_scale()->Query({m, op.k, "fp8"});
   lat -= cs.latency_ms;
-  detail += " - compute_scale " + Fmt(cs.latency_ms);
+  detail += " - compute_scale " + FormatG6(cs.latency_ms);
   if (op.low_precision_input) {
     if (db.scale_matrix()) {
       const perfdb::Estimate sm = db.scale_matrix()->Query({m, op.k, "fp8"});
       lat -= sm.latency_ms;
-      detail += " - scale_matrix " + Fmt(sm.latency_ms);
+      detail += " - scale_matrix " + FormatG6(sm.latency_ms);
     } else {
       detail += " (scale_matrix_perf absent: quantization of the fp8 input not subtracted)";
     }
@@ -184,9 +179,9 @@ OpCost ContextAttention(const Op& op, const Database& db, const PassShape& s) {
   // (RoPE, KV write, q/k norms) are formula-costed and carry none (AIC's goldens).
   c.energy_wms = EnergyWms(e.power_w, e.latency_ms * prefix_share);
   if (!SolMode(db)) {
-    c.detail = "table " + Fmt(e.latency_ms) + " ms (" + e.source + ")";
-    if (s.prefix > 0) c.detail += " x prefix share " + Fmt(prefix_share);
-    c.detail += " + " + how + " " + Fmt(extras) + " ms";
+    c.detail = "table " + FormatG6(e.latency_ms) + " ms (" + e.source + ")";
+    if (s.prefix > 0) c.detail += " x prefix share " + FormatG6(prefix_share);
+    c.detail += " + " + how + " " + FormatG6(extras) + " ms";
     c.source = e.source == "silicon" ? "mixed" : e.source;
   }
   return c;
@@ -212,7 +207,7 @@ OpCost Moe(const Op& op, const Database& db, std::int64_t tokens) {
 
 OpCost Comm(const Op& op, const Database& db, std::int64_t tokens) {
   const double size = static_cast<double>(tokens) * static_cast<double>(op.elems_per_token) * op.volume_factor;
-  const std::string what = op.collective + " of " + Fmt(size) + " elements over " + std::to_string(op.gpus) + " GPUs";
+  const std::string what = op.collective + " of " + FormatG6(size) + " elements over " + std::to_string(op.gpus) + " GPUs";
   if (op.kind == OpKind::kCustomAllReduce) {
     const double sol = db.sol().CustomAllReduceMs(size, op.gpus, op.comm_dtype);
     if (SolMode(db)) return OpCost{sol, sol, 0, "sol", what};
@@ -246,7 +241,7 @@ OpCost P2P(const Op& op, const Database& db, std::int64_t tokens) {
   const double sol = 1e3 * bytes / node.inter_node_bw_bytes_per_s;
   if (SolMode(db)) return OpCost{sol, sol, 0, "sol", "bytes / inter-node bandwidth"};
   return OpCost{sol + 1e3 * node.p2p_latency_s, sol, 0, "empirical",
-                "bytes / inter-node bandwidth + p2p latency (" + Fmt(bytes) + " B)"};
+                "bytes / inter-node bandwidth + p2p latency (" + FormatG6(bytes) + " B)"};
 }
 
 }  // namespace

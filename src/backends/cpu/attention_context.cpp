@@ -79,7 +79,7 @@ class AttentionContextOp : public collect::Op {
 
   std::string name() const override { return "attention_context"; }
   const collect::TableSpec& table() const override { return table_; }
-  std::vector<std::string> required_params() const override { return KeyColumnNames(table_); }
+  std::vector<std::string> required_params() const override { return table_.KeyColumnNames(); }
 
   double MemoryBytes(const collect::Params& p) const override {
     AttentionParams parsed = ParseAttentionParams(p, AttentionPhase::kContext);

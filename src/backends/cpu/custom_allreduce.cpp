@@ -216,7 +216,7 @@ class CustomAllReduceOp : public collect::Op {
 
   std::string name() const override { return "custom_allreduce"; }
   const collect::TableSpec& table() const override { return table_; }
-  std::vector<std::string> required_params() const override { return KeyColumnNames(table_); }
+  std::vector<std::string> required_params() const override { return table_.KeyColumnNames(); }
   double default_timeout_s() const override { return 60; }
   std::vector<collect::Requirement> requirements() const override {
     collect::Requirement gpus;

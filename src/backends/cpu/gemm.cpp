@@ -61,7 +61,7 @@ class GemmOp : public collect::Op {
 
   std::string name() const override { return "gemm"; }
   const collect::TableSpec& table() const override { return table_; }
-  std::vector<std::string> required_params() const override { return KeyColumnNames(table_); }
+  std::vector<std::string> required_params() const override { return table_.KeyColumnNames(); }
   std::vector<collect::Requirement> requirements() const override {
     collect::Requirement sbgemm;
     sbgemm.applies_when = "gemm_dtype == \"bfloat16\"";

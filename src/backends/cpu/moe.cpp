@@ -181,7 +181,7 @@ class MoeOp : public collect::Op {
 
   std::string name() const override { return "moe"; }
   const collect::TableSpec& table() const override { return table_; }
-  std::vector<std::string> required_params() const override { return KeyColumnNames(table_); }
+  std::vector<std::string> required_params() const override { return table_.KeyColumnNames(); }
 
   double MemoryBytes(const collect::Params& p) const override {
     MoeCase mc;

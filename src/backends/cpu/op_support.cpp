@@ -72,12 +72,6 @@ const collect::TableSpec& TableOrThrow(std::string_view name) {
   return *spec;
 }
 
-std::vector<std::string> KeyColumnNames(const collect::TableSpec& table) {
-  std::vector<std::string> out;
-  for (const auto& col : table.key_columns) out.push_back(col.name);
-  return out;
-}
-
 std::int64_t PositiveInt(const collect::Params& p, std::string_view name) {
   std::int64_t v = p.Int(name);
   if (v <= 0) throw Error("parameter '" + std::string(name) + "' is " + std::to_string(v) + "; expected > 0");

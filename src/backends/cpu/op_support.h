@@ -95,7 +95,6 @@ class RefCheck {
 
 // The table spec of an op; throws Error when servecast does not know the table.
 const collect::TableSpec& TableOrThrow(std::string_view name);
-std::vector<std::string> KeyColumnNames(const collect::TableSpec& table);
 
 // Parameter readers: throw Error naming the parameter and what was expected.
 std::int64_t PositiveInt(const collect::Params& p, std::string_view name);

@@ -39,7 +39,7 @@ class RmsNormOp : public collect::Op {
 
   std::string name() const override { return "rmsnorm"; }
   const collect::TableSpec& table() const override { return table_; }
-  std::vector<std::string> required_params() const override { return KeyColumnNames(table_); }
+  std::vector<std::string> required_params() const override { return table_.KeyColumnNames(); }
 
   double MemoryBytes(const collect::Params& p) const override {
     ElementwiseParams e = ParseElementwiseParams(name(), p);

@@ -31,6 +31,7 @@
 #include "collect/table_spec.h"
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/value.h"
 
 namespace servecast::cuda {
 namespace {
@@ -54,12 +55,6 @@ struct AttnShape {
   bool kv_fp8 = false;
   std::int64_t group() const { return num_heads / num_kv_heads; }
 };
-
-std::string Num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
 
 CaseResult Invalid(const std::string& op, const std::string& msg) {
   return CaseResult::Failure(Disposition::kFailed, FailureClass::kUnsupportedConfig, "InvalidParams", op + ": " + msg);
@@ -147,8 +142,8 @@ class RefCheck {
     if (!(ratio <= 1)) ++bad_;
     if (checked_ == 1 || ratio > worst_ratio_) {
       worst_ratio_ = ratio;
-      worst_ = where + ": got " + Num(got) + ", expected " + Num(ref) + ", abs error " + Num(err) + ", tolerance " +
-               Num(tol);
+      worst_ = where + ": got " + FormatG6(got) + ", expected " + FormatG6(ref) + ", abs error " + FormatG6(err) + ", tolerance " +
+               FormatG6(tol);
     }
   }
   void AddNonFinite(std::uint64_t count, std::size_t of) {

@@ -188,11 +188,7 @@ class CommOp : public collect::Op {
     if (!table_) throw Error("comm: table " + table_name + " is not defined");
   }
   const collect::TableSpec& table() const override { return *table_; }
-  std::vector<std::string> required_params() const override {
-    std::vector<std::string> out;
-    for (const auto& col : table_->key_columns) out.push_back(col.name);
-    return out;
-  }
+  std::vector<std::string> required_params() const override { return table_->KeyColumnNames(); }
   std::vector<collect::Requirement> requirements() const override {
     collect::Requirement r;
     r.gpus_param = "num_gpus";

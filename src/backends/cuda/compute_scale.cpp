@@ -139,11 +139,7 @@ class ComputeScaleOp : public collect::Op {
   }
   std::string name() const override { return "compute_scale"; }
   const collect::TableSpec& table() const override { return *table_; }
-  std::vector<std::string> required_params() const override {
-    std::vector<std::string> out;
-    for (const auto& col : table_->key_columns) out.push_back(col.name);
-    return out;
-  }
+  std::vector<std::string> required_params() const override { return table_->KeyColumnNames(); }
   std::vector<collect::Requirement> requirements() const override {
     collect::Requirement r;
     r.min_sm = 89;  // e4m3 conversion instructions (AIC: op_min_sm.compute_scale = 89)

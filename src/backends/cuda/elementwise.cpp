@@ -24,6 +24,7 @@
 #include "collect/table_spec.h"
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/value.h"
 
 namespace servecast::cuda {
 namespace {
@@ -48,12 +49,6 @@ struct Shape {
   double td() const { return static_cast<double>(tokens) * static_cast<double>(hidden); }
 };
 
-std::string Num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
 // Compares outputs with the reference element by element, each with its own
 // absolute tolerance; keeps the worst element (error / tolerance). Non-finite
 // output never passes. Every reference value is multiplied by `reference_scale`
@@ -76,8 +71,8 @@ class RefCheck {
     if (!(ratio <= 1)) ++bad_;
     if (checked_ == 1 || ratio > worst_ratio_) {
       worst_ratio_ = ratio;
-      worst_ = tensor + std::string("[") + std::to_string(row) + "," + std::to_string(col) + "]: got " + Num(got) +
-               ", expected " + Num(ref) + ", abs error " + Num(err) + ", tolerance " + Num(tol);
+      worst_ = tensor + std::string("[") + std::to_string(row) + "," + std::to_string(col) + "]: got " + FormatG6(got) +
+               ", expected " + FormatG6(ref) + ", abs error " + FormatG6(err) + ", tolerance " + FormatG6(tol);
     }
   }
 

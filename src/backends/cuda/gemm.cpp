@@ -560,23 +560,9 @@ class GemmOp : public collect::Op {
   }
   std::string name() const override { return "gemm"; }
   const collect::TableSpec& table() const override { return *table_; }
-  std::vector<std::string> required_params() const override {
-    std::vector<std::string> out;
-    for (const auto& col : table_->key_columns) out.push_back(col.name);
-    return out;
-  }
+  std::vector<std::string> required_params() const override { return table_->KeyColumnNames(); }
   double default_timeout_s() const override { return 180; }
-  std::vector<collect::Requirement> requirements() const override {
-    collect::Requirement fp8;
-    fp8.applies_when = "gemm_dtype == \"fp8\"";
-    fp8.min_sm = 89;  // e4m3 tensor cores
-    collect::Requirement block;
-    block.applies_when = "gemm_dtype == \"fp8_block\"";
-    block.library = "cublaslt";
-    block.min_version = "12.9.0";  // VEC128_32F / BLK128x128_32F scale modes
-    block.min_sm = 90;             // cuBLASLt implements those modes for Hopper
-    return {fp8, block};
-  }
+  std::vector<collect::Requirement> requirements() const override { return Fp8Requirements("gemm_dtype"); }
   double MemoryBytes(const collect::Params& p) const override {
     Shape s;
     if (ParseShape(p, s)) return 0;  // Run reports the problem
@@ -617,6 +603,18 @@ GemmRunReport RunGemmCase(const collect::Case& c, const collect::RunContext& ctx
     rep.result = CaseResultFromCudaError(e, collect::FailureClass::kFrameworkBug);
     return rep;
   }
+}
+
+std::vector<collect::Requirement> Fp8Requirements(const std::string& dtype_param) {
+  collect::Requirement fp8;
+  fp8.applies_when = dtype_param + " == \"fp8\"";
+  fp8.min_sm = 89;  // e4m3 tensor cores
+  collect::Requirement block;
+  block.applies_when = dtype_param + " == \"fp8_block\"";
+  block.library = "cublaslt";
+  block.min_version = "12.9.0";  // VEC128_32F / BLK128x128_32F scale modes
+  block.min_sm = 90;             // cuBLASLt implements those modes for Hopper
+  return {fp8, block};
 }
 
 std::unique_ptr<collect::Op> MakeGemmOp() {

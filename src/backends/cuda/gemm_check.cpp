@@ -8,15 +8,10 @@
 #include "backends/cuda/gemm_internal.h"
 #include "backends/cuda/quantize.h"
 #include "core/hash.h"
+#include "core/value.h"
 
 namespace servecast::cuda::gemm {
 namespace {
-
-std::string Num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
 
 // A quantized value against its exact counterpart v = x / scale: e4m3 rounds to
 // nearest, so the error is at most half a step of the binade v lies in (saturating at
@@ -46,12 +41,12 @@ void RefCheck::Add(double got, double expected, double tolerance, const std::fun
 
 std::string RefCheck::Describe(const std::string& what, const std::string& rule) const {
   std::string head = bad_ == 0 ? "all " + std::to_string(checked_) + " checked elements of " + what +
-                                     " within tolerance; worst error/tolerance " + Num(worst_ratio_)
+                                     " within tolerance; worst error/tolerance " + FormatG6(worst_ratio_)
                                : std::to_string(bad_) + " of " + std::to_string(checked_) + " checked elements of " +
                                      what + " out of tolerance";
   if (checked_ == 0) return "no elements of " + what + " were checked";
-  return head + "; worst at " + worst_where_ + ": got " + Num(worst_got_) + ", expected " + Num(worst_expected_) +
-         ", abs error " + Num(std::fabs(worst_got_ - worst_expected_)) + ", tolerance " + Num(worst_tolerance_) + " (" +
+  return head + "; worst at " + worst_where_ + ": got " + FormatG6(worst_got_) + ", expected " + FormatG6(worst_expected_) +
+         ", abs error " + FormatG6(std::fabs(worst_got_ - worst_expected_)) + ", tolerance " + FormatG6(worst_tolerance_) + " (" +
          rule + ")";
 }
 

@@ -108,6 +108,11 @@ struct ComputeScaleReport {
 ComputeScaleReport RunComputeScaleCase(const collect::Case& c, const collect::RunContext& ctx, bool time);
 
 std::unique_ptr<collect::Op> MakeGemmOp();
+
+// What the fp8 dtypes need of the runtime, for ops whose dtype parameter is
+// `dtype_param` ("gemm_dtype", "moe_dtype"): fp8 e4m3 tensor cores (SM >= 89);
+// fp8_block cuBLASLt's VEC128 / BLK128x128 scale modes (>= 12.9, SM 90).
+std::vector<collect::Requirement> Fp8Requirements(const std::string& dtype_param);
 std::unique_ptr<collect::Op> MakeComputeScaleOp();
 
 // Exposed for tests: the activation-quantization checks the ops run before timing.

@@ -39,6 +39,7 @@
 #include "collect/moe_routing.h"
 #include "collect/registry.h"
 #include "core/error.h"
+#include "core/value.h"
 
 namespace servecast::cuda {
 
@@ -605,12 +606,6 @@ class MoeCase {
   std::vector<float> w13_scale_host_, w2_scale_host_;
 };
 
-std::string Num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
 double Silu(double g) {
   return g / (1.0 + std::exp(-g));
 }
@@ -668,14 +663,14 @@ std::optional<CaseResult> MoeCase::CheckSample(int sample, const MoeRunOptions& 
     const float want_x = std::max(Read<float>(b_.scratch.get(), 0, 1, st)[0] / kFp8E4m3Max, kFp8MinScale);
     if (!(x_scale == want_x))
       return Incorrect("moe",
-                       tag + "dynamic activation scale " + Num(x_scale) + " != max(amax/448, min) = " + Num(want_x));
+                       tag + "dynamic activation scale " + FormatG6(x_scale) + " != max(amax/448, min) = " + FormatG6(want_x));
     if (smp.rows > 0) {
       h_scale = Read<float>(b_.h_scale.get(), 0, 1, st)[0];
       AmaxBf16Reference(b_.h.get(), static_cast<std::size_t>(smp.rows * s.I), b_.scratch.as<float>(), st);
       const float want_h = std::max(Read<float>(b_.scratch.get(), 0, 1, st)[0] / kFp8E4m3Max, kFp8MinScale);
       if (!(h_scale == want_h))
         return Incorrect(
-            "moe", tag + "dynamic scale of SiLU(gate)·up " + Num(h_scale) + " != max(amax/448, min) = " + Num(want_h));
+            "moe", tag + "dynamic scale of SiLU(gate)·up " + FormatG6(h_scale) + " != max(amax/448, min) = " + FormatG6(want_h));
     }
   }
 
@@ -897,7 +892,7 @@ std::optional<CaseResult> MoeCase::CheckSample(int sample, const MoeRunOptions& 
     }
   }
 
-  const std::string gemm_rule = "2^-8·|ref| + " + Num(eps) + "·Σ|a·b|";
+  const std::string gemm_rule = "2^-8·|ref| + " + FormatG6(eps) + "·Σ|a·b|";
   const std::string out_rule = "2^-8·|ref| + Σ_j w_j·(down tolerance_j) + 2^-16·Σ_j |w_j·down_j|";
   struct Stage {
     const char* name;
@@ -984,24 +979,10 @@ class MoeOp : public collect::Op {
   }
   std::string name() const override { return "moe"; }
   const collect::TableSpec& table() const override { return *table_; }
-  std::vector<std::string> required_params() const override {
-    std::vector<std::string> out;
-    for (const auto& col : table_->key_columns) out.push_back(col.name);
-    return out;
-  }
+  std::vector<std::string> required_params() const override { return table_->KeyColumnNames(); }
   double default_timeout_s() const override { return 300; }
   bool unverified() const override { return true; }  // written without a GPU; see moe_ops.h
-  std::vector<collect::Requirement> requirements() const override {
-    collect::Requirement fp8;
-    fp8.applies_when = "moe_dtype == \"fp8\"";
-    fp8.min_sm = 89;
-    collect::Requirement block;
-    block.applies_when = "moe_dtype == \"fp8_block\"";
-    block.library = "cublaslt";
-    block.min_version = "12.9.0";
-    block.min_sm = 90;
-    return {fp8, block};
-  }
+  std::vector<collect::Requirement> requirements() const override { return gemm::Fp8Requirements("moe_dtype"); }
   // An upper bound: the experts a case can touch (all local ones, or fewer when the
   // tokens cannot reach them), their weight copies (at most 8, and at most 2 x L2
   // beyond one set), the fp8 staging weight, the activations and the routings.
