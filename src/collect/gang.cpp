@@ -18,51 +18,6 @@ namespace {
 
 double Since(WorkerClock::time_point t) { return std::chrono::duration<double>(WorkerClock::now() - t).count(); }
 
-// One rank's answer to the running case.
-struct RankResult {
-  Disposition status = Disposition::kFailed;
-  FailureClass cls = FailureClass::kCollectorBug;
-  std::string type, message;
-  std::vector<Params> rows;
-};
-
-RankResult ParseResult(const std::string& line, const std::string& want_id) {
-  RankResult r;
-  try {
-    Json j = Json::parse(line);
-    if (j.at("id").get<std::string>() != want_id)
-      throw Error("result for '" + j.at("id").get<std::string>() + "' while '" + want_id + "' was running");
-    auto st = ParseDisposition(j.at("status").get<std::string>());
-    auto cls = ParseFailureClass(j.at("class").get<std::string>());
-    if (!st || !cls) throw Error("unknown status or class in worker result");
-    r.status = *st;
-    r.cls = *cls;
-    r.type = j.value("error_type", "");
-    r.message = j.value("message", "");
-    for (const auto& row : j.at("rows")) r.rows.push_back(ParamsFromJson(row, "worker result"));
-  } catch (const std::exception& e) {
-    r = RankResult{};
-    r.type = "ProtocolError";
-    r.message = std::string("bad worker result: ") + e.what();
-  }
-  return r;
-}
-
-// Reads what is available from a worker; appends complete lines to `lines`.
-// Returns false at end of file (the worker is gone).
-bool ReadLines(Slot& s, std::vector<std::string>& lines) {
-  char buf[65536];
-  ssize_t n = ::read(s.from_worker, buf, sizeof(buf));
-  if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) return false;
-  if (n > 0) s.buffer.append(buf, static_cast<std::size_t>(n));
-  std::size_t nl;
-  while ((nl = s.buffer.find('\n')) != std::string::npos) {
-    lines.push_back(s.buffer.substr(0, nl));
-    s.buffer.erase(0, nl + 1);
-  }
-  return true;
-}
-
 class Gang {
  public:
   Gang(const SchedulerOptions& opt, const std::string& backend, int ranks) : opt_(opt), backend_(backend) {
@@ -108,12 +63,7 @@ class Gang {
                  ") failed to start: " + DescribeExit(status);
         }
         for (const auto& line : lines) {
-          bool ready = false;
-          try {
-            ready = Json::parse(line).value("ready", false);
-          } catch (const std::exception&) {
-          }
-          if (ready) slots_[r].ready = true;
+          if (IsReadyLine(line)) slots_[r].ready = true;
           else log::Error("gang rank " + std::to_string(r) + " wrote before reporting ready: " + line);
         }
       }
@@ -228,7 +178,7 @@ std::size_t RunGangCases(const Registry& registry, const std::string& backend, c
       const std::size_t idx = idxs[next];
       const Case& c = cases[idx];
       auto& slots = gang.slots();
-      std::vector<std::optional<RankResult>> results(slots.size());
+      std::vector<std::optional<WorkerResult>> results(slots.size());
       auto sent = WorkerClock::now();
       std::optional<std::size_t> dead;  // rank whose worker died
       int dead_status = 0;
@@ -258,7 +208,7 @@ std::size_t RunGangCases(const Registry& registry, const std::string& backend, c
             break;
           }
           for (const auto& line : lines)
-            if (!results[r]) results[r] = ParseResult(line, c.id);
+            if (!results[r]) results[r] = ParseWorkerResult(line, c.id);
         }
         if (dead) break;
       }
@@ -296,7 +246,7 @@ std::size_t RunGangCases(const Registry& registry, const std::string& backend, c
                elapsed);
         continue;
       }
-      RankResult& b = *results[*bad];
+      WorkerResult& b = *results[*bad];
       commit(idx, b.status, b.cls, b.type, "rank " + std::to_string(*bad) + ": " + b.message, {},
              slots[*bad].device, elapsed);
       if (IsFailure(b.status)) gang.Stop(false);  // a fresh group for the next case

@@ -171,52 +171,32 @@ std::size_t RunCases(const Registry& registry, const std::string& backend, const
     for (std::size_t f = 0; f < fds.size() && rc > 0; ++f) {
       Slot& s = *owners[f];
       if (!(fds[f].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      char buf[65536];
-      ssize_t n = ::read(s.from_worker, buf, sizeof(buf));
-      if (n > 0) {
-        s.buffer.append(buf, static_cast<std::size_t>(n));
-        std::size_t nl;
-        while ((nl = s.buffer.find('\n')) != std::string::npos) {
-          std::string line = s.buffer.substr(0, nl);
-          s.buffer.erase(0, nl + 1);
-          if (!s.ready) {
-            try {
-              if (Json::parse(line).value("ready", false)) {
-                s.ready = true;
-                s.startup_failures = 0;
-                ever_ready = true;
-                s.head_started = Clock::now();
-                continue;
-              }
-            } catch (const std::exception&) {
-            }
-            log::Error("worker for device " + std::to_string(s.device) + " wrote before reporting ready: " + line);
-            continue;
-          }
-          if (s.inflight.empty()) continue;
-          std::size_t idx = s.inflight.front();
-          try {
-            Json j = Json::parse(line);
-            if (j.at("id").get<std::string>() != cases[idx].id)
-              throw Error("result for '" + j.at("id").get<std::string>() + "' while '" + cases[idx].id + "' was running");
-            auto st = ParseDisposition(j.at("status").get<std::string>());
-            auto cls = ParseFailureClass(j.at("class").get<std::string>());
-            if (!st || !cls) throw Error("unknown status or class in worker result");
-            std::vector<Params> rows;
-            for (const auto& row : j.at("rows")) rows.push_back(ParamsFromJson(row, "worker result"));
-            record(idx, *st, *cls, j.value("error_type", ""), j.value("message", ""), std::move(rows), s.device,
-                   j.value("elapsed_s", 0.0));
-          } catch (const std::exception& e) {
-            record(idx, Disposition::kFailed, FailureClass::kCollectorBug, "ProtocolError",
-                   std::string("bad worker result: ") + e.what(), {}, s.device, 0);
-          }
-          s.inflight.pop_front();
-          s.head_started = Clock::now();
-        }
-      } else if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+      std::vector<std::string> lines;
+      if (!ReadLines(s, lines)) {
         int status = 0;
         ::waitpid(s.pid, &status, 0);
         bury(s, status, false);
+        continue;
+      }
+      for (const std::string& line : lines) {
+        if (!s.ready) {
+          if (IsReadyLine(line)) {
+            s.ready = true;
+            s.startup_failures = 0;
+            ever_ready = true;
+            s.head_started = Clock::now();
+          } else {
+            log::Error("worker for device " + std::to_string(s.device) + " wrote before reporting ready: " + line);
+          }
+          continue;
+        }
+        if (s.inflight.empty()) continue;
+        const std::size_t idx = s.inflight.front();
+        WorkerResult w = ParseWorkerResult(line, cases[idx].id);
+        record(idx, w.status, w.cls, std::move(w.type), std::move(w.message), std::move(w.rows), s.device,
+               w.elapsed_s);
+        s.inflight.pop_front();
+        s.head_started = Clock::now();
       }
     }
 

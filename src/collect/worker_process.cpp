@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "collect/journal.h"
 #include "core/error.h"
 
 namespace servecast::collect {
@@ -93,6 +94,50 @@ int KillAndReap(Slot& s) {
   s.pid = -1;
   s.ready = false;
   return status;
+}
+
+bool ReadLines(Slot& s, std::vector<std::string>& lines) {
+  char buf[65536];
+  ssize_t n = ::read(s.from_worker, buf, sizeof(buf));
+  if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) return false;
+  if (n > 0) s.buffer.append(buf, static_cast<std::size_t>(n));
+  std::size_t nl;
+  while ((nl = s.buffer.find('\n')) != std::string::npos) {
+    lines.push_back(s.buffer.substr(0, nl));
+    s.buffer.erase(0, nl + 1);
+  }
+  return true;
+}
+
+bool IsReadyLine(const std::string& line) {
+  try {
+    return Json::parse(line).value("ready", false);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+WorkerResult ParseWorkerResult(const std::string& line, const std::string& want_id) {
+  WorkerResult r;
+  try {
+    Json j = Json::parse(line);
+    if (j.at("id").get<std::string>() != want_id)
+      throw Error("result for '" + j.at("id").get<std::string>() + "' while '" + want_id + "' was running");
+    auto st = ParseDisposition(j.at("status").get<std::string>());
+    auto cls = ParseFailureClass(j.at("class").get<std::string>());
+    if (!st || !cls) throw Error("unknown status or class in worker result");
+    r.status = *st;
+    r.cls = *cls;
+    r.type = j.value("error_type", "");
+    r.message = j.value("message", "");
+    r.elapsed_s = j.value("elapsed_s", 0.0);
+    for (const auto& row : j.at("rows")) r.rows.push_back(ParamsFromJson(row, "worker result"));
+  } catch (const std::exception& e) {
+    r = WorkerResult{};
+    r.type = "ProtocolError";
+    r.message = std::string("bad worker result: ") + e.what();
+  }
+  return r;
 }
 
 }  // namespace servecast::collect

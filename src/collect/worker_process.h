@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "collect/case.h"
+#include "collect/disposition.h"
+#include "collect/params.h"
 #include "collect/scheduler.h"
 
 namespace servecast::collect {
@@ -47,5 +49,22 @@ bool SendCase(Slot& s, const Case& c);
 std::string DescribeExit(int status);
 // Kills the worker (if running) and reaps it; returns its wait status.
 int KillAndReap(Slot& s);
+
+// Reads what the worker has written; appends its complete lines to `lines`.
+// Returns false at end of file (the worker is gone).
+bool ReadLines(Slot& s, std::vector<std::string>& lines);
+// The worker's start-up line ({"ready": true, ...}).
+bool IsReadyLine(const std::string& line);
+
+// One worker result line for the case `want_id`. A line that does not parse, or
+// answers another case, becomes a failed/collector_bug "ProtocolError" result.
+struct WorkerResult {
+  Disposition status = Disposition::kFailed;
+  FailureClass cls = FailureClass::kCollectorBug;
+  std::string type, message;
+  std::vector<Params> rows;
+  double elapsed_s = 0;
+};
+WorkerResult ParseWorkerResult(const std::string& line, const std::string& want_id);
 
 }  // namespace servecast::collect
