@@ -1,6 +1,7 @@
 // The cuda `moe` op on a real GPU: small layers of every dtype, balanced and power-law
-// routings, against the stage-by-stage double-precision host reference; the check
-// catches a wrong result; the registered op emits a moe_perf row.
+// routings, each expert-GEMM path (cuBLASLt per expert, the grouped kernel at several
+// rows per tile, autotuned) against the stage-by-stage double-precision host
+// reference; the check catches a wrong result; the registered op emits a moe_perf row.
 #include <cstdio>
 #include <string>
 #include <tuple>
@@ -45,6 +46,8 @@ const std::vector<Layer>& Layers() {
       {7, 256, 512, 2, 8, 2, 2},     // tp 2, ep 2: some tokens have no local expert
       {33, 384, 256, 4, 16, 1, 1},   // hidden 3 x 128
       {130, 256, 512, 8, 64, 2, 4},  // many experts, some empty
+      {600, 384, 640, 2, 8, 1, 1},   // ~150 rows per expert: several 128-row tiles
+      {40, 336, 368, 4, 16, 1, 2},   // column and k tails (336, 2 x 368 = 736 not multiples of 128)
   };
   return layers;
 }
@@ -61,20 +64,42 @@ std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
 TEST_P(MoeMatchesReference, OnSmallLayers) {
   SC_REQUIRE_GPU();
   const auto& [dtype, distribution, layer] = GetParam();
-  MoeRunOptions opt;
-  opt.time = false;
-  const MoeRunReport rep =
-      RunMoeCase(MoeCase(dtype, Layers()[static_cast<std::size_t>(layer)], distribution), QuickContext(), opt);
-  std::printf("[moe %s %s layer %d] %s\n", dtype.c_str(), distribution.c_str(), layer, Describe(rep).c_str());
-  EXPECT_EQ(rep.result.disposition, Disposition::kPassed) << Describe(rep);
-  EXPECT_EQ(rep.kernel_source, kMoeKernelSource);
-  EXPECT_EQ(rep.samples, distribution == "balanced" ? 1 : 5);
+  const Layer& l = Layers()[static_cast<std::size_t>(layer)];
+  const std::int64_t inter = l.inter / l.tp, esz = dtype == "bfloat16" ? 2 : 1;
+  const bool block_ok = l.hidden % 128 == 0 && inter % 128 == 0;
+  const bool grouped_ok = (l.hidden * esz) % 16 == 0 && (inter * esz) % 16 == 0 && l.hidden % 8 == 0 &&
+                          (dtype != "fp8_block" || block_ok);
+  for (int bt : {0, 8, 32, 64, 128, -1}) {  // cuBLASLt per expert, grouped at 8 .. 128 rows per tile, autotuned
+    MoeRunOptions opt;
+    opt.time = false;
+    opt.force_bt = bt;
+    const MoeRunReport rep = RunMoeCase(MoeCase(dtype, l, distribution), QuickContext(), opt);
+    std::printf("[moe %s %s layer %d path %d] %s\n", dtype.c_str(), distribution.c_str(), layer, bt,
+                Describe(rep).c_str());
+    if (dtype == "fp8_block" && !block_ok) {
+      EXPECT_EQ(rep.result.disposition, Disposition::kNotSupported) << Describe(rep);
+      continue;
+    }
+    if (bt > 0 && (!grouped_ok || (dtype == "fp8_block" && bt > 64))) {
+      EXPECT_EQ(rep.result.disposition, Disposition::kNotSupported) << Describe(rep);
+      continue;
+    }
+    EXPECT_EQ(rep.result.disposition, Disposition::kPassed) << "path " << bt << ": " << Describe(rep);
+    if (bt == 0) {
+      EXPECT_EQ(rep.kernel_source, kMoeCublasLtSource);
+    }
+    if (bt > 0) {
+      EXPECT_EQ(rep.kernel_source, kMoeGroupedSourcePrefix + std::to_string(bt));
+    }
+    EXPECT_EQ(rep.kernel_source.rfind("servecast_moe:", 0), 0u) << rep.kernel_source;
+    EXPECT_EQ(rep.samples, distribution == "balanced" ? 1 : 5);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDtypes, MoeMatchesReference,
                          ::testing::Combine(::testing::Values("bfloat16", "fp8", "fp8_block"),
                                             ::testing::Values("balanced", "power_law_1.2"),
-                                            ::testing::Values(0, 1, 2, 3)),
+                                            ::testing::Values(0, 1, 2, 3, 4, 5)),
                          ParamName);
 
 class MoeCheckCatchesWrongResults : public ::testing::TestWithParam<std::string> {};
@@ -84,13 +109,16 @@ TEST_P(MoeCheckCatchesWrongResults, WhenTheReferenceDiffers) {
   const collect::Case c = MoeCase(GetParam(), Layers()[2], "power_law_1.01");
   MoeRunOptions opt;
   opt.time = false;
-  opt.perturb_reference = 0.1;  // the reference output 10% larger than the layer's
-  const MoeRunReport bad = RunMoeCase(c, QuickContext(), opt);
-  EXPECT_EQ(bad.result.disposition, Disposition::kIncorrect) << Describe(bad);
-  EXPECT_EQ(bad.result.error_type, "IncorrectOutput");
-  opt.perturb_reference = 0;
-  const MoeRunReport ok = RunMoeCase(c, QuickContext(), opt);
-  EXPECT_EQ(ok.result.disposition, Disposition::kPassed) << Describe(ok);
+  for (int bt : {0, 16}) {
+    opt.force_bt = bt;
+    opt.perturb_reference = 0.1;  // the reference output 10% larger than the layer's
+    const MoeRunReport bad = RunMoeCase(c, QuickContext(), opt);
+    EXPECT_EQ(bad.result.disposition, Disposition::kIncorrect) << Describe(bad);
+    EXPECT_EQ(bad.result.error_type, "IncorrectOutput");
+    opt.perturb_reference = 0;
+    const MoeRunReport ok = RunMoeCase(c, QuickContext(), opt);
+    EXPECT_EQ(ok.result.disposition, Disposition::kPassed) << Describe(ok);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDtypes, MoeCheckCatchesWrongResults, ::testing::Values("bfloat16", "fp8", "fp8_block"));
@@ -101,7 +129,7 @@ TEST(MoeOp, EmitsOneTimedRow) {
   RegisterMoeOps(registry);
   collect::Op* op = registry.FindOp("cuda", "moe");
   ASSERT_NE(op, nullptr);
-  EXPECT_TRUE(op->unverified());
+  EXPECT_FALSE(op->unverified());
   for (const char* dtype : {"bfloat16", "fp8", "fp8_block"})
     for (const char* distribution : {"balanced", "power_law_1.2"}) {
       const collect::Case c = MoeCase(dtype, Layer{64, 512, 768, 4, 32, 1, 2}, distribution);
@@ -113,7 +141,7 @@ TEST(MoeOp, EmitsOneTimedRow) {
       EXPECT_EQ(row.Str("op_name"), "moe");
       EXPECT_EQ(row.Str("moe_dtype"), dtype);
       EXPECT_EQ(row.Str("distribution"), distribution);
-      EXPECT_EQ(row.Str("kernel_source"), kMoeKernelSource);
+      EXPECT_EQ(row.Str("kernel_source").rfind("servecast_moe:", 0), 0u) << row.Str("kernel_source");
       EXPECT_GT(row.Num("latency"), 0);
       EXPECT_LE(row.Num("latency_p10"), row.Num("latency_p90"));
       std::printf("[moe row %s %s] latency %.4f ms timing %s l2 %s samples %lld\n", dtype, distribution,

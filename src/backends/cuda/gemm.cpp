@@ -106,10 +106,6 @@ std::string CublasLtVersion() {
   return std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
 }
 
-namespace {
-
-// Device time per call of `calls` consecutive calls, captured in one CUDA graph and
-// replayed once warm (eager launches when capture fails).
 double TimeCallsMs(const std::function<void(cudaStream_t, int)>& call, int calls, cudaStream_t stream) {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
@@ -165,6 +161,8 @@ double TimeCallsMs(const std::function<void(cudaStream_t, int)>& call, int calls
   if (graph) cudaGraphDestroy(graph);
   return ms;
 }
+
+namespace {
 
 template <class T>
 std::vector<T> ToHost(const void* src, std::size_t count, cudaStream_t stream) {

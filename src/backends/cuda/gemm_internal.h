@@ -69,6 +69,11 @@ std::string StatusName(cublasStatus_t st);
 // The loaded cuBLASLt's version, "13.1.0".
 std::string CublasLtVersion();
 
+// Device time (ms) per call of `calls` consecutive calls (call(stream, i), i = 0..),
+// captured in one CUDA graph and replayed once warm (eager launches when capture
+// fails): the autotuners' quick measurement, not a table row.
+double TimeCallsMs(const std::function<void(cudaStream_t, int)>& call, int calls, cudaStream_t stream);
+
 // Seed of one input stream of a case (FNV-1a of the case ID mixed with `stream`).
 std::uint64_t SeedFor(const std::string& case_id, std::uint64_t stream);
 

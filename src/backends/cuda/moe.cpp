@@ -32,6 +32,7 @@
 #include "backends/cuda/fill.h"
 #include "backends/cuda/gemm_internal.h"
 #include "backends/cuda/harness.h"
+#include "backends/cuda/moe_grouped_gemm.h"
 #include "backends/cuda/moe_kernels.h"
 #include "backends/cuda/moe_ops.h"
 #include "backends/cuda/quantize.h"
@@ -87,8 +88,10 @@ struct Shape {
   std::int64_t W2Elems() const { return H * I; }
   std::int64_t W13Stride() const { return RoundUp(W13Elems() * esz, 256); }  // bytes per expert
   std::int64_t W2Stride() const { return RoundUp(W2Elems() * esz, 256); }
-  std::int64_t S13() const { return dtype == Dtype::kFp8Block ? nb13 * kbp13 : 1; }  // scale floats per expert
-  std::int64_t S2() const { return dtype == Dtype::kFp8Block ? nb2 * kbp2 : 1; }
+  // Scale floats per expert. A per-tensor fp8 scale takes 4 floats: cuBLASLt rejects
+  // (CUBLAS_STATUS_NOT_SUPPORTED) scale pointers that are not 16-byte aligned.
+  std::int64_t S13() const { return dtype == Dtype::kFp8Block ? nb13 * kbp13 : 4; }
+  std::int64_t S2() const { return dtype == Dtype::kFp8Block ? nb2 * kbp2 : 4; }
   double ExpertBytes() const {
     return static_cast<double>(W13Stride() + W2Stride()) +
            (dtype == Dtype::kBf16 ? 0.0 : 4.0 * static_cast<double>(S13() + S2()));
@@ -388,7 +391,7 @@ class MoeCase {
           const void* a_scale = nullptr;
           const void* b_scale = nullptr;
           if (s.dtype == Dtype::kFp8) {
-            a_scale = (up ? b_.w13_scale.as<float>() : b_.w2_scale.as<float>()) + g->w;
+            a_scale = (up ? b_.w13_scale.as<float>() : b_.w2_scale.as<float>()) + g->w * 4;
             b_scale = up ? b_.x_scale.get() : b_.h_scale.get();
           } else if (s.dtype == Dtype::kFp8Block) {
             a_scale = up ? b_.w13_scale.as<float>() + g->w * s.S13() : b_.w2_scale.as<float>() + g->w * s.S2();
@@ -439,9 +442,12 @@ class MoeCase {
       if (s.dtype == Dtype::kFp8Block)
         LaunchMoeQuantGroup128(b_.perm.get(), false, smp.rows, s.H, b_.offsets.as<int>(), b_.counts.as<int>(), s.L,
                                b_.permq.get(), b_.perm_scale.as<float>(), st);
-      for (const auto& g : smp.gemms)
-        SC_CUBLAS_CHECK(
-            Matmul(g->gu, g->gu_algo, W13(copy, g->w), GemmInUp(g->off), b_.gu.as<char>() + g->off * 2 * s.I * 2, st));
+      if (bt_ > 0)
+        LaunchMoeGroupedGemm(GroupedArgs(true, copy, tiles_[static_cast<std::size_t>(sample)]), bt_, st);
+      else
+        for (const auto& g : smp.gemms)
+          SC_CUBLAS_CHECK(Matmul(g->gu, g->gu_algo, W13(copy, g->w), GemmInUp(g->off),
+                                 b_.gu.as<char>() + g->off * 2 * s.I * 2, st));
       if (s.dtype == Dtype::kFp8Block) {
         LaunchMoeQuantGroup128(b_.gu.get(), true, smp.rows, s.I, b_.offsets.as<int>(), b_.counts.as<int>(), s.L,
                                b_.hq.get(), b_.h_scale.as<float>(), st);
@@ -453,9 +459,12 @@ class MoeCase {
           QuantFp8TensorApply(b_.h.get(), n, b_.h_scale.as<float>(), b_.hq.get(), st);
         }
       }
-      for (const auto& g : smp.gemms)
-        SC_CUBLAS_CHECK(Matmul(g->down, g->down_algo, W2(copy, g->w), GemmInDown(g->off),
-                               b_.down.as<char>() + g->off * s.H * 2, st));
+      if (bt_ > 0)
+        LaunchMoeGroupedGemm(GroupedArgs(false, copy, tiles_[static_cast<std::size_t>(sample)]), bt_, st);
+      else
+        for (const auto& g : smp.gemms)
+          SC_CUBLAS_CHECK(Matmul(g->down, g->down_algo, W2(copy, g->w), GemmInDown(g->off),
+                                 b_.down.as<char>() + g->off * s.H * 2, st));
     }
     LaunchMoeCombine(b_.down.get(), b_.slot_of.as<int>(), b_.topw.as<float>(), s.T, static_cast<int>(s.K), s.H,
                      b_.out.get(), st);
@@ -463,6 +472,111 @@ class MoeCase {
 
   // Runs each sample once on poisoned outputs and checks it; an incorrect outcome or nothing.
   std::optional<CaseResult> Check(const MoeRunOptions& opt, MoeRunReport& rep, cudaStream_t st);
+
+  MoeGemmType GemmType() const {
+    return s_.dtype == Dtype::kBf16 ? MoeGemmType::kBf16
+                                    : (s_.dtype == Dtype::kFp8 ? MoeGemmType::kFp8 : MoeGemmType::kFp8Block);
+  }
+
+  // The grouped kernel takes both expert GEMMs of this shape.
+  bool GroupedSupported() const {
+    return MoeGroupedGemmSupported(GemmType(), 2 * s_.I, s_.H) && MoeGroupedGemmSupported(GemmType(), s_.H, s_.I);
+  }
+
+  // The expert GEMMs run as one grouped launch each with `bt` rows per tile (bt > 0),
+  // or as one cuBLASLt matmul per expert (bt = 0; BuildGemms must have succeeded).
+  void UseGrouped(int bt, cudaStream_t st) {
+    bt_ = bt;
+    tiles_.clear();
+    if (bt == 0) return;
+    const Shape& s = s_;
+    for (const auto& smp : samples_) {
+      TileSet ts;
+      for (int up = 1; up >= 0; --up) {
+        std::vector<MoeGemmTile> tiles;
+        const std::int64_t n = up ? 2 * s.I : s.H;
+        for (std::int64_t e = 0; e < s.L; ++e) {
+          if (smp->counts[static_cast<std::size_t>(e)] == 0) continue;
+          const std::int64_t w = slot_of_expert_[static_cast<std::size_t>(e)];
+          const std::int64_t off = smp->offsets[static_cast<std::size_t>(e)];
+          const std::int64_t seg = smp->offsets[static_cast<std::size_t>(e + 1)] - off;
+          // Consecutive CTAs share a weight tile: columns outer, token rows inner.
+          for (std::int64_t n0 = 0; n0 < n; n0 += kMoeGemmTileN)
+            for (std::int64_t m0 = 0; m0 < seg; m0 += bt) {
+              MoeGemmTile t;
+              t.w_offset = w * (up ? s.W13Stride() : s.W2Stride());
+              t.row0 = static_cast<std::int32_t>(off + m0);
+              t.rows = static_cast<std::int32_t>(std::min<std::int64_t>(bt, seg - m0));
+              t.n0 = static_cast<std::int32_t>(n0);
+              t.seg_off = static_cast<std::int32_t>(off);
+              t.seg_rows = static_cast<std::int32_t>(seg);
+              t.w_scale = static_cast<std::int32_t>(w * (up ? s.S13() : s.S2()));
+              tiles.push_back(t);
+            }
+        }
+        if (tiles.size() > static_cast<std::size_t>(INT32_MAX)) throw Error("moe: too many grouped GEMM tiles");
+        DeviceBuffer buf = Alloc(static_cast<std::int64_t>(std::max<std::size_t>(tiles.size(), 1) * sizeof(MoeGemmTile)));
+        if (!tiles.empty())
+          SC_CUDA_CHECK(cudaMemcpyAsync(buf.get(), tiles.data(), tiles.size() * sizeof(MoeGemmTile),
+                                        cudaMemcpyHostToDevice, st));
+        (up ? ts.up : ts.down) = std::move(buf);
+        (up ? ts.n_up : ts.n_down) = static_cast<int>(tiles.size());
+      }
+      tiles_.push_back(std::move(ts));
+    }
+    SC_CUDA_CHECK(cudaStreamSynchronize(st));
+  }
+
+  // The candidate implementations of the expert GEMMs: cuBLASLt per expert (when it
+  // took every matmul) and the grouped kernel with 8 rows per tile up to the first
+  // size that holds the largest expert segment in one tile.
+  std::vector<int> Candidates(bool cublas_ok) const {
+    std::vector<int> c;
+    if (cublas_ok) c.push_back(0);
+    if (!GroupedSupported()) return c;
+    std::int64_t max_seg = 0;
+    for (const auto& smp : samples_)
+      for (std::int64_t e = 0; e < s_.L; ++e)
+        max_seg = std::max(max_seg, smp->offsets[static_cast<std::size_t>(e + 1)] - smp->offsets[static_cast<std::size_t>(e)]);
+    for (int bt : {8, 16, 32, 64, 128}) {
+      if (!MoeGroupedGemmValidBt(GemmType(), bt)) break;
+      c.push_back(bt);
+      if (bt >= max_seg) break;
+    }
+    return c;
+  }
+
+  // Autotune, the way engines pick a MoE tactic: time each candidate on this case
+  // (every sample, weights rotated over the copies as when timed), keep the fastest.
+  void Autotune(const std::vector<int>& candidates, cudaStream_t st) {
+    if (candidates.size() == 1) {
+      UseGrouped(candidates[0], st);
+      return;
+    }
+    const auto call = [this](cudaStream_t stream, int it) {
+      Launch(it % samples(), (it / samples()) % copies(), stream);
+    };
+    int best = candidates[0];
+    double best_ms = 0;
+    int calls = 0;
+    for (int bt : candidates) {
+      UseGrouped(bt, st);
+      if (calls == 0) {  // every sample, then more weight copies up to >= 0.5 ms, at most one rotation
+        const double probe = gemm::TimeCallsMs(call, samples(), st) * samples();  // ms for all samples
+        calls = samples() * std::clamp(static_cast<int>(std::ceil(0.5 / std::max(probe, 1e-4))), 1, copies());
+      }
+      const double ms = gemm::TimeCallsMs(call, calls, st);
+      if (bt == candidates[0] || ms < best_ms) {
+        best_ms = ms;
+        best = bt;
+      }
+    }
+    UseGrouped(best, st);
+  }
+
+  std::string KernelSource() const {
+    return bt_ > 0 ? std::string(kMoeGroupedSourcePrefix) + std::to_string(bt_) : std::string(kMoeCublasLtSource);
+  }
 
   void AllocateCopies(cudaStream_t st) {
     copies_ = touched_ > 0 ? CopiesForColdL2(TouchedBytes()) : 1;
@@ -478,6 +592,33 @@ class MoeCase {
   }
 
  private:
+  struct TileSet {
+    DeviceBuffer up, down;
+    int n_up = 0, n_down = 0;
+  };
+
+  MoeGroupedGemmArgs GroupedArgs(bool up, int copy, const TileSet& ts) const {
+    const Shape& s = s_;
+    MoeGroupedGemmArgs g;
+    g.type = GemmType();
+    g.a = up ? GemmInUp(0) : GemmInDown(0);
+    g.w = up ? W13(copy, 0) : W2(copy, 0);
+    g.d = up ? b_.gu.get() : b_.down.get();
+    g.n = up ? 2 * s.I : s.H;
+    g.k = up ? s.H : s.I;
+    g.tiles = (up ? ts.up : ts.down).as<MoeGemmTile>();
+    g.num_tiles = up ? ts.n_up : ts.n_down;
+    if (s.dtype == Dtype::kFp8) {
+      g.a_scale = (up ? b_.x_scale : b_.h_scale).as<float>();
+      g.w_scale = (up ? b_.w13_scale : b_.w2_scale).as<float>();
+    } else if (s.dtype == Dtype::kFp8Block) {
+      g.a_scale = (up ? b_.perm_scale : b_.h_scale).as<float>();
+      g.w_scale = (up ? b_.w13_scale : b_.w2_scale).as<float>();
+      g.w_scale_ld = up ? s.kbp13 : s.kbp2;
+    }
+    return g;
+  }
+
   const void* W13(int copy, std::int64_t w) const {
     return b_.w13[static_cast<std::size_t>(copy)].as<char>() + w * s_.W13Stride();
   }
@@ -520,7 +661,7 @@ class MoeCase {
         FillUniformBf16(bf, elems, SeedFor(id_, 100 + 2 * static_cast<std::uint64_t>(e) + which), up ? s13 : s2, st);
         ScaleBf16ByBlockPattern(bf, rows, cols, 128, 1 + which, st);
         if (s.dtype == Dtype::kFp8) {
-          float* scale = (up ? b_.w13_scale.as<float>() : b_.w2_scale.as<float>()) + w;
+          float* scale = (up ? b_.w13_scale.as<float>() : b_.w2_scale.as<float>()) + w * 4;
           QuantFp8TensorAmax(bf, elems, state.as<unsigned>(), scale, st);
           QuantFp8TensorApply(bf, elems, scale, dst, st);
         } else if (s.dtype == Dtype::kFp8Block) {
@@ -585,7 +726,7 @@ class MoeCase {
     for (std::int64_t l = 0; l < cols; ++l) {
       double scale;
       if (s.dtype == Dtype::kFp8)
-        scale = sc[static_cast<std::size_t>(w)];
+        scale = sc[static_cast<std::size_t>(w * 4)];
       else
         scale =
             sc[static_cast<std::size_t>(w * (up ? s.S13() : s.S2()) + (row / 128) * (up ? s.kbp13 : s.kbp2) + l / 128)];
@@ -602,6 +743,8 @@ class MoeCase {
   std::vector<std::int64_t> slot_of_expert_;  // local expert -> weight slot, -1 when untouched
   std::int64_t touched_ = 0;
   int copies_ = 1;
+  int bt_ = 0;                  // grouped kernel rows per tile; 0: cuBLASLt per expert
+  std::vector<TileSet> tiles_;  // per sample, when bt_ > 0
   Buffers b_;
   std::vector<float> w13_scale_host_, w2_scale_host_;
 };
@@ -928,7 +1071,7 @@ std::optional<CaseResult> MoeCase::CheckSample(int sample, const MoeRunOptions& 
 MoeRunReport RunChecked(const Shape& s, const collect::Case& c, const collect::RunContext& ctx,
                         const MoeRunOptions& opt) {
   MoeRunReport rep;
-  rep.kernel_source = kMoeKernelSource;
+  rep.kernel_source = kMoeCublasLtSource;
   rep.samples = s.samples;
   cudaStream_t st = Context().stream;
   MoeCase mc(s, c.id);
@@ -941,10 +1084,33 @@ MoeRunReport RunChecked(const Shape& s, const collect::Case& c, const collect::R
     return rep;
   }
   mc.Prepare(st);
-  if (auto bad = mc.BuildGemms(st)) {
-    rep.result = *bad;
+  // cuBLASLt per expert is one candidate; a shape it rejects can still run grouped.
+  const std::optional<CaseResult> cublas_bad = mc.BuildGemms(st);
+  std::vector<int> candidates = mc.Candidates(!cublas_bad);
+  if (opt.force_bt == 0) {
+    if (cublas_bad) {
+      rep.result = *cublas_bad;
+      return rep;
+    }
+    candidates = {0};
+  } else if (opt.force_bt > 0) {
+    if (!mc.GroupedSupported() || !MoeGroupedGemmValidBt(mc.GemmType(), opt.force_bt)) {
+      rep.result = NotSupported("GroupedShape", "the grouped expert GEMM does not take this shape with " +
+                                                    std::to_string(opt.force_bt) + " rows per tile");
+      return rep;
+    }
+    candidates = {opt.force_bt};
+  }
+  if (candidates.empty()) {
+    rep.result = *cublas_bad;
     return rep;
   }
+  if (opt.time) {
+    if (!ctx.runtime) throw Error("moe: RunContext without runtime info");
+    mc.AllocateCopies(st);
+  }
+  mc.Autotune(candidates, st);
+  rep.kernel_source = mc.KernelSource();
   if (auto bad = mc.Check(opt, rep, st)) {
     rep.result = *bad;
     return rep;
@@ -953,10 +1119,8 @@ MoeRunReport RunChecked(const Shape& s, const collect::Case& c, const collect::R
     rep.result = CaseResult::Passed({});
     return rep;
   }
-  if (!ctx.runtime) throw Error("moe: RunContext without runtime info");
   const collect::TableSpec* table = collect::FindTableSpec("moe_perf");
   if (!table) throw Error("moe: table moe_perf is not defined");
-  mc.AllocateCopies(st);
   rep.weight_copies = mc.copies();
   const int samples = mc.samples(), copies = mc.copies();
   TimeOptions topt;
@@ -981,7 +1145,6 @@ class MoeOp : public collect::Op {
   const collect::TableSpec& table() const override { return *table_; }
   std::vector<std::string> required_params() const override { return table_->KeyColumnNames(); }
   double default_timeout_s() const override { return 300; }
-  bool unverified() const override { return true; }  // written without a GPU; see moe_ops.h
   std::vector<collect::Requirement> requirements() const override { return gemm::Fp8Requirements("moe_dtype"); }
   // An upper bound: the experts a case can touch (all local ones, or fewer when the
   // tokens cannot reach them), their weight copies (at most 8, and at most 2 x L2
@@ -1022,7 +1185,7 @@ MoeRunReport RunMoeCase(const collect::Case& c, const collect::RunContext& ctx, 
     return RunChecked(s, c, ctx, opt);
   } catch (const CudaError& e) {
     MoeRunReport rep;
-    rep.kernel_source = kMoeKernelSource;
+    rep.kernel_source = kMoeCublasLtSource;
     rep.result = CaseResultFromCudaError(e, collect::FailureClass::kFrameworkBug);
     return rep;
   }

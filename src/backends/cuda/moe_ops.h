@@ -10,20 +10,22 @@
 //   -> per local expert down GEMM -> weighted combine into [tokens x hidden] bf16.
 // Everything stays on the device without a host synchronization (graph-captured).
 //
-// The expert GEMMs are one cuBLASLt matmul per non-empty local expert, with the
-// per-expert token counts fixed when the case is prepared: the routing is
-// synthesized on the host (collect/moe_routing.h), so the counts are known and the
-// device permutation must reproduce them (checked). Engines run a fused grouped GEMM
-// (CUTLASS grouped GEMM / DeepGEMM) instead, which is the known way to go faster:
-// cases with few tokens per expert pay one GEMM launch per expert here. The
-// kernel_source column says so: "servecast_moe:cublaslt_per_expert".
+// The expert GEMMs (gate+up, then down) run one of two ways, chosen per case by
+// autotuning (the fastest on this case's routings and weights, as TensorRT-LLM picks
+// a MoE tactic):
+//  - servecast's grouped GEMM (moe_grouped_gemm.h): every local expert in one launch,
+//    tiles of 128 output columns x bt token rows (bt 8 .. 128); kernel_source
+//    "servecast_moe:grouped_mma_bt<bt>";
+//  - one cuBLASLt matmul per non-empty local expert (heuristic top choice that runs);
+//    kernel_source "servecast_moe:cublaslt_per_expert". It pays a launch per expert,
+//    and wins when each expert has many rows.
+// The per-expert token counts are fixed when the case is prepared: the routing is
+// synthesized on the host (collect/moe_routing.h), so the tile list and the matmul
+// shapes are known, and the device permutation must reproduce those counts (checked).
 //
 // Power-law cases time 5 independent routings (AIC's 5 samples) in one rotation:
 // call i runs sample i % 5, a replay holds a multiple of 5 calls, and the row's
 // latency is the mean per sample (replay time / calls). Balanced cases: 1 sample.
-//
-// Status: unverified (skipped unless --include-unverified). Written without a GPU;
-// it has not run yet. docs/kernels.md will say what it was checked against once it has.
 
 #include <memory>
 #include <string>
@@ -40,6 +42,9 @@ namespace moe {
 
 struct MoeRunOptions {
   bool time = true;  // false: prepare, check, and stop (no row)
+  // -1: autotune the expert GEMMs; 0: cuBLASLt per expert; 8, 16, 32, 64, 128: the
+  // grouped kernel with that many rows per tile (tests pin each path).
+  int force_bt = -1;
   // Testing the check itself: the final output's reference values are multiplied by
   // (1 + perturb_reference); a value like 0.1 must make the case incorrect.
   double perturb_reference = 0;
@@ -59,7 +64,8 @@ MoeRunReport RunMoeCase(const collect::Case& c, const collect::RunContext& ctx, 
 
 std::unique_ptr<collect::Op> MakeMoeOp();
 
-inline constexpr const char* kMoeKernelSource = "servecast_moe:cublaslt_per_expert";
+inline constexpr const char* kMoeCublasLtSource = "servecast_moe:cublaslt_per_expert";
+inline constexpr const char* kMoeGroupedSourcePrefix = "servecast_moe:grouped_mma_bt";  // + rows per tile
 
 }  // namespace moe
 }  // namespace servecast::cuda

@@ -1,0 +1,295 @@
+#include "backends/cuda/moe_grouped_gemm.h"
+
+#include <cuda_bf16.h>
+
+#include <climits>
+#include <string>
+
+#include "backends/cuda/cuda_check.h"
+#include "core/error.h"
+
+namespace servecast::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kStages = 4;          // cp.async pipeline depth
+constexpr int kTileK = 128;         // bytes of k per stage: 64 bf16 or 128 e4m3 elements
+constexpr int kN = kMoeGemmTileN;   // weight rows (output columns) per tile
+constexpr int kWarpRows = kN / 4;   // weight rows per warp: two m16 MMA tiles
+
+// fp8_block keeps a second accumulator set (the k block's partial sums), so its warps
+// take at most 32 token rows (64 would spill).
+template <int BT, MoeGemmType T>
+struct Cfg {
+  static constexpr int kMaxWarpTokens = T == MoeGemmType::kFp8Block ? 32 : 64;
+  static constexpr int kWarpTokens = BT < kMaxWarpTokens ? BT : kMaxWarpTokens;
+  static constexpr int kWarpsT = BT / kWarpTokens;
+  static constexpr int kThreads = 32 * 4 * kWarpsT;
+  static constexpr int kNt = kWarpTokens / 8;  // n8 MMA tiles per warp
+  static constexpr int kStageBytes = (kN + BT) * kTileK;
+  static constexpr int kOutStride = kN + 8;  // bf16 elements per staged output row (16-byte multiple)
+  static constexpr int kSmem =
+      kStages * kStageBytes > BT * kOutStride * 2 ? kStages * kStageBytes : BT * kOutStride * 2;
+};
+
+__device__ __forceinline__ unsigned SmemAddr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, zero-filled when !valid (no global read then).
+__device__ __forceinline__ void CpAsync16(unsigned dst, const void* src, bool valid) {
+  const int bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void CpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Byte offset of 16-byte chunk c of row r in a [rows x 128 B] stage tile; the XOR
+// swizzle puts the 8 rows an ldmatrix phase reads in 8 different bank groups.
+__device__ __forceinline__ int Swz(int r, int c) {
+  return r * kTileK + (((c ^ r) & 7) << 4);
+}
+
+__device__ __forceinline__ void Ldsm4(unsigned (&r)[4], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void Ldsm2(unsigned (&r)[2], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+}
+
+// c += a · b over one 32-byte k step (16 bf16 or 32 e4m3 elements). The fragments'
+// byte layout is the same for both types, so one ldmatrix scheme feeds both.
+template <MoeGemmType T>
+__device__ __forceinline__ void Mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  if constexpr (T == MoeGemmType::kBf16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// One CTA per tile: 4 warps along the tile's 128 weight rows (32 each) times
+// kWarpsT warps along its BT token rows. The weight rows are the MMA's M side, the
+// tokens its N side (8 per MMA), so small token counts waste little.
+template <int BT, MoeGemmType T>
+__global__ void __launch_bounds__(Cfg<BT, T>::kThreads)
+    moe_grouped_gemm(const char* __restrict__ a, const char* __restrict__ w, bf16* __restrict__ d, int n, int k_bytes,
+                     const MoeGemmTile* __restrict__ tiles, const float* __restrict__ a_scale,
+                     const float* __restrict__ w_scale, int w_scale_ld) {
+  using C = Cfg<BT, T>;
+  extern __shared__ __align__(128) char smem[];
+  const MoeGemmTile tile = tiles[blockIdx.x];
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int wn = warp & 3, wt = warp >> 2;
+  const char* wbase = w + tile.w_offset;
+  const int ktiles = (k_bytes + kTileK - 1) / kTileK;
+
+  auto load = [&](int kt, int stage) {
+    char* ws = smem + stage * C::kStageBytes;
+    char* as = ws + kN * kTileK;
+    const int kb0 = kt * kTileK;
+    for (int i = tid; i < kN * 8; i += C::kThreads) {
+      const int r = i >> 3, c = i & 7, gk = kb0 + c * 16;
+      const bool ok = tile.n0 + r < n && gk < k_bytes;
+      const char* src = ok ? wbase + static_cast<long long>(tile.n0 + r) * k_bytes + gk : wbase;
+      CpAsync16(SmemAddr(ws + Swz(r, c)), src, ok);
+    }
+    for (int i = tid; i < BT * 8; i += C::kThreads) {
+      const int r = i >> 3, c = i & 7, gk = kb0 + c * 16;
+      const bool ok = r < tile.rows && gk < k_bytes;
+      const char* src = ok ? a + static_cast<long long>(tile.row0 + r) * k_bytes + gk : a;
+      CpAsync16(SmemAddr(as + Swz(r, c)), src, ok);
+    }
+  };
+
+  float acc[2][C::kNt][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < C::kNt; ++nt)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[mt][nt][q] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < ktiles) load(s, s);
+    CpAsyncCommit();
+  }
+
+  for (int kt = 0; kt < ktiles; ++kt) {
+    CpAsyncWait<kStages - 2>();
+    __syncthreads();  // stage kt landed for every thread; stage kt - 1 is free
+    if (kt + kStages - 1 < ktiles) load(kt + kStages - 1, (kt + kStages - 1) % kStages);
+    CpAsyncCommit();
+
+    const char* ws = smem + (kt % kStages) * C::kStageBytes;
+    const unsigned wsa = SmemAddr(ws), asa = SmemAddr(ws + kN * kTileK);
+    float part[2][C::kNt][4];
+    if constexpr (T == MoeGemmType::kFp8Block) {
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < C::kNt; ++nt)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) part[mt][nt][q] = 0.f;
+    }
+    auto& sum = T == MoeGemmType::kFp8Block ? part : acc;
+#pragma unroll
+    for (int ks = 0; ks < kTileK / 32; ++ks) {
+      unsigned af[2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+        Ldsm4(af[mt], wsa + Swz(wn * kWarpRows + mt * 16 + (lane & 15), ks * 2 + (lane >> 4)));
+      unsigned bfr[C::kNt][2];
+      if constexpr (C::kNt == 1) {
+        Ldsm2(bfr[0], asa + Swz(wt * C::kWarpTokens + (lane & 7), ks * 2 + ((lane >> 3) & 1)));
+      } else {
+#pragma unroll
+        for (int j = 0; j < C::kNt / 2; ++j) {
+          unsigned t4[4];
+          Ldsm4(t4, asa + Swz(wt * C::kWarpTokens + j * 16 + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)));
+          bfr[2 * j][0] = t4[0];
+          bfr[2 * j][1] = t4[1];
+          bfr[2 * j + 1][0] = t4[2];
+          bfr[2 * j + 1][1] = t4[3];
+        }
+      }
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < C::kNt; ++nt) Mma<T>(sum[mt][nt], af[mt], bfr[nt][0], bfr[nt][1]);
+    }
+    if constexpr (T == MoeGemmType::kFp8Block) {
+      // Promote this 128-wide k block: scale by its weight block and token group scales.
+      const float wsc = __ldg(w_scale + tile.w_scale + (tile.n0 / 128) * w_scale_ld + kt);
+      const float* as = a_scale + static_cast<long long>(ktiles) * tile.seg_off +
+                        static_cast<long long>(kt) * tile.seg_rows + (tile.row0 - tile.seg_off);
+#pragma unroll
+      for (int nt = 0; nt < C::kNt; ++nt) {
+        const int t0 = wt * C::kWarpTokens + nt * 8 + 2 * (lane & 3);
+        const float s0 = t0 < tile.rows ? __ldg(as + t0) * wsc : 0.f;
+        const float s1 = t0 + 1 < tile.rows ? __ldg(as + t0 + 1) * wsc : 0.f;
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          acc[mt][nt][0] += part[mt][nt][0] * s0;
+          acc[mt][nt][1] += part[mt][nt][1] * s1;
+          acc[mt][nt][2] += part[mt][nt][2] * s0;
+          acc[mt][nt][3] += part[mt][nt][3] * s1;
+        }
+      }
+    }
+  }
+  CpAsyncWait<0>();
+  __syncthreads();  // the pipeline's shared memory is reused for the output tile
+
+  float scale = 1.f;
+  if constexpr (T == MoeGemmType::kFp8) scale = __ldg(a_scale) * __ldg(w_scale + tile.w_scale);
+  bf16* os = reinterpret_cast<bf16*>(smem);
+  const int g = lane >> 2, tig = lane & 3;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < C::kNt; ++nt) {
+      const int nl = wn * kWarpRows + mt * 16 + g;
+      const int tk = wt * C::kWarpTokens + nt * 8 + 2 * tig;
+      os[tk * C::kOutStride + nl] = __float2bfloat16(acc[mt][nt][0] * scale);
+      os[(tk + 1) * C::kOutStride + nl] = __float2bfloat16(acc[mt][nt][1] * scale);
+      os[tk * C::kOutStride + nl + 8] = __float2bfloat16(acc[mt][nt][2] * scale);
+      os[(tk + 1) * C::kOutStride + nl + 8] = __float2bfloat16(acc[mt][nt][3] * scale);
+    }
+  __syncthreads();
+  for (int i = tid; i < BT * (kN / 8); i += C::kThreads) {
+    const int r = i / (kN / 8), c = i % (kN / 8), col = tile.n0 + c * 8;
+    if (r < tile.rows && col < n)
+      *reinterpret_cast<uint4*>(d + static_cast<long long>(tile.row0 + r) * n + col) =
+          *reinterpret_cast<const uint4*>(os + r * C::kOutStride + c * 8);
+  }
+}
+
+int ElemBytes(MoeGemmType t) {
+  return t == MoeGemmType::kBf16 ? 2 : 1;
+}
+
+template <int BT, MoeGemmType T>
+void LaunchTyped(const MoeGroupedGemmArgs& g, cudaStream_t stream) {
+  using C = Cfg<BT, T>;
+  auto* kernel = moe_grouped_gemm<BT, T>;
+  // Opt in to more than 48 KiB of dynamic shared memory, once per device.
+  static unsigned configured = 0;
+  int dev = 0;
+  SC_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 32 && !(configured & (1u << dev))) {
+    SC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    configured |= 1u << dev;
+  } else if (dev >= 32) {
+    SC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+  }
+  kernel<<<g.num_tiles, C::kThreads, C::kSmem, stream>>>(
+      static_cast<const char*>(g.a), static_cast<const char*>(g.w), static_cast<bf16*>(g.d), static_cast<int>(g.n),
+      static_cast<int>(g.k * ElemBytes(T)), g.tiles, g.a_scale, g.w_scale, static_cast<int>(g.w_scale_ld));
+  SC_CUDA_CHECK_LAUNCH();
+}
+
+template <int BT>
+void LaunchBt(const MoeGroupedGemmArgs& g, cudaStream_t stream) {
+  switch (g.type) {
+    case MoeGemmType::kBf16: return LaunchTyped<BT, MoeGemmType::kBf16>(g, stream);
+    case MoeGemmType::kFp8: return LaunchTyped<BT, MoeGemmType::kFp8>(g, stream);
+    case MoeGemmType::kFp8Block:
+      if constexpr (BT <= 64) return LaunchTyped<BT, MoeGemmType::kFp8Block>(g, stream);
+      break;
+  }
+  throw Error("moe grouped gemm: no kernel for this type with " + std::to_string(BT) + " rows per tile");
+}
+
+}  // namespace
+
+bool MoeGroupedGemmSupported(MoeGemmType type, std::int64_t n, std::int64_t k) {
+  if (n <= 0 || k <= 0 || n > INT_MAX || k * ElemBytes(type) > INT_MAX) return false;
+  if ((k * ElemBytes(type)) % 16 != 0 || n % 8 != 0) return false;
+  if (type == MoeGemmType::kFp8Block && (k % 128 != 0 || n % 128 != 0)) return false;
+  return true;
+}
+
+bool MoeGroupedGemmValidBt(MoeGemmType type, int bt) {
+  return bt == 8 || bt == 16 || bt == 32 || bt == 64 || (bt == 128 && type != MoeGemmType::kFp8Block);
+}
+
+void LaunchMoeGroupedGemm(const MoeGroupedGemmArgs& g, int bt, cudaStream_t stream) {
+  if (!MoeGroupedGemmSupported(g.type, g.n, g.k))
+    throw Error("moe grouped gemm: shape n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
+                " is not supported (rows of k elements must be 16-byte multiples, n a multiple of 8; fp8_block: "
+                "k and n multiples of 128)");
+  if (g.type == MoeGemmType::kFp8Block && (g.w_scale_ld <= 0 || g.w_scale_ld > INT_MAX))
+    throw Error("moe grouped gemm: fp8_block needs the weight scales' leading dimension");
+  if (g.num_tiles < 0) throw Error("moe grouped gemm: negative tile count");
+  if (g.num_tiles == 0) return;
+  if (!MoeGroupedGemmValidBt(g.type, bt))
+    throw Error("moe grouped gemm: rows per tile " + std::to_string(bt) +
+                "; expected 8, 16, 32, 64 or 128 (fp8_block: up to 64)");
+  switch (bt) {
+    case 8: return LaunchBt<8>(g, stream);
+    case 16: return LaunchBt<16>(g, stream);
+    case 32: return LaunchBt<32>(g, stream);
+    case 64: return LaunchBt<64>(g, stream);
+    case 128: return LaunchBt<128>(g, stream);
+  }
+}
+
+}  // namespace servecast::cuda
