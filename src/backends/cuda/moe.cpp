@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -493,28 +494,18 @@ class MoeCase {
     for (const auto& smp : samples_) {
       TileSet ts;
       for (int up = 1; up >= 0; --up) {
-        std::vector<MoeGemmTile> tiles;
-        const std::int64_t n = up ? 2 * s.I : s.H;
+        std::vector<MoeGemmSegment> segs;
         for (std::int64_t e = 0; e < s.L; ++e) {
           if (smp->counts[static_cast<std::size_t>(e)] == 0) continue;
           const std::int64_t w = slot_of_expert_[static_cast<std::size_t>(e)];
-          const std::int64_t off = smp->offsets[static_cast<std::size_t>(e)];
-          const std::int64_t seg = smp->offsets[static_cast<std::size_t>(e + 1)] - off;
-          // Consecutive CTAs share a weight tile: columns outer, token rows inner.
-          for (std::int64_t n0 = 0; n0 < n; n0 += kMoeGemmTileN)
-            for (std::int64_t m0 = 0; m0 < seg; m0 += bt) {
-              MoeGemmTile t;
-              t.w_offset = w * (up ? s.W13Stride() : s.W2Stride());
-              t.row0 = static_cast<std::int32_t>(off + m0);
-              t.rows = static_cast<std::int32_t>(std::min<std::int64_t>(bt, seg - m0));
-              t.n0 = static_cast<std::int32_t>(n0);
-              t.seg_off = static_cast<std::int32_t>(off);
-              t.seg_rows = static_cast<std::int32_t>(seg);
-              t.w_scale = static_cast<std::int32_t>(w * (up ? s.S13() : s.S2()));
-              tiles.push_back(t);
-            }
+          MoeGemmSegment sg;
+          sg.row0 = smp->offsets[static_cast<std::size_t>(e)];
+          sg.rows = smp->offsets[static_cast<std::size_t>(e + 1)] - sg.row0;
+          sg.w_offset = w * (up ? s.W13Stride() : s.W2Stride());
+          sg.w_scale = w * (up ? s.S13() : s.S2());
+          segs.push_back(sg);
         }
-        if (tiles.size() > static_cast<std::size_t>(INT32_MAX)) throw Error("moe: too many grouped GEMM tiles");
+        const std::vector<MoeGemmTile> tiles = MoeGemmTiles(segs, up ? 2 * s.I : s.H, bt);
         DeviceBuffer buf = Alloc(static_cast<std::int64_t>(std::max<std::size_t>(tiles.size(), 1) * sizeof(MoeGemmTile)));
         if (!tiles.empty())
           SC_CUDA_CHECK(cudaMemcpyAsync(buf.get(), tiles.data(), tiles.size() * sizeof(MoeGemmTile),
@@ -709,19 +700,19 @@ class MoeCase {
                                msg);
   }
 
-  // Row `row` of touched expert `w`'s W13 (up) or W2, dequantized.
-  std::vector<double> WeightRow(bool up, std::int64_t w, std::int64_t row, cudaStream_t st) const {
+  // Row `row` of touched expert `w`'s W13 (up) or W2, dequantized from its bytes.
+  std::vector<double> DequantWeightRow(bool up, std::int64_t w, std::int64_t row, const std::uint8_t* bytes) const {
     const Shape& s = s_;
     const std::int64_t cols = up ? s.H : s.I;
-    const DeviceBuffer& buf = up ? b_.w13[0] : b_.w2[0];
-    const std::int64_t byte_off = w * (up ? s.W13Stride() : s.W2Stride()) + row * cols * s.esz;
     std::vector<double> out(static_cast<std::size_t>(cols));
     if (s.dtype == Dtype::kBf16) {
-      const auto v = Read<std::uint16_t>(buf.as<char>() + byte_off, 0, cols, st);
-      for (std::size_t l = 0; l < out.size(); ++l) out[l] = Bf16ToF32(v[l]);
+      for (std::int64_t l = 0; l < cols; ++l) {
+        std::uint16_t v = 0;
+        std::memcpy(&v, bytes + 2 * l, 2);
+        out[static_cast<std::size_t>(l)] = Bf16ToF32(v);
+      }
       return out;
     }
-    const auto q = Read<std::uint8_t>(buf.as<char>() + byte_off, 0, cols, st);
     const std::vector<float>& sc = up ? w13_scale_host_ : w2_scale_host_;
     for (std::int64_t l = 0; l < cols; ++l) {
       double scale;
@@ -730,10 +721,43 @@ class MoeCase {
       else
         scale =
             sc[static_cast<std::size_t>(w * (up ? s.S13() : s.S2()) + (row / 128) * (up ? s.kbp13 : s.kbp2) + l / 128)];
-      out[static_cast<std::size_t>(l)] = static_cast<double>(E4m3ToFloat(q[static_cast<std::size_t>(l)])) * scale;
+      out[static_cast<std::size_t>(l)] = static_cast<double>(E4m3ToFloat(bytes[l])) * scale;
     }
     return out;
   }
+
+  std::int64_t WeightRowOffset(bool up, std::int64_t w, std::int64_t row) const {
+    return w * (up ? s_.W13Stride() : s_.W2Stride()) + row * (up ? s_.H : s_.I) * s_.esz;
+  }
+
+  // Rows (up, w, row) of the weights, dequantized, in one gather and one copy to the
+  // host (the check needs thousands of rows; one copy each made it the slowest part
+  // of a case).
+  std::map<std::tuple<bool, std::int64_t, std::int64_t>, std::vector<double>> WeightRows(
+      const std::set<std::tuple<bool, std::int64_t, std::int64_t>>& keys, cudaStream_t st) const {
+    std::map<std::tuple<bool, std::int64_t, std::int64_t>, std::vector<double>> out;
+    for (int up = 0; up < 2; ++up) {
+      std::vector<std::tuple<bool, std::int64_t, std::int64_t>> part;
+      std::vector<std::int64_t> offs;
+      for (const auto& key : keys)
+        if (std::get<0>(key) == (up == 1)) {
+          part.push_back(key);
+          offs.push_back(WeightRowOffset(up == 1, std::get<1>(key), std::get<2>(key)));
+        }
+      if (part.empty()) continue;
+      const std::int64_t row_bytes = (up ? s_.H : s_.I) * s_.esz, n = static_cast<std::int64_t>(part.size());
+      DeviceBuffer offs_dev = Alloc(n * 8), rows_dev = Alloc(n * row_bytes);
+      SC_CUDA_CHECK(cudaMemcpyAsync(offs_dev.get(), offs.data(), offs.size() * 8, cudaMemcpyHostToDevice, st));
+      LaunchGatherRows((up ? b_.w13[0] : b_.w2[0]).get(), offs_dev.as<std::int64_t>(), n, row_bytes, rows_dev.get(),
+                       st);
+      const auto bytes = Read<std::uint8_t>(rows_dev.get(), 0, n * row_bytes, st);
+      for (std::size_t i = 0; i < part.size(); ++i)
+        out.emplace(part[i], DequantWeightRow(up == 1, std::get<1>(part[i]), std::get<2>(part[i]),
+                                              bytes.data() + static_cast<std::int64_t>(i) * row_bytes));
+    }
+    return out;
+  }
+
 
   std::optional<CaseResult> CheckSample(int sample, const MoeRunOptions& opt, MoeRunReport& rep, cudaStream_t st);
 
@@ -836,11 +860,25 @@ std::optional<CaseResult> MoeCase::CheckSample(int sample, const MoeRunOptions& 
 
   const double eps = s.dtype == Dtype::kBf16 ? std::ldexp(1.0, -14) : std::ldexp(1.0, -10);  // as the gemm op
   RefCheck routing_check, gather_check, quant_check, gu_check, h_check, down_check, combine_check, out_check;
-  std::map<std::pair<std::int64_t, std::int64_t>, std::vector<double>> w_cache;  // (up?1:0 + 2*w, row) -> row
+  // Every weight row the sampled tokens' local picks need, read at once; a pick the
+  // device routed elsewhere (caught by the routing check) reads its rows one by one.
+  std::set<std::tuple<bool, std::int64_t, std::int64_t>> wanted;
+  for (std::int64_t t : tokens)
+    for (std::int64_t j = 0; j < s.K; ++j) {
+      const std::int64_t e = r.expert_ids[static_cast<std::size_t>(t * s.K + j)];
+      if (e < 0 || e >= s.L) continue;
+      const std::int64_t w = slot_of_expert_[static_cast<std::size_t>(e)];
+      for (std::int64_t c : cols_i) {
+        wanted.emplace(true, w, c);
+        wanted.emplace(true, w, c + s.I);
+      }
+      for (std::int64_t c : cols_h) wanted.emplace(false, w, c);
+    }
+  auto w_cache = WeightRows(wanted, st);
   auto weight_row = [&](bool up, std::int64_t w, std::int64_t row) -> const std::vector<double>& {
-    auto key = std::make_pair(w * 2 + (up ? 1 : 0), row);
+    const auto key = std::make_tuple(up, w, row);
     auto it = w_cache.find(key);
-    if (it == w_cache.end()) it = w_cache.emplace(key, WeightRow(up, w, row, st)).first;
+    if (it == w_cache.end()) it = w_cache.emplace(key, WeightRows({key}, st).at(key)).first;
     return it->second;
   };
 

@@ -2,6 +2,7 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <climits>
 #include <string>
 
@@ -13,20 +14,22 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int kStages = 4;          // cp.async pipeline depth
 constexpr int kTileK = 128;         // bytes of k per stage: 64 bf16 or 128 e4m3 elements
 constexpr int kN = kMoeGemmTileN;   // weight rows (output columns) per tile
 constexpr int kWarpRows = kN / 4;   // weight rows per warp: two m16 MMA tiles
 
-// fp8_block keeps a second accumulator set (the k block's partial sums), so its warps
-// take at most 32 token rows (64 would spill).
+// Warps: 4 along the tile's weight rows times BT / kWarpTokens along its tokens. A
+// warp takes at most 16 token rows when BT <= 32 and 32 above, so a CTA has 8 or 16
+// warps once the tile is big enough to need them (profiled on H200: with 4 warps and 2
+// CTAs per SM the MMA loop stalled on latency at 37% issue utilization). Stages: 4
+// for tiles up to 32 rows (weight streaming), 3 above (more CTAs per SM).
 template <int BT, MoeGemmType T>
 struct Cfg {
-  static constexpr int kMaxWarpTokens = T == MoeGemmType::kFp8Block ? 32 : 64;
-  static constexpr int kWarpTokens = BT < kMaxWarpTokens ? BT : kMaxWarpTokens;
+  static constexpr int kWarpTokens = BT <= 32 ? (BT < 16 ? BT : 16) : 32;
   static constexpr int kWarpsT = BT / kWarpTokens;
   static constexpr int kThreads = 32 * 4 * kWarpsT;
   static constexpr int kNt = kWarpTokens / 8;  // n8 MMA tiles per warp
+  static constexpr int kStages = BT <= 32 ? 4 : 3;
   static constexpr int kStageBytes = (kN + BT) * kTileK;
   static constexpr int kOutStride = kN + 8;  // bf16 elements per staged output row (16-byte multiple)
   static constexpr int kSmem =
@@ -127,18 +130,18 @@ __global__ void __launch_bounds__(Cfg<BT, T>::kThreads)
       for (int q = 0; q < 4; ++q) acc[mt][nt][q] = 0.f;
 
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
+  for (int s = 0; s < C::kStages - 1; ++s) {
     if (s < ktiles) load(s, s);
     CpAsyncCommit();
   }
 
   for (int kt = 0; kt < ktiles; ++kt) {
-    CpAsyncWait<kStages - 2>();
+    CpAsyncWait<C::kStages - 2>();
     __syncthreads();  // stage kt landed for every thread; stage kt - 1 is free
-    if (kt + kStages - 1 < ktiles) load(kt + kStages - 1, (kt + kStages - 1) % kStages);
+    if (kt + C::kStages - 1 < ktiles) load(kt + C::kStages - 1, (kt + C::kStages - 1) % C::kStages);
     CpAsyncCommit();
 
-    const char* ws = smem + (kt % kStages) * C::kStageBytes;
+    const char* ws = smem + (kt % C::kStages) * C::kStageBytes;
     const unsigned wsa = SmemAddr(ws), asa = SmemAddr(ws + kN * kTileK);
     float part[2][C::kNt][4];
     if constexpr (T == MoeGemmType::kFp8Block) {
@@ -265,6 +268,31 @@ bool MoeGroupedGemmSupported(MoeGemmType type, std::int64_t n, std::int64_t k) {
   if ((k * ElemBytes(type)) % 16 != 0 || n % 8 != 0) return false;
   if (type == MoeGemmType::kFp8Block && (k % 128 != 0 || n % 128 != 0)) return false;
   return true;
+}
+
+std::vector<MoeGemmTile> MoeGemmTiles(const std::vector<MoeGemmSegment>& segments, std::int64_t n, int bt) {
+  if (bt <= 0 || n <= 0) throw Error("moe grouped gemm: tiles need bt > 0 and n > 0");
+  std::vector<MoeGemmTile> tiles;
+  for (const MoeGemmSegment& sg : segments) {
+    if (sg.rows <= 0) continue;
+    if (sg.row0 < 0 || sg.row0 + sg.rows > INT_MAX || sg.w_scale < 0 || sg.w_scale > INT_MAX || n > INT_MAX)
+      throw Error("moe grouped gemm: a segment (rows " + std::to_string(sg.row0) + " + " + std::to_string(sg.rows) +
+                  ", weight scale " + std::to_string(sg.w_scale) + ") does not fit 32 bits");
+    for (std::int64_t n0 = 0; n0 < n; n0 += kMoeGemmTileN)
+      for (std::int64_t m0 = 0; m0 < sg.rows; m0 += bt) {
+        MoeGemmTile t;
+        t.w_offset = sg.w_offset;
+        t.row0 = static_cast<std::int32_t>(sg.row0 + m0);
+        t.rows = static_cast<std::int32_t>(std::min<std::int64_t>(bt, sg.rows - m0));
+        t.n0 = static_cast<std::int32_t>(n0);
+        t.seg_off = static_cast<std::int32_t>(sg.row0);
+        t.seg_rows = static_cast<std::int32_t>(sg.rows);
+        t.w_scale = static_cast<std::int32_t>(sg.w_scale);
+        tiles.push_back(t);
+      }
+  }
+  if (tiles.size() > static_cast<std::size_t>(INT_MAX)) throw Error("moe grouped gemm: more than 2^31 tiles");
+  return tiles;
 }
 
 bool MoeGroupedGemmValidBt(MoeGemmType type, int bt) {

@@ -25,6 +25,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace servecast::cuda {
 
@@ -44,6 +45,20 @@ struct MoeGemmTile {
 static_assert(sizeof(MoeGemmTile) == 32, "MoeGemmTile is copied to the device as is");
 
 inline constexpr int kMoeGemmTileN = 128;  // output columns per tile
+
+// One expert's rows of a grouped GEMM.
+struct MoeGemmSegment {
+  std::int64_t row0 = 0;      // first row in the permuted buffers
+  std::int64_t rows = 0;      // rows (the padded segment; 0: the expert is skipped)
+  std::int64_t w_offset = 0;  // bytes from the weight base to the expert's [n x k] matrix
+  std::int64_t w_scale = 0;   // index of the expert's first weight scale (fp8 types)
+};
+
+// The tiles of a grouped GEMM with `n` output columns and `bt` rows per tile, expert
+// by expert; within an expert, columns outer and rows inner, so the CTAs that share a
+// weight tile run side by side. Throws Error when a value does not fit the tile's
+// 32-bit fields.
+std::vector<MoeGemmTile> MoeGemmTiles(const std::vector<MoeGemmSegment>& segments, std::int64_t n, int bt);
 
 struct MoeGroupedGemmArgs {
   MoeGemmType type = MoeGemmType::kBf16;

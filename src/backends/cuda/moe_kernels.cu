@@ -348,4 +348,24 @@ void LaunchMoeCombine(const void* expert_out_bf16, const int* slot_of, const flo
   SC_CUDA_CHECK_LAUNCH();
 }
 
+namespace {
+
+__global__ void moe_gather_rows(const char* __restrict__ base, const std::int64_t* __restrict__ offsets,
+                                std::int64_t row_bytes, char* __restrict__ dst) {
+  const char* src = base + offsets[blockIdx.x];
+  char* out = dst + static_cast<std::int64_t>(blockIdx.x) * row_bytes;
+  for (std::int64_t i = threadIdx.x; i < row_bytes; i += blockDim.x) out[i] = src[i];
+}
+
+}  // namespace
+
+void LaunchGatherRows(const void* base, const std::int64_t* offsets, std::int64_t count, std::int64_t row_bytes,
+                      void* dst, cudaStream_t stream) {
+  if (count == 0) return;
+  const int blocks = CheckedGrid(count, "moe_gather_rows");
+  moe_gather_rows<<<blocks, 256, 0, stream>>>(static_cast<const char*>(base), offsets, row_bytes,
+                                              static_cast<char*>(dst));
+  SC_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace servecast::cuda

@@ -70,4 +70,9 @@ void LaunchMoeQuantGroup128(const void* in_bf16, bool silu_mul, std::int64_t row
 void LaunchMoeCombine(const void* expert_out_bf16, const int* slot_of, const float* weights, std::int64_t tokens,
                       int topk, std::int64_t hidden, void* out_bf16, cudaStream_t stream);
 
+// dst row i = the `row_bytes` bytes at base + offsets[i], for i < count (the moe
+// check's weight rows, read in one copy). One block per row. Kernel moe_gather_rows.
+void LaunchGatherRows(const void* base, const std::int64_t* offsets, std::int64_t count, std::int64_t row_bytes,
+                      void* dst, cudaStream_t stream);
+
 }  // namespace servecast::cuda
