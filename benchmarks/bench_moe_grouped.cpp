@@ -1,6 +1,6 @@
-// The moe op's grouped expert GEMM (src/backends/cuda/moe_grouped_gemm.h) alone, on
-// the GPU: E experts with r rows each (balanced), weights [n x k] per expert, every
-// rows-per-tile variant. Counters: TFLOP/s (2·E·r·n·k per call) and the weight stream
+// The moe op's grouped expert GEMMs (src/backends/cuda/moe_grouped_gemm.h: mma.sync,
+// and the wgmma one in Hopper builds) alone, on the GPU: E experts with r rows each
+// (balanced), weights [n x k] per expert, every rows-per-tile variant. Counters: TFLOP/s (2·E·r·n·k per call) and the weight stream
 // in TB/s (E·n·k elements per call), the two roofs of a MoE GEMM. The weights rotate
 // over copies that together exceed 2x L2, as when the collector times the op.
 //
@@ -28,7 +28,13 @@ bool HaveGpu() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-// args: type (0 bf16, 1 fp8, 2 fp8_block), experts, rows per expert, n, k, bt
+bool WgmmaRunsHere() {
+  cudaDeviceProp prop{};
+  return sc::MoeGroupedWgmmaBuilt() && cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major == 9 &&
+         prop.minor == 0;
+}
+
+// args: type (0 bf16, 1 fp8, 2 fp8_block), experts, rows per expert, n, k, bt, kernel (0 mma.sync, 1 wgmma)
 void BM_MoeGroupedGemm(benchmark::State& state) {
   if (!HaveGpu()) {
     state.SkipWithError("no GPU");
@@ -37,8 +43,10 @@ void BM_MoeGroupedGemm(benchmark::State& state) {
   const auto type = static_cast<sc::MoeGemmType>(state.range(0));
   const std::int64_t experts = state.range(1), rows = state.range(2), n = state.range(3), k = state.range(4);
   const int bt = static_cast<int>(state.range(5));
-  if (!sc::MoeGroupedGemmSupported(type, n, k) || !sc::MoeGroupedGemmValidBt(type, bt)) {
-    state.SkipWithError("shape or bt not supported");
+  const bool wgmma = state.range(6) != 0;
+  if (!sc::MoeGroupedGemmSupported(type, n, k) ||
+      !(wgmma ? WgmmaRunsHere() : sc::MoeGroupedGemmValidBt(type, bt))) {
+    state.SkipWithError("shape, bt or kernel not supported");
     return;
   }
   const std::int64_t esz = type == sc::MoeGemmType::kBf16 ? 2 : 1;
@@ -83,7 +91,10 @@ void BM_MoeGroupedGemm(benchmark::State& state) {
   g.w_scale_ld = kb;
   auto call = [&](int i) {
     g.w = w[static_cast<std::size_t>(i % copies)].get();
-    sc::LaunchMoeGroupedGemm(g, bt, st);
+    if (wgmma)
+      sc::LaunchMoeGroupedGemmWgmma(g, bt, st);
+    else
+      sc::LaunchMoeGroupedGemm(g, bt, st);
   };
   for (int i = 0; i < 3; ++i) call(i);
   SC_CUDA_CHECK(cudaStreamSynchronize(st));
@@ -124,14 +135,14 @@ void Shapes(benchmark::internal::Benchmark* b) {
         for (int bt : {8, 16, 32, 64, 128}) {
           if (bt > 2 * rows && bt > 8) continue;
           if ((rows >= 64 && bt < 32) || (rows >= 256 && bt < 64)) continue;
-          b->Args({type, s.experts, rows, s.n, s.k, bt});
+          for (int wgmma : {0, 1}) b->Args({type, s.experts, rows, s.n, s.k, bt, wgmma});
         }
 }
 
 }  // namespace
 
 BENCHMARK(BM_MoeGroupedGemm)
-    ->ArgNames({"type", "E", "rows", "n", "k", "bt"})
+    ->ArgNames({"type", "E", "rows", "n", "k", "bt", "wg"})
     ->Apply(Shapes)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond)

@@ -2,11 +2,14 @@
 // routings, each expert-GEMM path (cuBLASLt per expert, the grouped kernel at several
 // rows per tile, autotuned) against the stage-by-stage double-precision host
 // reference; the check catches a wrong result; the registered op emits a moe_perf row.
+#include <cuda_runtime.h>
+
 #include <cstdio>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "backends/cuda/moe_grouped_gemm.h"
 #include "backends/cuda/moe_ops.h"
 #include "collect/case.h"
 #include "collect/registry.h"
@@ -54,6 +57,14 @@ const std::vector<Layer>& Layers() {
 
 class MoeMatchesReference : public ::testing::TestWithParam<Param> {};
 
+// The wgmma kernel is compiled into this build and the GPU is compute capability 9.0.
+bool WgmmaRunsHere() {
+  cudaDeviceProp prop{};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return false;
+  return MoeGroupedWgmmaBuilt() && prop.major == 9 && prop.minor == 0;
+}
+
 std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
   std::string d = std::get<1>(info.param);
   for (char& ch : d)
@@ -69,27 +80,37 @@ TEST_P(MoeMatchesReference, OnSmallLayers) {
   const bool block_ok = l.hidden % 128 == 0 && inter % 128 == 0;
   const bool grouped_ok = (l.hidden * esz) % 16 == 0 && (inter * esz) % 16 == 0 && l.hidden % 8 == 0 &&
                           (dtype != "fp8_block" || block_ok);
-  for (int bt : {0, 8, 32, 64, 128, -1}) {  // cuBLASLt per expert, grouped at 8 .. 128 rows per tile, autotuned
+  // cuBLASLt per expert, the mma.sync grouped kernel at 8 .. 128 rows per tile, the
+  // wgmma one (Hopper builds) at 8 / 64 / 128, and the autotuned choice.
+  struct Path {
+    int bt;
+    bool wgmma;
+  };
+  const bool wgmma_runs = WgmmaRunsHere();
+  for (const Path& p : std::vector<Path>{{0, false}, {8, false}, {32, false}, {64, false}, {128, false},
+                                         {8, true}, {64, true}, {128, true}, {-1, false}}) {
     MoeRunOptions opt;
     opt.time = false;
-    opt.force_bt = bt;
+    opt.force_bt = p.bt;
+    opt.force_wgmma = p.wgmma;
     const MoeRunReport rep = RunMoeCase(MoeCase(dtype, l, distribution), QuickContext(), opt);
-    std::printf("[moe %s %s layer %d path %d] %s\n", dtype.c_str(), distribution.c_str(), layer, bt,
-                Describe(rep).c_str());
+    std::printf("[moe %s %s layer %d path %d%s] %s\n", dtype.c_str(), distribution.c_str(), layer, p.bt,
+                p.wgmma ? " wgmma" : "", Describe(rep).c_str());
     if (dtype == "fp8_block" && !block_ok) {
       EXPECT_EQ(rep.result.disposition, Disposition::kNotSupported) << Describe(rep);
       continue;
     }
-    if (bt > 0 && (!grouped_ok || (dtype == "fp8_block" && bt > 64))) {
+    if (p.bt > 0 && (!grouped_ok || (p.wgmma && !wgmma_runs) || (!p.wgmma && dtype == "fp8_block" && p.bt > 64))) {
       EXPECT_EQ(rep.result.disposition, Disposition::kNotSupported) << Describe(rep);
       continue;
     }
-    EXPECT_EQ(rep.result.disposition, Disposition::kPassed) << "path " << bt << ": " << Describe(rep);
-    if (bt == 0) {
+    EXPECT_EQ(rep.result.disposition, Disposition::kPassed)
+        << "path " << p.bt << (p.wgmma ? " wgmma" : "") << ": " << Describe(rep);
+    if (p.bt == 0) {
       EXPECT_EQ(rep.kernel_source, kMoeCublasLtSource);
     }
-    if (bt > 0) {
-      EXPECT_EQ(rep.kernel_source, kMoeGroupedSourcePrefix + std::to_string(bt));
+    if (p.bt > 0) {
+      EXPECT_EQ(rep.kernel_source, (p.wgmma ? kMoeWgmmaSourcePrefix : kMoeGroupedSourcePrefix) + std::to_string(p.bt));
     }
     EXPECT_EQ(rep.kernel_source.rfind("servecast_moe:", 0), 0u) << rep.kernel_source;
     EXPECT_EQ(rep.samples, distribution == "balanced" ? 1 : 5);
@@ -109,8 +130,9 @@ TEST_P(MoeCheckCatchesWrongResults, WhenTheReferenceDiffers) {
   const collect::Case c = MoeCase(GetParam(), Layers()[2], "power_law_1.01");
   MoeRunOptions opt;
   opt.time = false;
-  for (int bt : {0, 16}) {
+  for (int bt : {0, 16, 64}) {
     opt.force_bt = bt;
+    opt.force_wgmma = bt == 64 && WgmmaRunsHere();
     opt.perturb_reference = 0.1;  // the reference output 10% larger than the layer's
     const MoeRunReport bad = RunMoeCase(c, QuickContext(), opt);
     EXPECT_EQ(bad.result.disposition, Disposition::kIncorrect) << Describe(bad);

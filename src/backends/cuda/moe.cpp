@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -178,6 +179,13 @@ std::uint32_t AlignOf(std::int64_t byte_offset) {
   const std::int64_t low = byte_offset & -byte_offset;
   return static_cast<std::uint32_t>(std::min<std::int64_t>(256, low));
 }
+
+// How a case runs its expert GEMMs: bt = 0 cuBLASLt per expert; bt > 0 a grouped
+// kernel with bt rows per tile, mma.sync or (wgmma) Hopper's warpgroup MMA.
+struct GemmPath {
+  int bt = 0;
+  bool wgmma = false;
+};
 
 // One local expert's two matmuls in one sample.
 struct ExpertGemm {
@@ -443,8 +451,8 @@ class MoeCase {
       if (s.dtype == Dtype::kFp8Block)
         LaunchMoeQuantGroup128(b_.perm.get(), false, smp.rows, s.H, b_.offsets.as<int>(), b_.counts.as<int>(), s.L,
                                b_.permq.get(), b_.perm_scale.as<float>(), st);
-      if (bt_ > 0)
-        LaunchMoeGroupedGemm(GroupedArgs(true, copy, tiles_[static_cast<std::size_t>(sample)]), bt_, st);
+      if (path_.bt > 0)
+        LaunchGrouped(GroupedArgs(true, copy, tiles_[static_cast<std::size_t>(sample)]), st);
       else
         for (const auto& g : smp.gemms)
           SC_CUBLAS_CHECK(Matmul(g->gu, g->gu_algo, W13(copy, g->w), GemmInUp(g->off),
@@ -460,8 +468,8 @@ class MoeCase {
           QuantFp8TensorApply(b_.h.get(), n, b_.h_scale.as<float>(), b_.hq.get(), st);
         }
       }
-      if (bt_ > 0)
-        LaunchMoeGroupedGemm(GroupedArgs(false, copy, tiles_[static_cast<std::size_t>(sample)]), bt_, st);
+      if (path_.bt > 0)
+        LaunchGrouped(GroupedArgs(false, copy, tiles_[static_cast<std::size_t>(sample)]), st);
       else
         for (const auto& g : smp.gemms)
           SC_CUBLAS_CHECK(Matmul(g->down, g->down_algo, W2(copy, g->w), GemmInDown(g->off),
@@ -484,11 +492,13 @@ class MoeCase {
     return MoeGroupedGemmSupported(GemmType(), 2 * s_.I, s_.H) && MoeGroupedGemmSupported(GemmType(), s_.H, s_.I);
   }
 
-  // The expert GEMMs run as one grouped launch each with `bt` rows per tile (bt > 0),
-  // or as one cuBLASLt matmul per expert (bt = 0; BuildGemms must have succeeded).
-  void UseGrouped(int bt, cudaStream_t st) {
-    bt_ = bt;
+  // The expert GEMMs run as one grouped launch each with `bt` rows per tile (bt > 0,
+  // mma.sync or wgmma kernel), or as one cuBLASLt matmul per expert (bt = 0;
+  // BuildGemms must have succeeded).
+  void UsePath(const GemmPath& path, cudaStream_t st) {
+    path_ = path;
     tiles_.clear();
+    const int bt = path.bt;
     if (bt == 0) return;
     const Shape& s = s_;
     for (const auto& smp : samples_) {
@@ -519,54 +529,72 @@ class MoeCase {
   }
 
   // The candidate implementations of the expert GEMMs: cuBLASLt per expert (when it
-  // took every matmul) and the grouped kernel with 8 rows per tile up to the first
-  // size that holds the largest expert segment in one tile.
-  std::vector<int> Candidates(bool cublas_ok) const {
-    std::vector<int> c;
-    if (cublas_ok) c.push_back(0);
+  // took every matmul) and each grouped kernel (mma.sync; wgmma where it runs) with 8
+  // rows per tile up to the first size that holds the largest expert segment in one
+  // tile.
+  std::vector<GemmPath> Candidates(bool cublas_ok) const {
+    std::vector<GemmPath> c;
+    if (cublas_ok) c.push_back(GemmPath{});
     if (!GroupedSupported()) return c;
     std::int64_t max_seg = 0;
     for (const auto& smp : samples_)
       for (std::int64_t e = 0; e < s_.L; ++e)
         max_seg = std::max(max_seg, smp->offsets[static_cast<std::size_t>(e + 1)] - smp->offsets[static_cast<std::size_t>(e)]);
-    for (int bt : {8, 16, 32, 64, 128}) {
-      if (!MoeGroupedGemmValidBt(GemmType(), bt)) break;
-      c.push_back(bt);
-      if (bt >= max_seg) break;
+    for (bool wgmma : {false, true}) {
+      if (wgmma && !(WgmmaRuns() && WgmmaEnabled())) break;
+      for (int bt : {8, 16, 32, 64, 128}) {
+        if (!wgmma && !MoeGroupedGemmValidBt(GemmType(), bt)) break;
+        c.push_back(GemmPath{bt, wgmma});
+        if (bt >= max_seg) break;
+      }
     }
     return c;
   }
 
+  // The wgmma kernel has not run on a GPU yet: the autotuner tries it only with
+  // SERVECAST_MOE_WGMMA=1 until the GPU tests have passed it (forced paths ignore this).
+  static bool WgmmaEnabled() {
+    const char* v = std::getenv("SERVECAST_MOE_WGMMA");
+    return v != nullptr && std::string(v) == "1";
+  }
+
+  // The wgmma kernel is in this build and the device is compute capability 9.0.
+  static bool WgmmaRuns() {
+    const cudaDeviceProp& prop = Context().prop;
+    return MoeGroupedWgmmaBuilt() && prop.major == 9 && prop.minor == 0;
+  }
+
   // Autotune, the way engines pick a MoE tactic: time each candidate on this case
   // (every sample, weights rotated over the copies as when timed), keep the fastest.
-  void Autotune(const std::vector<int>& candidates, cudaStream_t st) {
+  void Autotune(const std::vector<GemmPath>& candidates, cudaStream_t st) {
     if (candidates.size() == 1) {
-      UseGrouped(candidates[0], st);
+      UsePath(candidates[0], st);
       return;
     }
     const auto call = [this](cudaStream_t stream, int it) {
       Launch(it % samples(), (it / samples()) % copies(), stream);
     };
-    int best = candidates[0];
+    GemmPath best = candidates[0];
     double best_ms = 0;
     int calls = 0;
-    for (int bt : candidates) {
-      UseGrouped(bt, st);
+    for (const GemmPath& path : candidates) {
+      UsePath(path, st);
       if (calls == 0) {  // every sample, then more weight copies up to >= 0.5 ms, at most one rotation
         const double probe = gemm::TimeCallsMs(call, samples(), st) * samples();  // ms for all samples
         calls = samples() * std::clamp(static_cast<int>(std::ceil(0.5 / std::max(probe, 1e-4))), 1, copies());
       }
       const double ms = gemm::TimeCallsMs(call, calls, st);
-      if (bt == candidates[0] || ms < best_ms) {
+      if (&path == &candidates[0] || ms < best_ms) {
         best_ms = ms;
-        best = bt;
+        best = path;
       }
     }
-    UseGrouped(best, st);
+    UsePath(best, st);
   }
 
   std::string KernelSource() const {
-    return bt_ > 0 ? std::string(kMoeGroupedSourcePrefix) + std::to_string(bt_) : std::string(kMoeCublasLtSource);
+    if (path_.bt == 0) return kMoeCublasLtSource;
+    return std::string(path_.wgmma ? kMoeWgmmaSourcePrefix : kMoeGroupedSourcePrefix) + std::to_string(path_.bt);
   }
 
   void AllocateCopies(cudaStream_t st) {
@@ -587,6 +615,13 @@ class MoeCase {
     DeviceBuffer up, down;
     int n_up = 0, n_down = 0;
   };
+
+  void LaunchGrouped(const MoeGroupedGemmArgs& g, cudaStream_t st) const {
+    if (path_.wgmma)
+      LaunchMoeGroupedGemmWgmma(g, path_.bt, st);
+    else
+      LaunchMoeGroupedGemm(g, path_.bt, st);
+  }
 
   MoeGroupedGemmArgs GroupedArgs(bool up, int copy, const TileSet& ts) const {
     const Shape& s = s_;
@@ -767,8 +802,8 @@ class MoeCase {
   std::vector<std::int64_t> slot_of_expert_;  // local expert -> weight slot, -1 when untouched
   std::int64_t touched_ = 0;
   int copies_ = 1;
-  int bt_ = 0;                  // grouped kernel rows per tile; 0: cuBLASLt per expert
-  std::vector<TileSet> tiles_;  // per sample, when bt_ > 0
+  GemmPath path_;               // the expert GEMMs' implementation
+  std::vector<TileSet> tiles_;  // per sample, when path_.bt > 0
   Buffers b_;
   std::vector<float> w13_scale_host_, w2_scale_host_;
 };
@@ -1124,20 +1159,25 @@ MoeRunReport RunChecked(const Shape& s, const collect::Case& c, const collect::R
   mc.Prepare(st);
   // cuBLASLt per expert is one candidate; a shape it rejects can still run grouped.
   const std::optional<CaseResult> cublas_bad = mc.BuildGemms(st);
-  std::vector<int> candidates = mc.Candidates(!cublas_bad);
+  std::vector<GemmPath> candidates = mc.Candidates(!cublas_bad);
   if (opt.force_bt == 0) {
     if (cublas_bad) {
       rep.result = *cublas_bad;
       return rep;
     }
-    candidates = {0};
+    candidates = {GemmPath{}};
   } else if (opt.force_bt > 0) {
-    if (!mc.GroupedSupported() || !MoeGroupedGemmValidBt(mc.GemmType(), opt.force_bt)) {
-      rep.result = NotSupported("GroupedShape", "the grouped expert GEMM does not take this shape with " +
+    // The wgmma kernel takes bt 8 .. 128 for every type (the bf16 rule of the mma.sync one).
+    const bool ok = mc.GroupedSupported() && (opt.force_wgmma ? MoeCase::WgmmaRuns() && MoeGroupedGemmValidBt(MoeGemmType::kBf16, opt.force_bt)
+                                                                : MoeGroupedGemmValidBt(mc.GemmType(), opt.force_bt));
+    if (!ok) {
+      rep.result = NotSupported("GroupedShape", std::string("the grouped expert GEMM (") +
+                                                    (opt.force_wgmma ? "wgmma" : "mma.sync") +
+                                                    ") does not take this shape or device with " +
                                                     std::to_string(opt.force_bt) + " rows per tile");
       return rep;
     }
-    candidates = {opt.force_bt};
+    candidates = {GemmPath{opt.force_bt, opt.force_wgmma}};
   }
   if (candidates.empty()) {
     rep.result = *cublas_bad;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/moe_gemm_device.cuh"
 #include "core/error.h"
 
 namespace servecast::cuda {
@@ -14,9 +15,18 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int kTileK = 128;         // bytes of k per stage: 64 bf16 or 128 e4m3 elements
-constexpr int kN = kMoeGemmTileN;   // weight rows (output columns) per tile
-constexpr int kWarpRows = kN / 4;   // weight rows per warp: two m16 MMA tiles
+using moe_gemm::CpAsyncCommit;
+using moe_gemm::CpAsyncWait;
+using moe_gemm::GroupScales;
+using moe_gemm::kN;
+using moe_gemm::kOutStride;
+using moe_gemm::kTileK;
+using moe_gemm::LoadStage;
+using moe_gemm::SmemAddr;
+using moe_gemm::StoreTile;
+using moe_gemm::Swz;
+
+constexpr int kWarpRows = kN / 4;  // weight rows per warp: two m16 MMA tiles
 
 // Warps: 4 along the tile's weight rows times BT / kWarpTokens along its tokens. A
 // warp takes at most 16 token rows when BT <= 32 and 32 above, so a CTA has 8 or 16
@@ -31,33 +41,9 @@ struct Cfg {
   static constexpr int kNt = kWarpTokens / 8;  // n8 MMA tiles per warp
   static constexpr int kStages = BT <= 32 ? 4 : 3;
   static constexpr int kStageBytes = (kN + BT) * kTileK;
-  static constexpr int kOutStride = kN + 8;  // bf16 elements per staged output row (16-byte multiple)
   static constexpr int kSmem =
       kStages * kStageBytes > BT * kOutStride * 2 ? kStages * kStageBytes : BT * kOutStride * 2;
 };
-
-__device__ __forceinline__ unsigned SmemAddr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared, zero-filled when !valid (no global read then).
-__device__ __forceinline__ void CpAsync16(unsigned dst, const void* src, bool valid) {
-  const int bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void CpAsyncCommit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-// Byte offset of 16-byte chunk c of row r in a [rows x 128 B] stage tile; the XOR
-// swizzle puts the 8 rows an ldmatrix phase reads in 8 different bank groups.
-__device__ __forceinline__ int Swz(int r, int c) {
-  return r * kTileK + (((c ^ r) & 7) << 4);
-}
 
 __device__ __forceinline__ void Ldsm4(unsigned (&r)[4], unsigned addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -105,20 +91,7 @@ __global__ void __launch_bounds__(Cfg<BT, T>::kThreads)
 
   auto load = [&](int kt, int stage) {
     char* ws = smem + stage * C::kStageBytes;
-    char* as = ws + kN * kTileK;
-    const int kb0 = kt * kTileK;
-    for (int i = tid; i < kN * 8; i += C::kThreads) {
-      const int r = i >> 3, c = i & 7, gk = kb0 + c * 16;
-      const bool ok = tile.n0 + r < n && gk < k_bytes;
-      const char* src = ok ? wbase + static_cast<long long>(tile.n0 + r) * k_bytes + gk : wbase;
-      CpAsync16(SmemAddr(ws + Swz(r, c)), src, ok);
-    }
-    for (int i = tid; i < BT * 8; i += C::kThreads) {
-      const int r = i >> 3, c = i & 7, gk = kb0 + c * 16;
-      const bool ok = r < tile.rows && gk < k_bytes;
-      const char* src = ok ? a + static_cast<long long>(tile.row0 + r) * k_bytes + gk : a;
-      CpAsync16(SmemAddr(as + Swz(r, c)), src, ok);
-    }
+    LoadStage<BT, C::kThreads>(ws, ws + kN * kTileK, tile, a, wbase, n, k_bytes, kt, tid);
   };
 
   float acc[2][C::kNt][4];
@@ -181,8 +154,7 @@ __global__ void __launch_bounds__(Cfg<BT, T>::kThreads)
     if constexpr (T == MoeGemmType::kFp8Block) {
       // Promote this 128-wide k block: scale by its weight block and token group scales.
       const float wsc = __ldg(w_scale + tile.w_scale + (tile.n0 / 128) * w_scale_ld + kt);
-      const float* as = a_scale + static_cast<long long>(ktiles) * tile.seg_off +
-                        static_cast<long long>(kt) * tile.seg_rows + (tile.row0 - tile.seg_off);
+      const float* as = GroupScales(a_scale, tile, ktiles, kt);
 #pragma unroll
       for (int nt = 0; nt < C::kNt; ++nt) {
         const int t0 = wt * C::kWarpTokens + nt * 8 + 2 * (lane & 3);
@@ -211,18 +183,13 @@ __global__ void __launch_bounds__(Cfg<BT, T>::kThreads)
     for (int nt = 0; nt < C::kNt; ++nt) {
       const int nl = wn * kWarpRows + mt * 16 + g;
       const int tk = wt * C::kWarpTokens + nt * 8 + 2 * tig;
-      os[tk * C::kOutStride + nl] = __float2bfloat16(acc[mt][nt][0] * scale);
-      os[(tk + 1) * C::kOutStride + nl] = __float2bfloat16(acc[mt][nt][1] * scale);
-      os[tk * C::kOutStride + nl + 8] = __float2bfloat16(acc[mt][nt][2] * scale);
-      os[(tk + 1) * C::kOutStride + nl + 8] = __float2bfloat16(acc[mt][nt][3] * scale);
+      os[tk * kOutStride + nl] = __float2bfloat16(acc[mt][nt][0] * scale);
+      os[(tk + 1) * kOutStride + nl] = __float2bfloat16(acc[mt][nt][1] * scale);
+      os[tk * kOutStride + nl + 8] = __float2bfloat16(acc[mt][nt][2] * scale);
+      os[(tk + 1) * kOutStride + nl + 8] = __float2bfloat16(acc[mt][nt][3] * scale);
     }
   __syncthreads();
-  for (int i = tid; i < BT * (kN / 8); i += C::kThreads) {
-    const int r = i / (kN / 8), c = i % (kN / 8), col = tile.n0 + c * 8;
-    if (r < tile.rows && col < n)
-      *reinterpret_cast<uint4*>(d + static_cast<long long>(tile.row0 + r) * n + col) =
-          *reinterpret_cast<const uint4*>(os + r * C::kOutStride + c * 8);
-  }
+  StoreTile<BT, C::kThreads>(os, tile, d, n, tid);
 }
 
 int ElemBytes(MoeGemmType t) {
@@ -319,5 +286,15 @@ void LaunchMoeGroupedGemm(const MoeGroupedGemmArgs& g, int bt, cudaStream_t stre
     case 128: return LaunchBt<128>(g, stream);
   }
 }
+
+#if !defined(SERVECAST_HAVE_SM90A)
+bool MoeGroupedWgmmaBuilt() {
+  return false;
+}
+
+void LaunchMoeGroupedGemmWgmma(const MoeGroupedGemmArgs&, int, cudaStream_t) {
+  throw Error("moe grouped wgmma: this build has no sm_90a kernels (CUDA architectures without 90)");
+}
+#endif
 
 }  // namespace servecast::cuda

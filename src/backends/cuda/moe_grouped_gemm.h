@@ -84,4 +84,11 @@ bool MoeGroupedGemmValidBt(MoeGemmType type, int bt);
 // Error on an unsupported shape or bt, CudaError when the launch fails.
 void LaunchMoeGroupedGemm(const MoeGroupedGemmArgs& args, int bt, cudaStream_t stream);
 
+// The same GEMM on Hopper's warpgroup MMA (sm90a/moe_grouped_wgmma.cu): same tiles,
+// arguments and results; bt 8 .. 128 for every type. It is compiled for sm_90a only,
+// in builds whose CUDA architectures include 90 (MoeGroupedWgmmaBuilt), and runs only
+// on a compute capability 9.0 device; elsewhere the launcher throws Error.
+bool MoeGroupedWgmmaBuilt();
+void LaunchMoeGroupedGemmWgmma(const MoeGroupedGemmArgs& args, int bt, cudaStream_t stream);
+
 }  // namespace servecast::cuda

@@ -14,8 +14,10 @@
 // autotuning (the fastest on this case's routings and weights, as TensorRT-LLM picks
 // a MoE tactic):
 //  - servecast's grouped GEMM (moe_grouped_gemm.h): every local expert in one launch,
-//    tiles of 128 output columns x bt token rows (bt 8 .. 128); kernel_source
-//    "servecast_moe:grouped_mma_bt<bt>";
+//    tiles of 128 output columns x bt token rows (bt 8 .. 128), on mma.sync
+//    (kernel_source "servecast_moe:grouped_mma_bt<bt>") or, on Hopper in builds for
+//    sm_90, on warpgroup MMA ("servecast_moe:grouped_wgmma_bt<bt>"; written, not yet
+//    run on a GPU, so the autotuner tries it only with SERVECAST_MOE_WGMMA=1);
 //  - one cuBLASLt matmul per non-empty local expert (heuristic top choice that runs);
 //    kernel_source "servecast_moe:cublaslt_per_expert". It pays a launch per expert,
 //    and wins when each expert has many rows.
@@ -45,6 +47,7 @@ struct MoeRunOptions {
   // -1: autotune the expert GEMMs; 0: cuBLASLt per expert; 8, 16, 32, 64, 128: the
   // grouped kernel with that many rows per tile (tests pin each path).
   int force_bt = -1;
+  bool force_wgmma = false;  // with force_bt > 0: the wgmma kernel instead of mma.sync
   // Testing the check itself: the final output's reference values are multiplied by
   // (1 + perturb_reference); a value like 0.1 must make the case incorrect.
   double perturb_reference = 0;
@@ -66,6 +69,7 @@ std::unique_ptr<collect::Op> MakeMoeOp();
 
 inline constexpr const char* kMoeCublasLtSource = "servecast_moe:cublaslt_per_expert";
 inline constexpr const char* kMoeGroupedSourcePrefix = "servecast_moe:grouped_mma_bt";  // + rows per tile
+inline constexpr const char* kMoeWgmmaSourcePrefix = "servecast_moe:grouped_wgmma_bt";   // + rows per tile
 
 }  // namespace moe
 }  // namespace servecast::cuda

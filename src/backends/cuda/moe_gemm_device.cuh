@@ -1,0 +1,88 @@
+#pragma once
+
+// Device pieces shared by the moe op's two grouped GEMM kernels (moe_grouped_gemm.cu,
+// mma.sync; sm90a/moe_grouped_wgmma.cu, wgmma): the cp.async stage loads of one tile
+// in the 128-byte-swizzled K-major layout that both ldmatrix (conflict-free) and
+// wgmma's SWIZZLE_128B descriptors read, and the epilogue's store of a staged tile.
+// Include from .cu files only.
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "backends/cuda/moe_grouped_gemm.h"
+
+namespace servecast::cuda::moe_gemm {
+
+constexpr int kTileK = 128;        // bytes of k per stage: 64 bf16 or 128 e4m3 elements
+constexpr int kN = kMoeGemmTileN;  // weight rows (output columns) per tile
+constexpr int kOutStride = kN + 8;  // bf16 elements per staged output row (16-byte multiple)
+
+__device__ __forceinline__ unsigned SmemAddr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, zero-filled when !valid (no global read then).
+__device__ __forceinline__ void CpAsync16(unsigned dst, const void* src, bool valid) {
+  const int bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void CpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Byte offset of 16-byte chunk c of row r in a [rows x 128 B] stage tile: chunk
+// c ^ (r mod 8). With the tile 1024-byte aligned this is exactly the hardware's
+// 128-byte swizzle (address bits 4-6 XOR bits 7-9), and the 8 rows an ldmatrix
+// phase reads land in 8 different bank groups.
+__device__ __forceinline__ int Swz(int r, int c) {
+  return r * kTileK + (((c ^ r) & 7) << 4);
+}
+
+// Issues the cp.async loads of k tile `kt` of `tile` into one stage: the weight tile
+// [kN x 128 B] at `ws`, the token rows [BT x 128 B] at `as`. Rows past n or the tile's
+// rows, and bytes past k, are zero-filled.
+template <int BT, int Threads>
+__device__ __forceinline__ void LoadStage(char* ws, char* as, const MoeGemmTile& tile, const char* a,
+                                          const char* wbase, int n, int k_bytes, int kt, int tid) {
+  const int kb0 = kt * kTileK;
+  for (int i = tid; i < kN * 8; i += Threads) {
+    const int r = i >> 3, c = i & 7, gk = kb0 + c * 16;
+    const bool ok = tile.n0 + r < n && gk < k_bytes;
+    const char* src = ok ? wbase + static_cast<long long>(tile.n0 + r) * k_bytes + gk : wbase;
+    CpAsync16(SmemAddr(ws + Swz(r, c)), src, ok);
+  }
+  for (int i = tid; i < BT * 8; i += Threads) {
+    const int r = i >> 3, c = i & 7, gk = kb0 + c * 16;
+    const bool ok = r < tile.rows && gk < k_bytes;
+    const char* src = ok ? a + static_cast<long long>(tile.row0 + r) * k_bytes + gk : a;
+    CpAsync16(SmemAddr(as + Swz(r, c)), src, ok);
+  }
+}
+
+// The fp8_block activation scales of k block `kb` for the tile's first row (segment
+// layout: scales[k/128 * seg_off + kb * seg_rows + (row - seg_off)]).
+__device__ __forceinline__ const float* GroupScales(const float* a_scale, const MoeGemmTile& tile, int kblocks,
+                                                    int kb) {
+  return a_scale + static_cast<long long>(kblocks) * tile.seg_off + static_cast<long long>(kb) * tile.seg_rows +
+         (tile.row0 - tile.seg_off);
+}
+
+// Writes the staged output tile os[BT][kOutStride] (bf16, token-major) to rows
+// [row0, row0 + rows) and columns [n0, min(n0 + kN, n)) of d, 16 bytes a thread.
+template <int BT, int Threads>
+__device__ __forceinline__ void StoreTile(const __nv_bfloat16* os, const MoeGemmTile& tile, __nv_bfloat16* d, int n,
+                                          int tid) {
+  for (int i = tid; i < BT * (kN / 8); i += Threads) {
+    const int r = i / (kN / 8), c = i % (kN / 8), col = tile.n0 + c * 8;
+    if (r < tile.rows && col < n)
+      *reinterpret_cast<uint4*>(d + static_cast<long long>(tile.row0 + r) * n + col) =
+          *reinterpret_cast<const uint4*>(os + r * kOutStride + c * 8);
+  }
+}
+
+}  // namespace servecast::cuda::moe_gemm

@@ -1,0 +1,233 @@
+// The moe op's grouped expert GEMM on Hopper's warpgroup MMA (wgmma), compiled for
+// sm_90a only (its own library, src/CMakeLists.txt). Same tiles, arguments and results
+// as the mma.sync kernel (moe_grouped_gemm.cu): one CTA per tile of 128 weight rows
+// (output columns) x BT token rows, two warpgroups of 64 weight rows each issuing
+// wgmma.m64n<BT> with both operands read from shared memory through SWIZZLE_128B
+// K-major descriptors; the stages arrive by cp.async in that swizzled layout
+// (moe_gemm_device.cuh), made visible to the async proxy by fence.proxy.async.
+#include <cuda_bf16.h>
+
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/moe_gemm_device.cuh"
+#include "backends/cuda/moe_grouped_gemm.h"
+#include "core/error.h"
+
+namespace servecast::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+using moe_gemm::CpAsyncCommit;
+using moe_gemm::CpAsyncWait;
+using moe_gemm::GroupScales;
+using moe_gemm::kN;
+using moe_gemm::kOutStride;
+using moe_gemm::kTileK;
+using moe_gemm::LoadStage;
+using moe_gemm::SmemAddr;
+using moe_gemm::StoreTile;
+
+constexpr int kThreads = 256;  // two warpgroups: weight rows [0, 64) and [64, 128)
+constexpr int kAlign = 1024;   // a 128-byte-swizzle atom (8 rows x 128 B)
+
+template <int BT>
+struct WgCfg {
+  static constexpr int kStages = BT <= 32 ? 4 : 3;
+  static constexpr int kStageBytes = (kN + BT) * kTileK;  // a multiple of 1024
+  static constexpr int kBody =
+      kStages * kStageBytes > BT * kOutStride * 2 ? kStages * kStageBytes : BT * kOutStride * 2;
+  static constexpr int kSmem = kBody + kAlign;  // room to align the base to 1024 bytes
+};
+
+enum class WgType { kBf16, kFp8 };
+
+// Shared-memory matrix descriptor: K-major, SWIZZLE_128B, 8-row groups 1024 bytes
+// apart (stride byte offset), leading byte offset unused for this layout.
+__device__ __forceinline__ std::uint64_t Desc(unsigned smem_addr) {
+  std::uint64_t d = 0;
+  d |= static_cast<std::uint64_t>((smem_addr & 0x3FFFF) >> 4);
+  d |= static_cast<std::uint64_t>(1) << 16;            // leading byte offset (ignored)
+  d |= static_cast<std::uint64_t>(1024 >> 4) << 32;    // stride byte offset
+  d |= static_cast<std::uint64_t>(1) << 62;            // SWIZZLE_128B
+  return d;
+}
+
+__device__ __forceinline__ void WgFence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void WgCommit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void WgWait0() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+__device__ __forceinline__ void FenceProxyAsync() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// Keeps the compiler from moving accumulator accesses across the asynchronous MMA.
+template <int R>
+__device__ __forceinline__ void FenceRegs(float* d) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// d[0 .. N/2) += A(64 x k-step) · B(N x k-step)^T, scale_d = 0 overwrites instead.
+template <int N, WgType T>
+__device__ __forceinline__ void Wgmma(float* d, std::uint64_t da, std::uint64_t db, int scale_d);
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#include "backends/cuda/sm90a/wgmma_ops.inc"
+#endif
+
+template <int BT, MoeGemmType T>
+__global__ void __launch_bounds__(kThreads)
+    moe_grouped_wgmma(const char* __restrict__ a, const char* __restrict__ w, bf16* __restrict__ d, int n,
+                      int k_bytes, const MoeGemmTile* __restrict__ tiles, const float* __restrict__ a_scale,
+                      const float* __restrict__ w_scale, int w_scale_ld) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using C = WgCfg<BT>;
+  constexpr WgType kWt = T == MoeGemmType::kBf16 ? WgType::kBf16 : WgType::kFp8;
+  constexpr int R = BT / 2;  // accumulators per thread
+  extern __shared__ char smem_raw[];
+  char* smem = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(smem_raw) + kAlign - 1) &
+                                       ~static_cast<std::uintptr_t>(kAlign - 1));
+  const MoeGemmTile tile = tiles[blockIdx.x];
+  const int tid = static_cast<int>(threadIdx.x), wg = tid >> 7, lane = tid & 31, warp_in_wg = (tid >> 5) & 3;
+  const char* wbase = w + tile.w_offset;
+  const int ktiles = (k_bytes + kTileK - 1) / kTileK;
+
+  auto load = [&](int kt, int stage) {
+    char* ws = smem + stage * C::kStageBytes;
+    LoadStage<BT, kThreads>(ws, ws + kN * kTileK, tile, a, wbase, n, k_bytes, kt, tid);
+  };
+
+  float acc[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) acc[i] = 0.f;
+  float part[T == MoeGemmType::kFp8Block ? R : 1];
+
+#pragma unroll
+  for (int s = 0; s < C::kStages - 1; ++s) {
+    if (s < ktiles) load(s, s);
+    CpAsyncCommit();
+  }
+  for (int kt = 0; kt < ktiles; ++kt) {
+    CpAsyncWait<C::kStages - 2>();
+    FenceProxyAsync();  // this thread's cp.async writes, visible to wgmma's reads
+    __syncthreads();    // every thread's part of stage kt landed; stage kt - 1 is free
+    if (kt + C::kStages - 1 < ktiles) load(kt + C::kStages - 1, (kt + C::kStages - 1) % C::kStages);
+    CpAsyncCommit();
+
+    const char* ws = smem + (kt % C::kStages) * C::kStageBytes;
+    const unsigned wa = SmemAddr(ws + wg * 64 * kTileK), ta = SmemAddr(ws + kN * kTileK);
+    float* sum = acc;
+    if constexpr (T == MoeGemmType::kFp8Block) sum = part;
+    FenceRegs<R>(sum);
+    WgFence();
+#pragma unroll
+    for (int ks = 0; ks < kTileK / 32; ++ks) {
+      // fp8_block starts each k block's partial sums afresh; the others accumulate.
+      const int scale_d = T == MoeGemmType::kFp8Block ? (ks > 0 ? 1 : 0) : 1;
+      Wgmma<BT, kWt>(sum, Desc(wa + ks * 32), Desc(ta + ks * 32), scale_d);
+    }
+    WgCommit();
+    WgWait0();
+    FenceRegs<R>(sum);
+    if constexpr (T == MoeGemmType::kFp8Block) {
+      const float wsc = __ldg(w_scale + tile.w_scale + (tile.n0 / 128) * w_scale_ld + kt);
+      const float* as = GroupScales(a_scale, tile, ktiles, kt);
+#pragma unroll
+      for (int j = 0; j < BT / 8; ++j) {
+        const int t0 = j * 8 + 2 * (lane & 3);
+        const float s0 = t0 < tile.rows ? __ldg(as + t0) * wsc : 0.f;
+        const float s1 = t0 + 1 < tile.rows ? __ldg(as + t0 + 1) * wsc : 0.f;
+        acc[4 * j + 0] += part[4 * j + 0] * s0;
+        acc[4 * j + 1] += part[4 * j + 1] * s1;
+        acc[4 * j + 2] += part[4 * j + 2] * s0;
+        acc[4 * j + 3] += part[4 * j + 3] * s1;
+      }
+    }
+  }
+  CpAsyncWait<0>();
+  __syncthreads();  // the stages are reused for the output tile
+
+  float scale = 1.f;
+  if constexpr (T == MoeGemmType::kFp8) scale = __ldg(a_scale) * __ldg(w_scale + tile.w_scale);
+  bf16* os = reinterpret_cast<bf16*>(smem);
+  const int g = lane >> 2, tig = lane & 3;
+  const int nl = wg * 64 + warp_in_wg * 16 + g;  // accumulator rows nl and nl + 8
+#pragma unroll
+  for (int j = 0; j < BT / 8; ++j) {
+    const int tk = j * 8 + 2 * tig;
+    os[tk * kOutStride + nl] = __float2bfloat16(acc[4 * j + 0] * scale);
+    os[(tk + 1) * kOutStride + nl] = __float2bfloat16(acc[4 * j + 1] * scale);
+    os[tk * kOutStride + nl + 8] = __float2bfloat16(acc[4 * j + 2] * scale);
+    os[(tk + 1) * kOutStride + nl + 8] = __float2bfloat16(acc[4 * j + 3] * scale);
+  }
+  __syncthreads();
+  StoreTile<BT, kThreads>(os, tile, d, n, tid);
+#else
+  __trap();  // built for sm_90a only: never launched elsewhere (MoeGroupedWgmmaRuns)
+#endif
+}
+
+int ElemBytes(MoeGemmType t) {
+  return t == MoeGemmType::kBf16 ? 2 : 1;
+}
+
+template <int BT, MoeGemmType T>
+void LaunchTyped(const MoeGroupedGemmArgs& g, cudaStream_t stream) {
+  using C = WgCfg<BT>;
+  auto* kernel = moe_grouped_wgmma<BT, T>;
+  static unsigned configured = 0;  // one bit per device: shared memory opt-in done
+  int dev = 0;
+  SC_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev >= 32 || !(configured & (1u << dev))) {
+    SC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    if (dev < 32) configured |= 1u << dev;
+  }
+  kernel<<<g.num_tiles, kThreads, C::kSmem, stream>>>(
+      static_cast<const char*>(g.a), static_cast<const char*>(g.w), static_cast<bf16*>(g.d), static_cast<int>(g.n),
+      static_cast<int>(g.k * ElemBytes(T)), g.tiles, g.a_scale, g.w_scale, static_cast<int>(g.w_scale_ld));
+  SC_CUDA_CHECK_LAUNCH();
+}
+
+template <int BT>
+void LaunchBt(const MoeGroupedGemmArgs& g, cudaStream_t stream) {
+  switch (g.type) {
+    case MoeGemmType::kBf16: return LaunchTyped<BT, MoeGemmType::kBf16>(g, stream);
+    case MoeGemmType::kFp8: return LaunchTyped<BT, MoeGemmType::kFp8>(g, stream);
+    case MoeGemmType::kFp8Block: return LaunchTyped<BT, MoeGemmType::kFp8Block>(g, stream);
+  }
+}
+
+}  // namespace
+
+bool MoeGroupedWgmmaBuilt() {
+  return true;
+}
+
+void LaunchMoeGroupedGemmWgmma(const MoeGroupedGemmArgs& g, int bt, cudaStream_t stream) {
+  if (!MoeGroupedGemmSupported(g.type, g.n, g.k))
+    throw Error("moe grouped wgmma: shape n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
+                " is not supported (rows of k elements must be 16-byte multiples, n a multiple of 8; fp8_block: "
+                "k and n multiples of 128)");
+  if (g.type == MoeGemmType::kFp8Block && (g.w_scale_ld <= 0 || g.w_scale_ld > INT_MAX))
+    throw Error("moe grouped wgmma: fp8_block needs the weight scales' leading dimension");
+  if (g.num_tiles < 0) throw Error("moe grouped wgmma: negative tile count");
+  if (g.num_tiles == 0) return;
+  switch (bt) {
+    case 8: return LaunchBt<8>(g, stream);
+    case 16: return LaunchBt<16>(g, stream);
+    case 32: return LaunchBt<32>(g, stream);
+    case 64: return LaunchBt<64>(g, stream);
+    case 128: return LaunchBt<128>(g, stream);
+    default:
+      throw Error("moe grouped wgmma: rows per tile " + std::to_string(bt) + "; expected 8, 16, 32, 64 or 128");
+  }
+}
+
+}  // namespace servecast::cuda
