@@ -7,10 +7,15 @@
 // Include from .cu files only.
 
 #include <cuda_bf16.h>
+#include <cuda_runtime.h>
 
+#include <climits>
 #include <cstdint>
+#include <string>
 
+#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/moe_grouped_gemm.h"
+#include "core/error.h"
 
 namespace servecast::cuda::moe_gemm {
 
@@ -83,6 +88,45 @@ __device__ __forceinline__ void StoreTile(const __nv_bfloat16* os, const MoeGemm
       *reinterpret_cast<uint4*>(d + static_cast<long long>(tile.row0 + r) * n + col) =
           *reinterpret_cast<const uint4*>(os + r * kOutStride + c * 8);
   }
+}
+
+// ---- host side: argument checks and the launch, shared by both kernels -------------
+
+inline int ElemBytes(MoeGemmType t) {
+  return t == MoeGemmType::kBf16 ? 2 : 1;
+}
+
+// Throws Error when the arguments do not fit the kernels (`who` names the kernel);
+// false when there is nothing to launch (no tiles).
+inline bool ReadyToLaunch(const MoeGroupedGemmArgs& g, const char* who) {
+  if (!MoeGroupedGemmSupported(g.type, g.n, g.k))
+    throw Error(std::string(who) + ": shape n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
+                " is not supported (rows of k elements must be 16-byte multiples, n a multiple of 8; fp8_block: "
+                "k and n multiples of 128)");
+  if (g.type == MoeGemmType::kFp8Block && (g.w_scale_ld <= 0 || g.w_scale_ld > INT_MAX))
+    throw Error(std::string(who) + ": fp8_block needs the weight scales' leading dimension");
+  if (g.num_tiles < 0) throw Error(std::string(who) + ": negative tile count");
+  return g.num_tiles > 0;
+}
+
+using TileKernel = void (*)(const char*, const char*, __nv_bfloat16*, int, int, const MoeGemmTile*, const float*,
+                            const float*, int);
+
+// Launches one grid of `kernel` (a tile per CTA) after opting it in to `smem` bytes of
+// dynamic shared memory, once per device (`configured`: that kernel's device bits).
+inline void LaunchTiles(TileKernel kernel, unsigned& configured, int threads, int smem, const MoeGroupedGemmArgs& g,
+                        cudaStream_t stream) {
+  int dev = 0;
+  SC_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev >= 32 || !(configured & (1u << dev))) {
+    SC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    if (dev < 32) configured |= 1u << dev;
+  }
+  kernel<<<g.num_tiles, threads, smem, stream>>>(
+      static_cast<const char*>(g.a), static_cast<const char*>(g.w), static_cast<__nv_bfloat16*>(g.d),
+      static_cast<int>(g.n), static_cast<int>(g.k * ElemBytes(g.type)), g.tiles, g.a_scale, g.w_scale,
+      static_cast<int>(g.w_scale_ld));
+  SC_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace servecast::cuda::moe_gemm

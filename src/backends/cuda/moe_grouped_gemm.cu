@@ -192,28 +192,10 @@ __global__ void __launch_bounds__(Cfg<BT, T>::kThreads)
   StoreTile<BT, C::kThreads>(os, tile, d, n, tid);
 }
 
-int ElemBytes(MoeGemmType t) {
-  return t == MoeGemmType::kBf16 ? 2 : 1;
-}
-
 template <int BT, MoeGemmType T>
 void LaunchTyped(const MoeGroupedGemmArgs& g, cudaStream_t stream) {
-  using C = Cfg<BT, T>;
-  auto* kernel = moe_grouped_gemm<BT, T>;
-  // Opt in to more than 48 KiB of dynamic shared memory, once per device.
   static unsigned configured = 0;
-  int dev = 0;
-  SC_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 32 && !(configured & (1u << dev))) {
-    SC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
-    configured |= 1u << dev;
-  } else if (dev >= 32) {
-    SC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
-  }
-  kernel<<<g.num_tiles, C::kThreads, C::kSmem, stream>>>(
-      static_cast<const char*>(g.a), static_cast<const char*>(g.w), static_cast<bf16*>(g.d), static_cast<int>(g.n),
-      static_cast<int>(g.k * ElemBytes(T)), g.tiles, g.a_scale, g.w_scale, static_cast<int>(g.w_scale_ld));
-  SC_CUDA_CHECK_LAUNCH();
+  moe_gemm::LaunchTiles(moe_grouped_gemm<BT, T>, configured, Cfg<BT, T>::kThreads, Cfg<BT, T>::kSmem, g, stream);
 }
 
 template <int BT>
@@ -231,8 +213,9 @@ void LaunchBt(const MoeGroupedGemmArgs& g, cudaStream_t stream) {
 }  // namespace
 
 bool MoeGroupedGemmSupported(MoeGemmType type, std::int64_t n, std::int64_t k) {
-  if (n <= 0 || k <= 0 || n > INT_MAX || k * ElemBytes(type) > INT_MAX) return false;
-  if ((k * ElemBytes(type)) % 16 != 0 || n % 8 != 0) return false;
+  const std::int64_t esz = moe_gemm::ElemBytes(type);
+  if (n <= 0 || k <= 0 || n > INT_MAX || k * esz > INT_MAX) return false;
+  if ((k * esz) % 16 != 0 || n % 8 != 0) return false;
   if (type == MoeGemmType::kFp8Block && (k % 128 != 0 || n % 128 != 0)) return false;
   return true;
 }
@@ -267,14 +250,7 @@ bool MoeGroupedGemmValidBt(MoeGemmType type, int bt) {
 }
 
 void LaunchMoeGroupedGemm(const MoeGroupedGemmArgs& g, int bt, cudaStream_t stream) {
-  if (!MoeGroupedGemmSupported(g.type, g.n, g.k))
-    throw Error("moe grouped gemm: shape n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
-                " is not supported (rows of k elements must be 16-byte multiples, n a multiple of 8; fp8_block: "
-                "k and n multiples of 128)");
-  if (g.type == MoeGemmType::kFp8Block && (g.w_scale_ld <= 0 || g.w_scale_ld > INT_MAX))
-    throw Error("moe grouped gemm: fp8_block needs the weight scales' leading dimension");
-  if (g.num_tiles < 0) throw Error("moe grouped gemm: negative tile count");
-  if (g.num_tiles == 0) return;
+  if (!moe_gemm::ReadyToLaunch(g, "moe grouped gemm")) return;
   if (!MoeGroupedGemmValidBt(g.type, bt))
     throw Error("moe grouped gemm: rows per tile " + std::to_string(bt) +
                 "; expected 8, 16, 32, 64 or 128 (fp8_block: up to 64)");

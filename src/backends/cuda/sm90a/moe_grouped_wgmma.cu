@@ -174,25 +174,10 @@ __global__ void __launch_bounds__(kThreads)
 #endif
 }
 
-int ElemBytes(MoeGemmType t) {
-  return t == MoeGemmType::kBf16 ? 2 : 1;
-}
-
 template <int BT, MoeGemmType T>
 void LaunchTyped(const MoeGroupedGemmArgs& g, cudaStream_t stream) {
-  using C = WgCfg<BT>;
-  auto* kernel = moe_grouped_wgmma<BT, T>;
-  static unsigned configured = 0;  // one bit per device: shared memory opt-in done
-  int dev = 0;
-  SC_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev >= 32 || !(configured & (1u << dev))) {
-    SC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
-    if (dev < 32) configured |= 1u << dev;
-  }
-  kernel<<<g.num_tiles, kThreads, C::kSmem, stream>>>(
-      static_cast<const char*>(g.a), static_cast<const char*>(g.w), static_cast<bf16*>(g.d), static_cast<int>(g.n),
-      static_cast<int>(g.k * ElemBytes(T)), g.tiles, g.a_scale, g.w_scale, static_cast<int>(g.w_scale_ld));
-  SC_CUDA_CHECK_LAUNCH();
+  static unsigned configured = 0;
+  moe_gemm::LaunchTiles(moe_grouped_wgmma<BT, T>, configured, kThreads, WgCfg<BT>::kSmem, g, stream);
 }
 
 template <int BT>
@@ -211,14 +196,7 @@ bool MoeGroupedWgmmaBuilt() {
 }
 
 void LaunchMoeGroupedGemmWgmma(const MoeGroupedGemmArgs& g, int bt, cudaStream_t stream) {
-  if (!MoeGroupedGemmSupported(g.type, g.n, g.k))
-    throw Error("moe grouped wgmma: shape n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
-                " is not supported (rows of k elements must be 16-byte multiples, n a multiple of 8; fp8_block: "
-                "k and n multiples of 128)");
-  if (g.type == MoeGemmType::kFp8Block && (g.w_scale_ld <= 0 || g.w_scale_ld > INT_MAX))
-    throw Error("moe grouped wgmma: fp8_block needs the weight scales' leading dimension");
-  if (g.num_tiles < 0) throw Error("moe grouped wgmma: negative tile count");
-  if (g.num_tiles == 0) return;
+  if (!moe_gemm::ReadyToLaunch(g, "moe grouped wgmma")) return;
   switch (bt) {
     case 8: return LaunchBt<8>(g, stream);
     case 16: return LaunchBt<16>(g, stream);
