@@ -4,7 +4,9 @@
 // (output columns) x BT token rows, two warpgroups of 64 weight rows each issuing
 // wgmma.m64n<BT> with both operands read from shared memory through SWIZZLE_128B
 // K-major descriptors; the stages arrive by cp.async in that swizzled layout
-// (moe_gemm_device.cuh), made visible to the async proxy by fence.proxy.async.
+// (moe_gemm_device.cuh), made visible to the async proxy by fence.proxy.async. Both
+// fp8 types fold each 128-wide k block's wgmma sums into fp32 registers (fp8_block
+// with its scales), as DeepGEMM does: Hopper's fp8 accumulation keeps fewer bits.
 #include <cuda_bf16.h>
 
 #include <climits>
@@ -92,8 +94,8 @@ __global__ void __launch_bounds__(kThreads)
   constexpr WgType kWt = T == MoeGemmType::kBf16 ? WgType::kBf16 : WgType::kFp8;
   constexpr int R = BT / 2;  // accumulators per thread
   extern __shared__ char smem_raw[];
-  char* smem = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(smem_raw) + kAlign - 1) &
-                                       ~static_cast<std::uintptr_t>(kAlign - 1));
+  // Align the shared-window address (what the descriptors hold) to a swizzle atom.
+  char* smem = smem_raw + ((0u - SmemAddr(smem_raw)) & static_cast<unsigned>(kAlign - 1));
   const MoeGemmTile tile = tiles[blockIdx.x];
   const int tid = static_cast<int>(threadIdx.x), wg = tid >> 7, lane = tid & 31, warp_in_wg = (tid >> 5) & 3;
   const char* wbase = w + tile.w_offset;
@@ -107,7 +109,10 @@ __global__ void __launch_bounds__(kThreads)
   float acc[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) acc[i] = 0.f;
-  float part[T == MoeGemmType::kFp8Block ? R : 1];
+  // Both fp8 types sum each 128-wide k block apart and fold it into fp32 (scaled for
+  // fp8_block): Hopper's fp8 tensor-core accumulation keeps fewer bits than fp32.
+  constexpr bool kPromote = T != MoeGemmType::kBf16;
+  float part[kPromote ? R : 1];
 
 #pragma unroll
   for (int s = 0; s < C::kStages - 1; ++s) {
@@ -124,18 +129,23 @@ __global__ void __launch_bounds__(kThreads)
     const char* ws = smem + (kt % C::kStages) * C::kStageBytes;
     const unsigned wa = SmemAddr(ws + wg * 64 * kTileK), ta = SmemAddr(ws + kN * kTileK);
     float* sum = acc;
-    if constexpr (T == MoeGemmType::kFp8Block) sum = part;
+    if constexpr (kPromote) sum = part;
     FenceRegs<R>(sum);
+    __syncwarp();
     WgFence();
 #pragma unroll
     for (int ks = 0; ks < kTileK / 32; ++ks) {
-      // fp8_block starts each k block's partial sums afresh; the others accumulate.
-      const int scale_d = T == MoeGemmType::kFp8Block ? (ks > 0 ? 1 : 0) : 1;
+      // The fp8 types start each k block's partial sums afresh; bf16 accumulates.
+      const int scale_d = kPromote ? (ks > 0 ? 1 : 0) : 1;
       Wgmma<BT, kWt>(sum, Desc(wa + ks * 32), Desc(ta + ks * 32), scale_d);
     }
     WgCommit();
     WgWait0();
     FenceRegs<R>(sum);
+    if constexpr (T == MoeGemmType::kFp8) {
+#pragma unroll
+      for (int i = 0; i < R; ++i) acc[i] += part[i];
+    }
     if constexpr (T == MoeGemmType::kFp8Block) {
       const float wsc = __ldg(w_scale + tile.w_scale + (tile.n0 / 128) * w_scale_ld + kt);
       const float* as = GroupScales(a_scale, tile, ktiles, kt);
