@@ -187,6 +187,18 @@ struct GemmPath {
   bool wgmma = false;
 };
 
+// The algorithm each expert matmul shape got from cuBLASLt's heuristic and ran with,
+// kept for the worker's life: later cases of the same shape (the 81 of a slice share
+// n, k and many row counts) skip the heuristic query and the trial run. The key holds
+// everything the choice depends on: dtype, n, k, rows and the alignments of B, D and
+// the two scale pointers.
+using AlgoKey = std::tuple<int, std::int64_t, std::int64_t, std::int64_t, std::uint32_t, std::uint32_t, std::uint32_t,
+                           std::uint32_t>;
+std::map<AlgoKey, cublasLtMatmulAlgo_t>& AlgoCache() {
+  static std::map<AlgoKey, cublasLtMatmulAlgo_t> cache;
+  return cache;
+}
+
 // One local expert's two matmuls in one sample.
 struct ExpertGemm {
   std::int64_t e = 0;     // local expert id
@@ -384,7 +396,7 @@ class MoeCase {
     const std::string where_base = "moe_dtype=" + s.dtype_name + " hidden=" + std::to_string(s.H) +
                                    " inter/tp=" + std::to_string(s.I) + " (cuBLASLt " + gemm::CublasLtVersion() +
                                    ", sm_" + std::to_string(dc.prop.major) + std::to_string(dc.prop.minor) + ")";
-    std::map<std::tuple<int, std::int64_t, std::uint32_t, std::uint32_t>, cublasLtMatmulAlgo_t> chosen;
+    std::map<AlgoKey, cublasLtMatmulAlgo_t>& chosen = AlgoCache();
     for (auto& smp : samples_)
       for (std::int64_t e = 0; e < s.L; ++e) {
         if (smp->counts[static_cast<std::size_t>(e)] == 0) continue;
@@ -399,17 +411,22 @@ class MoeCase {
           const std::uint32_t align_b = AlignOf(g->off * k * s.esz), align_d = AlignOf(g->off * n * 2);
           const void* a_scale = nullptr;
           const void* b_scale = nullptr;
+          std::int64_t a_scale_off = 0, b_scale_off = 0;  // floats from the scale buffers' starts
           if (s.dtype == Dtype::kFp8) {
-            a_scale = (up ? b_.w13_scale.as<float>() : b_.w2_scale.as<float>()) + g->w * 4;
+            a_scale_off = g->w * 4;
+            a_scale = (up ? b_.w13_scale.as<float>() : b_.w2_scale.as<float>()) + a_scale_off;
             b_scale = up ? b_.x_scale.get() : b_.h_scale.get();
           } else if (s.dtype == Dtype::kFp8Block) {
-            a_scale = up ? b_.w13_scale.as<float>() + g->w * s.S13() : b_.w2_scale.as<float>() + g->w * s.S2();
-            b_scale = up ? b_.perm_scale.as<float>() + s.H / 128 * g->off : b_.h_scale.as<float>() + s.I / 128 * g->off;
+            a_scale_off = g->w * (up ? s.S13() : s.S2());
+            b_scale_off = (up ? s.H : s.I) / 128 * g->off;
+            a_scale = (up ? b_.w13_scale.as<float>() : b_.w2_scale.as<float>()) + a_scale_off;
+            b_scale = (up ? b_.perm_scale.as<float>() : b_.h_scale.as<float>()) + b_scale_off;
           }
           LtMatmul& mm = up ? g->gu : g->down;
           BuildMatmul(s, mm, n, k, g->rows, a_scale, b_scale, align_b, align_d);
           cublasLtMatmulAlgo_t& algo = up ? g->gu_algo : g->down_algo;
-          const auto key = std::make_tuple(kind, g->rows, align_b, align_d);
+          const AlgoKey key{static_cast<int>(s.dtype), n, k, g->rows, align_b, align_d, AlignOf(a_scale_off * 4),
+                            AlignOf(b_scale_off * 4)};
           if (auto it = chosen.find(key); it != chosen.end()) {
             algo = it->second;
             continue;
