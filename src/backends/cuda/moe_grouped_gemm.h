@@ -15,7 +15,8 @@
 //
 // Types:
 //  - bf16:      D = A · W^T.
-//  - fp8:       D = (A · W^T) · a_scale[0] · w_scale[tile.w_scale] (per-tensor scales).
+//  - fp8:       D = (A · W^T) · a_scale[0] · w_scale[tile.w_scale] (per-tensor scales),
+//               each 128-wide k block's partial sums promoted to fp32.
 //  - fp8_block: for each 128-wide k block kb, D += (A_kb · W_kb^T) · a_scale(row, kb) ·
 //               w_scale[tile.w_scale + (n / 128) · w_scale_ld + kb] (1x128 activation
 //               groups in the moe op's segment layout, a_scale(row, kb) =
@@ -77,7 +78,8 @@ struct MoeGroupedGemmArgs {
 // n a multiple of 8, and for fp8_block k and n multiples of 128.
 bool MoeGroupedGemmSupported(MoeGemmType type, std::int64_t n, std::int64_t k);
 
-// The token-rows-per-tile variants: 8, 16, 32, 64, 128 (fp8_block: up to 64).
+// The token-rows-per-tile variants of the mma.sync kernel: 8, 16, 32, 64, 128 (the fp8
+// types, which keep a second set of accumulators, up to 64).
 bool MoeGroupedGemmValidBt(MoeGemmType type, int bt);
 
 // Enqueues the grouped GEMM with `bt` rows per tile (tiles built for that bt). Throws
