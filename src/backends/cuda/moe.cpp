@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -1158,6 +1159,30 @@ std::optional<CaseResult> MoeCase::CheckSample(int sample, const MoeRunOptions& 
   return std::nullopt;
 }
 
+// Wall time of a case's phases; a case slower than one second says where its time
+// went on the worker's stderr (the run's collector.log), so the collection's cost
+// can be attributed without a profiler.
+class PhaseClock {
+ public:
+  void Mark(const char* name) {
+    const auto now = std::chrono::steady_clock::now();
+    marks_.emplace_back(name, std::chrono::duration<double, std::milli>(now - last_).count());
+    last_ = now;
+  }
+  void LogIfSlow(const std::string& id, const std::string& source) const {
+    double total = 0;
+    for (const auto& m : marks_) total += m.second;
+    if (total < 1000) return;
+    std::string line = "moe phases (ms, " + source + "):";
+    for (const auto& m : marks_) line += " " + m.first + " " + std::to_string(static_cast<long long>(m.second));
+    std::fprintf(stderr, "%s | %s\n", line.c_str(), id.c_str());
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::vector<std::pair<std::string, double>> marks_;
+};
+
 MoeRunReport RunChecked(const Shape& s, const collect::Case& c, const collect::RunContext& ctx,
                         const MoeRunOptions& opt) {
   MoeRunReport rep;
@@ -1165,6 +1190,7 @@ MoeRunReport RunChecked(const Shape& s, const collect::Case& c, const collect::R
   rep.samples = s.samples;
   cudaStream_t st = Context().stream;
   MoeCase mc(s, c.id);
+  PhaseClock phases;
   try {
     mc.Route();
   } catch (const CudaError&) {
@@ -1173,9 +1199,12 @@ MoeRunReport RunChecked(const Shape& s, const collect::Case& c, const collect::R
     rep.result = InvalidParams("moe", std::string("routing: ") + e.what());
     return rep;
   }
+  phases.Mark("route");
   mc.Prepare(st);
+  phases.Mark("prepare");
   // cuBLASLt per expert is one candidate; a shape it rejects can still run grouped.
   const std::optional<CaseResult> cublas_bad = mc.BuildGemms(st);
+  phases.Mark("cublaslt");
   std::vector<GemmPath> candidates = mc.Candidates(!cublas_bad);
   if (opt.force_bt == 0) {
     if (cublas_bad) {
@@ -1203,13 +1232,17 @@ MoeRunReport RunChecked(const Shape& s, const collect::Case& c, const collect::R
   if (opt.time) {
     if (!ctx.runtime) throw Error("moe: RunContext without runtime info");
     mc.AllocateCopies(st);
+    phases.Mark("copies");
   }
   mc.Autotune(candidates, st);
+  phases.Mark("autotune");
   rep.kernel_source = mc.KernelSource();
   if (auto bad = mc.Check(opt, rep, st)) {
     rep.result = *bad;
+    rep.result.message += " (expert GEMMs: " + rep.kernel_source + ")";
     return rep;
   }
+  phases.Mark("check");
   if (!opt.time) {
     rep.result = CaseResult::Passed({});
     return rep;
@@ -1225,6 +1258,8 @@ MoeRunReport RunChecked(const Shape& s, const collect::Case& c, const collect::R
     mc.Launch(it % samples, (it / samples) % copies, stream);
   };
   const collect::TimingStats stats = TimeOnDevice(launch, ctx.timing, topt, ctx.measure_power);
+  phases.Mark("time");
+  phases.LogIfSlow(c.id, rep.kernel_source);
   rep.result = CaseResult::Passed(
       {collect::MakeRow(*table, *ctx.runtime, "moe", rep.kernel_source, c.params, stats, ctx.measure_power)});
   return rep;
