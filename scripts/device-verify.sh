@@ -17,7 +17,7 @@ if [ -f .servecast-commit ]; then export SERVECAST_COMMIT="$(head -n 1 .servecas
 regex="$1"
 bench="${2:-}"
 t0=$(date +%s)
-{ cmake --preset gpu && cmake --build --preset gpu -j "$(nproc)" --target servecast gpu_tests bench_moe_grouped; } \
+{ cmake --preset gpu && cmake --build --preset gpu -j "$(nproc)" --target servecast gpu_tests bench_moe_grouped bench_gemm_autotune; } \
   >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 (cd build/gpu && ctest -L gpu -R "$regex" --output-on-failure -j 2 >"$OUT/gputests.log" 2>&1)
