@@ -28,11 +28,6 @@ bool HaveGpu() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-bool WgmmaRunsHere() {
-  cudaDeviceProp prop{};
-  return sc::MoeGroupedWgmmaBuilt() && cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major == 9 &&
-         prop.minor == 0;
-}
 
 // args: type (0 bf16, 1 fp8, 2 fp8_block), experts, rows per expert, n, k, bt, kernel (0 mma.sync, 1 wgmma)
 void BM_MoeGroupedGemm(benchmark::State& state) {
@@ -45,7 +40,7 @@ void BM_MoeGroupedGemm(benchmark::State& state) {
   const int bt = static_cast<int>(state.range(5));
   const bool wgmma = state.range(6) != 0;
   if (!sc::MoeGroupedGemmSupported(type, n, k) ||
-      !(wgmma ? WgmmaRunsHere() : sc::MoeGroupedGemmValidBt(type, bt))) {
+      !(wgmma ? sc::MoeGroupedWgmmaRuns() && sc::MoeGroupedWgmmaValidBt(bt) : sc::MoeGroupedGemmValidBt(type, bt))) {
     state.SkipWithError("shape, bt or kernel not supported");
     return;
   }

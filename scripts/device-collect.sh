@@ -7,7 +7,7 @@
 # Before sending the tree to the GPU machine, stamp the commit with
 # `git rev-parse --short=12 HEAD > .servecast-commit` (add -dirty if the tree has
 # changes) and carry that ignored file, so that provenance names the commit: the
-# build takes it (SERVECAST_COMMIT) over whatever git metadata the copy has, which
+# build (scripts/device-build.sh) takes it over whatever git metadata the copy has, which
 # can belong to an older commit (the h200-moe run's first call was stamped
 # 4953f3514f97-dirty that way; PROVENANCE.md gives its real commit).
 #
@@ -24,10 +24,8 @@ cd "$(dirname "$0")/.."
 name="$1"; stop_after="$2"; shift 2
 : "${OUT:?OUT must name the folder whose files come back}"
 export NCCL_NVLS_ENABLE=0
-if [ -f .servecast-commit ]; then export SERVECAST_COMMIT="$(head -n 1 .servecast-commit)"; fi
 
-cmake --preset gpu >"$OUT/build.log" 2>&1 && cmake --build --preset gpu -j "$(nproc)" --target servecast >>"$OUT/build.log" 2>&1 \
-  || { tail -40 "$OUT/build.log"; exit 1; }
+scripts/device-build.sh servecast || exit 1
 bin=build/gpu/bin/servecast
 
 mkdir -p runs

@@ -13,12 +13,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?OUT must name the folder whose files come back}"
 export NCCL_NVLS_ENABLE=0
-if [ -f .servecast-commit ]; then export SERVECAST_COMMIT="$(head -n 1 .servecast-commit)"; fi
 regex="$1"
 bench="${2:-}"
 t0=$(date +%s)
-{ cmake --preset gpu && cmake --build --preset gpu -j "$(nproc)" --target servecast gpu_tests bench_moe_grouped bench_gemm_autotune; } \
-  >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+scripts/device-build.sh servecast gpu_tests bench_moe_grouped bench_gemm_autotune || exit 1
 echo "build: $(( $(date +%s) - t0 )) s"
 (cd build/gpu && ctest -L gpu -R "$regex" --output-on-failure -j 2 >"$OUT/gputests.log" 2>&1)
 rc=$?

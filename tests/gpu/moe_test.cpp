@@ -2,8 +2,6 @@
 // routings, each expert-GEMM path (cuBLASLt per expert, the grouped kernel at several
 // rows per tile, autotuned) against the stage-by-stage double-precision host
 // reference; the check catches a wrong result; the registered op emits a moe_perf row.
-#include <cuda_runtime.h>
-
 #include <cstdio>
 #include <string>
 #include <tuple>
@@ -57,13 +55,6 @@ const std::vector<Layer>& Layers() {
 
 class MoeMatchesReference : public ::testing::TestWithParam<Param> {};
 
-// The wgmma kernel is compiled into this build and the GPU is compute capability 9.0.
-bool WgmmaRunsHere() {
-  cudaDeviceProp prop{};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return false;
-  return MoeGroupedWgmmaBuilt() && prop.major == 9 && prop.minor == 0;
-}
 
 std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
   std::string d = std::get<1>(info.param);
@@ -86,7 +77,7 @@ TEST_P(MoeMatchesReference, OnSmallLayers) {
     int bt;
     bool wgmma;
   };
-  const bool wgmma_runs = WgmmaRunsHere();
+  const bool wgmma_runs = MoeGroupedWgmmaRuns();
   for (const Path& p : std::vector<Path>{{0, false}, {8, false}, {32, false}, {64, false}, {128, false},
                                          {8, true}, {64, true}, {128, true}, {-1, false}}) {
     MoeRunOptions opt;
@@ -132,7 +123,7 @@ TEST_P(MoeCheckCatchesWrongResults, WhenTheReferenceDiffers) {
   opt.time = false;
   for (int bt : {0, 16, 64}) {
     opt.force_bt = bt;
-    opt.force_wgmma = bt == 64 && WgmmaRunsHere();
+    opt.force_wgmma = bt == 64 && MoeGroupedWgmmaRuns();
     opt.perturb_reference = 0.1;  // the reference output 10% larger than the layer's
     const MoeRunReport bad = RunMoeCase(c, QuickContext(), opt);
     EXPECT_EQ(bad.result.disposition, Disposition::kIncorrect) << Describe(bad);

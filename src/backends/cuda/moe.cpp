@@ -470,7 +470,7 @@ class MoeCase {
         LaunchMoeQuantGroup128(b_.perm.get(), false, smp.rows, s.H, b_.offsets.as<int>(), b_.counts.as<int>(), s.L,
                                b_.permq.get(), b_.perm_scale.as<float>(), st);
       if (path_.bt > 0)
-        LaunchGrouped(GroupedArgs(true, copy, tiles_[static_cast<std::size_t>(sample)]), st);
+        LaunchGrouped(GroupedArgs(true, copy, Tiles()[static_cast<std::size_t>(sample)]), st);
       else
         for (const auto& g : smp.gemms)
           SC_CUBLAS_CHECK(Matmul(g->gu, g->gu_algo, W13(copy, g->w), GemmInUp(g->off),
@@ -487,7 +487,7 @@ class MoeCase {
         }
       }
       if (path_.bt > 0)
-        LaunchGrouped(GroupedArgs(false, copy, tiles_[static_cast<std::size_t>(sample)]), st);
+        LaunchGrouped(GroupedArgs(false, copy, Tiles()[static_cast<std::size_t>(sample)]), st);
       else
         for (const auto& g : smp.gemms)
           SC_CUBLAS_CHECK(Matmul(g->down, g->down_algo, W2(copy, g->w), GemmInDown(g->off),
@@ -513,11 +513,13 @@ class MoeCase {
   // The expert GEMMs run as one grouped launch each with `bt` rows per tile (bt > 0,
   // mma.sync or wgmma kernel), or as one cuBLASLt matmul per expert (bt = 0;
   // BuildGemms must have succeeded).
+  // Each bt's tile lists are built and copied to the device once per case (the mma.sync
+  // and wgmma kernels share them).
   void UsePath(const GemmPath& path, cudaStream_t st) {
     path_ = path;
-    tiles_.clear();
     const int bt = path.bt;
-    if (bt == 0) return;
+    if (bt == 0 || tiles_.count(bt)) return;
+    std::vector<TileSet>& sets = tiles_[bt];
     const Shape& s = s_;
     for (const auto& smp : samples_) {
       TileSet ts;
@@ -541,7 +543,7 @@ class MoeCase {
         (up ? ts.up : ts.down) = std::move(buf);
         (up ? ts.n_up : ts.n_down) = static_cast<int>(tiles.size());
       }
-      tiles_.push_back(std::move(ts));
+      sets.push_back(std::move(ts));
     }
     SC_CUDA_CHECK(cudaStreamSynchronize(st));
   }
@@ -559,9 +561,9 @@ class MoeCase {
       for (std::int64_t e = 0; e < s_.L; ++e)
         max_seg = std::max(max_seg, smp->offsets[static_cast<std::size_t>(e + 1)] - smp->offsets[static_cast<std::size_t>(e)]);
     for (bool wgmma : {false, true}) {
-      if (wgmma && !(WgmmaRuns() && WgmmaEnabled())) break;
+      if (wgmma && !(MoeGroupedWgmmaRuns() && WgmmaEnabled())) break;
       for (int bt : {8, 16, 32, 64, 128}) {
-        if (!wgmma && !MoeGroupedGemmValidBt(GemmType(), bt)) break;
+        if (!(wgmma ? MoeGroupedWgmmaValidBt(bt) : MoeGroupedGemmValidBt(GemmType(), bt))) break;
         c.push_back(GemmPath{bt, wgmma});
         if (bt >= max_seg) break;
       }
@@ -574,12 +576,6 @@ class MoeCase {
   static bool WgmmaEnabled() {
     const char* v = std::getenv("SERVECAST_MOE_WGMMA");
     return v != nullptr && std::string(v) == "1";
-  }
-
-  // The wgmma kernel is in this build and the device is compute capability 9.0.
-  static bool WgmmaRuns() {
-    const cudaDeviceProp& prop = Context().prop;
-    return MoeGroupedWgmmaBuilt() && prop.major == 9 && prop.minor == 0;
   }
 
   // Autotune, the way engines pick a MoE tactic: time each candidate on this case
@@ -821,7 +817,9 @@ class MoeCase {
   std::int64_t touched_ = 0;
   int copies_ = 1;
   GemmPath path_;               // the expert GEMMs' implementation
-  std::vector<TileSet> tiles_;  // per sample, when path_.bt > 0
+  std::map<int, std::vector<TileSet>> tiles_;  // rows per tile -> per sample
+
+  const std::vector<TileSet>& Tiles() const { return tiles_.at(path_.bt); }
   Buffers b_;
   std::vector<float> w13_scale_host_, w2_scale_host_;
 };
@@ -1213,9 +1211,9 @@ MoeRunReport RunChecked(const Shape& s, const collect::Case& c, const collect::R
     }
     candidates = {GemmPath{}};
   } else if (opt.force_bt > 0) {
-    // The wgmma kernel takes bt 8 .. 128 for every type (the bf16 rule of the mma.sync one).
-    const bool ok = mc.GroupedSupported() && (opt.force_wgmma ? MoeCase::WgmmaRuns() && MoeGroupedGemmValidBt(MoeGemmType::kBf16, opt.force_bt)
-                                                                : MoeGroupedGemmValidBt(mc.GemmType(), opt.force_bt));
+    const bool ok = mc.GroupedSupported() &&
+                    (opt.force_wgmma ? MoeGroupedWgmmaRuns() && MoeGroupedWgmmaValidBt(opt.force_bt)
+                                     : MoeGroupedGemmValidBt(mc.GemmType(), opt.force_bt));
     if (!ok) {
       rep.result = NotSupported("GroupedShape", std::string("the grouped expert GEMM (") +
                                                     (opt.force_wgmma ? "wgmma" : "mma.sync") +

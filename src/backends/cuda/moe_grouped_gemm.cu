@@ -277,6 +277,19 @@ void LaunchMoeGroupedGemm(const MoeGroupedGemmArgs& g, int bt, cudaStream_t stre
   }
 }
 
+bool MoeGroupedWgmmaRuns() {
+  if (!MoeGroupedWgmmaBuilt()) return false;
+  int dev = 0, major = 0, minor = 0;
+  SC_CUDA_CHECK(cudaGetDevice(&dev));
+  SC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  SC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  return major == 9 && minor == 0;
+}
+
+bool MoeGroupedWgmmaValidBt(int bt) {
+  return bt == 8 || bt == 16 || bt == 32 || bt == 64 || bt == 128;
+}
+
 #if !defined(SERVECAST_HAVE_SM90A)
 bool MoeGroupedWgmmaBuilt() {
   return false;

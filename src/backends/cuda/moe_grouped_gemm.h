@@ -87,10 +87,14 @@ bool MoeGroupedGemmValidBt(MoeGemmType type, int bt);
 void LaunchMoeGroupedGemm(const MoeGroupedGemmArgs& args, int bt, cudaStream_t stream);
 
 // The same GEMM on Hopper's warpgroup MMA (sm90a/moe_grouped_wgmma.cu): same tiles,
-// arguments and results; bt 8 .. 128 for every type. It is compiled for sm_90a only,
-// in builds whose CUDA architectures include 90 (MoeGroupedWgmmaBuilt), and runs only
-// on a compute capability 9.0 device; elsewhere the launcher throws Error.
+// arguments and results. It is compiled for sm_90a only, in builds whose CUDA
+// architectures include 90 (MoeGroupedWgmmaBuilt), and runs only on a compute
+// capability 9.0 device (MoeGroupedWgmmaRuns: built, and the current device is one);
+// elsewhere the launcher throws Error.
 bool MoeGroupedWgmmaBuilt();
+bool MoeGroupedWgmmaRuns();
+// Its rows-per-tile variants: 8, 16, 32, 64, 128 for every type.
+bool MoeGroupedWgmmaValidBt(int bt);
 void LaunchMoeGroupedGemmWgmma(const MoeGroupedGemmArgs& args, int bt, cudaStream_t stream);
 
 }  // namespace servecast::cuda

@@ -207,14 +207,14 @@ bool MoeGroupedWgmmaBuilt() {
 
 void LaunchMoeGroupedGemmWgmma(const MoeGroupedGemmArgs& g, int bt, cudaStream_t stream) {
   if (!moe_gemm::ReadyToLaunch(g, "moe grouped wgmma")) return;
+  if (!MoeGroupedWgmmaValidBt(bt))
+    throw Error("moe grouped wgmma: rows per tile " + std::to_string(bt) + "; expected 8, 16, 32, 64 or 128");
   switch (bt) {
     case 8: return LaunchBt<8>(g, stream);
     case 16: return LaunchBt<16>(g, stream);
     case 32: return LaunchBt<32>(g, stream);
     case 64: return LaunchBt<64>(g, stream);
     case 128: return LaunchBt<128>(g, stream);
-    default:
-      throw Error("moe grouped wgmma: rows per tile " + std::to_string(bt) + "; expected 8, 16, 32, 64 or 128");
   }
 }
 
