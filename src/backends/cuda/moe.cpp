@@ -19,7 +19,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -549,9 +548,12 @@ class MoeCase {
   }
 
   // The candidate implementations of the expert GEMMs: cuBLASLt per expert (when it
-  // took every matmul) and each grouped kernel (mma.sync; wgmma where it runs) with 8
-  // rows per tile up to the first size that holds the largest expert segment in one
-  // tile.
+  // took every matmul) and the grouped kernel with 8 rows per tile up to the first size
+  // that holds the largest expert segment in one tile. The grouped kernel is the wgmma
+  // one where it runs (sm_90a builds on Hopper) and mma.sync elsewhere: on the H200,
+  // wgmma matched mma.sync at 8 rows per tile and beat it at every larger size, by up
+  // to 2.8x for fp8 (bench_moe_grouped, benchmarks/RESULTS.md), so timing both only
+  // doubled the autotune.
   std::vector<GemmPath> Candidates(bool cublas_ok) const {
     std::vector<GemmPath> c;
     if (cublas_ok) c.push_back(GemmPath{});
@@ -560,22 +562,13 @@ class MoeCase {
     for (const auto& smp : samples_)
       for (std::int64_t e = 0; e < s_.L; ++e)
         max_seg = std::max(max_seg, smp->offsets[static_cast<std::size_t>(e + 1)] - smp->offsets[static_cast<std::size_t>(e)]);
-    for (bool wgmma : {false, true}) {
-      if (wgmma && !(MoeGroupedWgmmaRuns() && WgmmaEnabled())) break;
-      for (int bt : {8, 16, 32, 64, 128}) {
-        if (!(wgmma ? MoeGroupedWgmmaValidBt(bt) : MoeGroupedGemmValidBt(GemmType(), bt))) break;
-        c.push_back(GemmPath{bt, wgmma});
-        if (bt >= max_seg) break;
-      }
+    const bool wgmma = MoeGroupedWgmmaRuns();
+    for (int bt : {8, 16, 32, 64, 128}) {
+      if (!(wgmma ? MoeGroupedWgmmaValidBt(bt) : MoeGroupedGemmValidBt(GemmType(), bt))) break;
+      c.push_back(GemmPath{bt, wgmma});
+      if (bt >= max_seg) break;
     }
     return c;
-  }
-
-  // The wgmma kernel has not run on a GPU yet: the autotuner tries it only with
-  // SERVECAST_MOE_WGMMA=1 until the GPU tests have passed it (forced paths ignore this).
-  static bool WgmmaEnabled() {
-    const char* v = std::getenv("SERVECAST_MOE_WGMMA");
-    return v != nullptr && std::string(v) == "1";
   }
 
   // Autotune, the way engines pick a MoE tactic: time each candidate on this case
@@ -1157,9 +1150,10 @@ std::optional<CaseResult> MoeCase::CheckSample(int sample, const MoeRunOptions& 
   return std::nullopt;
 }
 
-// Wall time of a case's phases; a case slower than one second says where its time
+// Wall time of a case's phases; a case slower than kSlowCaseMs says where its time
 // went on the worker's stderr (the run's collector.log), so the collection's cost
 // can be attributed without a profiler.
+constexpr double kSlowCaseMs = 300;
 class PhaseClock {
  public:
   void Mark(const char* name) {
@@ -1170,7 +1164,7 @@ class PhaseClock {
   void LogIfSlow(const std::string& id, const std::string& source) const {
     double total = 0;
     for (const auto& m : marks_) total += m.second;
-    if (total < 1000) return;
+    if (total < kSlowCaseMs) return;
     std::string line = "moe phases (ms, " + source + "):";
     for (const auto& m : marks_) line += " " + m.first + " " + std::to_string(static_cast<long long>(m.second));
     std::fprintf(stderr, "%s | %s\n", line.c_str(), id.c_str());

@@ -15,9 +15,8 @@
 // a MoE tactic):
 //  - servecast's grouped GEMM (moe_grouped_gemm.h): every local expert in one launch,
 //    tiles of 128 output columns x bt token rows (bt 8 .. 128), on mma.sync
-//    (kernel_source "servecast_moe:grouped_mma_bt<bt>") or, on Hopper in builds for
-//    sm_90, on warpgroup MMA ("servecast_moe:grouped_wgmma_bt<bt>"; written, not yet
-//    run on a GPU, so the autotuner tries it only with SERVECAST_MOE_WGMMA=1);
+//    warpgroup MMA on Hopper in builds for sm_90 ("servecast_moe:grouped_wgmma_bt<bt>"),
+//    mma.sync elsewhere ("servecast_moe:grouped_mma_bt<bt>");
 //  - one cuBLASLt matmul per non-empty local expert (heuristic top choice that runs);
 //    kernel_source "servecast_moe:cublaslt_per_expert". It pays a launch per expert,
 //    and wins when each expert has many rows.

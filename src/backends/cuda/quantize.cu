@@ -292,13 +292,6 @@ void ScaleBf16ByBlockPattern(void* x_bf16, std::int64_t rows, std::int64_t cols,
   SC_CUDA_CHECK_LAUNCH();
 }
 
-float E4m3ToFloat(std::uint8_t b) {
-  const int sign = b >> 7, e = (b >> 3) & 0xF, mant = b & 7;
-  if (e == 15 && mant == 7) return std::numeric_limits<float>::quiet_NaN();
-  float v = e == 0 ? std::ldexp(static_cast<float>(mant), -9) : std::ldexp(1.0f + mant / 8.0f, e - 7);
-  return sign ? -v : v;
-}
-
 double E4m3Ulp(double v) {
   const double a = std::fabs(v);
   if (a < std::ldexp(1.0, -6)) return std::ldexp(1.0, -9);

@@ -11,8 +11,10 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 namespace servecast::cuda {
 
@@ -68,8 +70,32 @@ void CountNanE4m3(const void* q, std::size_t n, unsigned long long* count, cudaS
 void ScaleBf16ByBlockPattern(void* x_bf16, std::int64_t rows, std::int64_t cols, std::int64_t row_block, int salt,
                              cudaStream_t stream);
 
-// Host: the value of an e4m3 byte (NaN for 0x7F / 0xFF).
-float E4m3ToFloat(std::uint8_t b);
+// Host: the values of the 256 e4m3 bytes (NaN for 0x7F / 0xFF), built at compile
+// time: the reference checks decode tens of millions of bytes per MoE case, and a
+// per-byte ldexp there cost seconds.
+constexpr std::array<float, 256> MakeE4m3Values() {
+  std::array<float, 256> t{};
+  for (int b = 0; b < 256; ++b) {
+    const int e = (b >> 3) & 0xF, mant = b & 7;
+    float v = 0;
+    if (e == 15 && mant == 7) {
+      v = std::numeric_limits<float>::quiet_NaN();
+    } else {
+      // normal: (8 + mant) * 2^(e - 10); subnormal (e = 0): mant * 2^-9
+      float p = e == 0 ? 1.0f / 512 : 1.0f / 1024;
+      for (int i = 0; i < e; ++i) p *= 2;
+      v = static_cast<float>(e == 0 ? mant : 8 + mant) * p;
+    }
+    t[static_cast<std::size_t>(b)] = (b >> 7) ? -v : v;
+  }
+  return t;
+}
+inline constexpr std::array<float, 256> kE4m3Values = MakeE4m3Values();
+static_assert(kE4m3Values[0x38] == 1.0f && kE4m3Values[0xB8] == -1.0f && kE4m3Values[0x7E] == 448.0f &&
+              kE4m3Values[0x01] == 1.0f / 512 && kE4m3Values[0x08] == 1.0f / 64 && kE4m3Values[0x0F] == 15.0f / 512);
+inline float E4m3ToFloat(std::uint8_t b) {
+  return kE4m3Values[b];
+}
 // Host: the spacing of e4m3 values at |v| (the spacing of the binade |v| lies in; 2^-9
 // among subnormals).
 double E4m3Ulp(double v);
