@@ -752,18 +752,19 @@ class MoeCase {
                                msg);
   }
 
-  // Row `row` of touched expert `w`'s W13 (up) or W2, dequantized from its bytes.
-  std::vector<double> DequantWeightRow(bool up, std::int64_t w, std::int64_t row, const std::uint8_t* bytes) const {
+  // Row `row` of touched expert `w`'s W13 (up) or W2, dequantized from its bytes into `out`.
+  void DequantWeightRow(bool up, std::int64_t w, std::int64_t row, const std::uint8_t* bytes,
+                        std::vector<double>& out) const {
     const Shape& s = s_;
     const std::int64_t cols = up ? s.H : s.I;
-    std::vector<double> out(static_cast<std::size_t>(cols));
+    out.resize(static_cast<std::size_t>(cols));
     if (s.dtype == Dtype::kBf16) {
       for (std::int64_t l = 0; l < cols; ++l) {
         std::uint16_t v = 0;
         std::memcpy(&v, bytes + 2 * l, 2);
         out[static_cast<std::size_t>(l)] = Bf16ToF32(v);
       }
-      return out;
+      return;
     }
     const std::vector<float>& sc = up ? w13_scale_host_ : w2_scale_host_;
     for (std::int64_t l = 0; l < cols; ++l) {
@@ -775,24 +776,29 @@ class MoeCase {
             sc[static_cast<std::size_t>(w * (up ? s.S13() : s.S2()) + (row / 128) * (up ? s.kbp13 : s.kbp2) + l / 128)];
       out[static_cast<std::size_t>(l)] = static_cast<double>(E4m3ToFloat(bytes[l])) * scale;
     }
-    return out;
   }
 
   std::int64_t WeightRowOffset(bool up, std::int64_t w, std::int64_t row) const {
     return w * (up ? s_.W13Stride() : s_.W2Stride()) + row * (up ? s_.H : s_.I) * s_.esz;
   }
 
-  // Rows (up, w, row) of the weights, dequantized, in one gather and one copy to the
-  // host (the check needs thousands of rows; one copy each made it the slowest part
-  // of a case).
-  std::map<std::tuple<bool, std::int64_t, std::int64_t>, std::vector<double>> WeightRows(
-      const std::set<std::tuple<bool, std::int64_t, std::int64_t>>& keys, cudaStream_t st) const {
-    std::map<std::tuple<bool, std::int64_t, std::int64_t>, std::vector<double>> out;
+  using RowKey = std::tuple<bool, std::int64_t, std::int64_t>;  // (up, touched expert, row)
+  // Weight rows as the device holds them (bf16 or e4m3 bytes); the check dequantizes a
+  // row when it uses it. Thousands of rows kept as doubles (about 200 MB for a
+  // DeepSeek-V3 sample) cost more than the sums over them.
+  struct WeightRowBytes {
+    std::vector<std::uint8_t> bytes;
+    std::map<RowKey, std::size_t> offset;  // key -> first byte of the row in `bytes`
+  };
+
+  // Adds the rows `keys` (those not held yet) to `out` in one gather and one copy to the
+  // host per matrix (one copy per row made this the slowest part of a case).
+  void FetchWeightRows(const std::set<RowKey>& keys, WeightRowBytes& out, cudaStream_t st) const {
     for (int up = 0; up < 2; ++up) {
-      std::vector<std::tuple<bool, std::int64_t, std::int64_t>> part;
+      std::vector<RowKey> part;
       std::vector<std::int64_t> offs;
       for (const auto& key : keys)
-        if (std::get<0>(key) == (up == 1)) {
+        if (std::get<0>(key) == (up == 1) && !out.offset.count(key)) {
           part.push_back(key);
           offs.push_back(WeightRowOffset(up == 1, std::get<1>(key), std::get<2>(key)));
         }
@@ -803,13 +809,12 @@ class MoeCase {
       LaunchGatherRows((up ? b_.w13[0] : b_.w2[0]).get(), offs_dev.as<std::int64_t>(), n, row_bytes, rows_dev.get(),
                        st);
       const auto bytes = Read<std::uint8_t>(rows_dev.get(), 0, n * row_bytes, st);
+      const std::size_t base = out.bytes.size();
+      out.bytes.insert(out.bytes.end(), bytes.begin(), bytes.end());
       for (std::size_t i = 0; i < part.size(); ++i)
-        out.emplace(part[i], DequantWeightRow(up == 1, std::get<1>(part[i]), std::get<2>(part[i]),
-                                              bytes.data() + static_cast<std::int64_t>(i) * row_bytes));
+        out.offset.emplace(part[i], base + i * static_cast<std::size_t>(row_bytes));
     }
-    return out;
   }
-
 
   std::optional<CaseResult> CheckSample(int sample, const MoeRunOptions& opt, MoeRunReport& rep, cudaStream_t st);
 
@@ -923,7 +928,7 @@ std::optional<CaseResult> MoeCase::CheckSample(int sample, const MoeRunOptions& 
   RefCheck routing_check, gather_check, quant_check, gu_check, h_check, down_check, combine_check, out_check;
   // Every weight row the sampled tokens' local picks need, read at once; a pick the
   // device routed elsewhere (caught by the routing check) reads its rows one by one.
-  std::set<std::tuple<bool, std::int64_t, std::int64_t>> wanted;
+  std::set<RowKey> wanted;
   for (std::int64_t t : tokens)
     for (std::int64_t j = 0; j < s.K; ++j) {
       const std::int64_t e = r.expert_ids[static_cast<std::size_t>(t * s.K + j)];
@@ -935,12 +940,18 @@ std::optional<CaseResult> MoeCase::CheckSample(int sample, const MoeRunOptions& 
       }
       for (std::int64_t c : cols_h) wanted.emplace(false, w, c);
     }
-  auto w_cache = WeightRows(wanted, st);
+  WeightRowBytes w_rows;
+  FetchWeightRows(wanted, w_rows, st);
+  std::vector<double> w_row;  // the weight row in use, dequantized; valid until the next weight_row call
   auto weight_row = [&](bool up, std::int64_t w, std::int64_t row) -> const std::vector<double>& {
-    const auto key = std::make_tuple(up, w, row);
-    auto it = w_cache.find(key);
-    if (it == w_cache.end()) it = w_cache.emplace(key, WeightRows({key}, st).at(key)).first;
-    return it->second;
+    const RowKey key{up, w, row};
+    auto it = w_rows.offset.find(key);
+    if (it == w_rows.offset.end()) {
+      FetchWeightRows({key}, w_rows, st);
+      it = w_rows.offset.find(key);
+    }
+    DequantWeightRow(up, w, row, w_rows.bytes.data() + it->second, w_row);
+    return w_row;
   };
 
   for (std::int64_t t : tokens) {
