@@ -576,7 +576,7 @@ class MoeCase {
   // Autotune, the way engines pick a MoE tactic: time each candidate on this case
   // (every sample, weights rotated over the copies as when timed), keep the fastest.
   // The grouped kernel's tile sizes are timed from the largest down and the sweep stops
-  // at the first one slower than the best tile size before it: a smaller tile only
+  // at the first one more than 3% slower than the best tile size before it: a smaller tile only
   // re-reads each expert's weights more often, so past the turn it only gets slower,
   // and the small tiles of a large case were the autotune's most expensive timings.
   void Autotune(const std::vector<GemmPath>& candidates, cudaStream_t st) {
@@ -602,7 +602,7 @@ class MoeCase {
         best = path;
       }
       if (path.bt > 0) {
-        if (best_grouped_ms > 0 && ms > best_grouped_ms) break;
+        if (best_grouped_ms > 0 && ms > 1.03 * best_grouped_ms) break;  // 3%: past the turn, not timing noise
         if (best_grouped_ms == 0 || ms < best_grouped_ms) best_grouped_ms = ms;
       }
     }
