@@ -1,6 +1,7 @@
 // The CUDA attention ops (backends/cuda/attention_ops.h) against their
 // double-precision references on small shapes: MHA / GQA / MQA, sliding window,
-// head dims 64 / 128 / 256, bf16 and fp8 KV, split and unsplit decode; the
+// head dims 64 / 128 / 256, bf16 and fp8 KV, split and unsplit decode, every A/B
+// variant of the tensor-core decode kernel; the
 // not_supported paths; a perturbed reference that must fail; and (printed, never
 // asserted) the achieved rates at one large shape of each op.
 
@@ -92,6 +93,61 @@ TEST_P(AttentionGenerationKernels, SmallShapesMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AttentionDecode, AttentionGenerationKernels, ::testing::Bool());
+
+// Every A/B variant of the tensor-core kernel (PagedDecodeVariants: tile size,
+// ring depth, page-table prefetch, split target) through the op's double-precision
+// reference check: groups of 4, 8 and 32 (two head chunks), head dims 64 and 128,
+// one split and several, partial last pages, a window, and splits longer than the
+// page-table prefetch's 32-page chunks. The plan must name the variant, so a case
+// cannot pass on the default kernel instead.
+class AttentionGenerationVariants : public ::testing::TestWithParam<int> {
+ protected:
+  void TearDown() override { SetPagedDecodeVariant(0); }
+};
+
+TEST_P(AttentionGenerationVariants, SmallShapesMatchReference) {
+  SC_REQUIRE_GPU();
+  const int variant = GetParam();
+  const PagedDecodeVariant info = PagedDecodeVariants().at(static_cast<std::size_t>(variant));
+  std::printf("[variant %d] %s: %s; CTAs/SM on this device: %d at head dim 64, %d at 128\n", variant, info.name.c_str(),
+              info.description.c_str(), PagedDecodeVariantCtasPerSm(variant, 64),
+              PagedDecodeVariantCtasPerSm(variant, 128));
+  EXPECT_GE(PagedDecodeVariantCtasPerSm(variant, 128), 1);
+  SetPagedDecodeVariant(variant);
+  const collect::RunContext ctx = testing::QuickContext();
+  std::unique_ptr<collect::Op> op = MakeAttentionGenerationOp();
+  const std::vector<AttnCase> cases = {
+      {3, 1, 32, 8, 128, 0, 1000},    // group 4, split KV, a partial last page
+      {2, 1, 64, 8, 128, 0, 5000},    // group 8, split KV, a partial last page
+      {4, 1, 32, 8, 64, 0, 2100},     // group 4, head dim 64
+      {2, 1, 64, 8, 64, 0, 777},      // group 8, head dim 64
+      {64, 1, 32, 8, 128, 0, 100},    // one split
+      {2, 1, 32, 8, 64, 128, 1000},   // sliding window, first page partly hidden
+      {2, 1, 32, 1, 128, 0, 500},     // group 32: two head chunks
+      {16, 1, 32, 8, 128, 0, 40000},  // splits of 37-209 pages (several prefetch chunks)
+      {300, 1, 64, 8, 64, 0, 4094},   // 64-page splits (one or two per sequence), partial last page
+  };
+  for (const AttnCase& a : cases) {
+    collect::Case c = MakeCase("attention_generation", a);
+    collect::CaseResult r = op->Run(c, ctx);
+    EXPECT_EQ(r.disposition, Disposition::kPassed) << info.name << " " << c.id << " -> " << Describe(r);
+    if (r.disposition == Disposition::kPassed) {
+      ASSERT_EQ(r.rows.size(), 1u);
+      const std::string source = std::get<std::string>(r.rows[0].Get("kernel_source"));
+      EXPECT_NE(source.find("mma,"), std::string::npos) << source;
+      if (variant == 0)
+        EXPECT_EQ(source.find("variant="), std::string::npos) << source;
+      else
+        EXPECT_NE(source.find(",variant=" + info.name), std::string::npos) << source;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AttentionDecode, AttentionGenerationVariants,
+                         ::testing::Range(0, static_cast<int>(PagedDecodeVariants().size())),
+                         [](const ::testing::TestParamInfo<int>& p) {
+                           return PagedDecodeVariants().at(static_cast<std::size_t>(p.param)).name;
+                         });
 
 TEST(AttentionGeneration, PerturbedReferenceIsIncorrect) {
   SC_REQUIRE_GPU();

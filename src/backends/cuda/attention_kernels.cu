@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <set>
 #include <type_traits>
+#include <vector>
 
 #include "backends/cuda/attention_kernels.h"
 #include "backends/cuda/cuda_check.h"
@@ -361,7 +362,8 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention(DecodeArgs a)
 //
 // Same decomposition and split rule, but one CTA takes up to 16 query heads of a
 // KV group (the rows of an m16n8k16 bf16 MMA; rows past the group are zero) and
-// tiles of 64 tokens (one page). Per tile, warp w owns tokens [16w, 16w + 16):
+// tiles of 16 tokens per warp (the default: 4 warps, 64 tokens, one page). Per
+// tile, warp w owns tokens [16w, 16w + 16):
 //   S = Q·Kᵀ for its 16 tokens (2 n-blocks × head_dim/16 k-steps; K fragments are
 //       32-bit shared loads, Q fragments stay in registers for the whole split),
 //   the tile's row maxima are exchanged through shared memory (all warps then hold
@@ -369,24 +371,49 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention(DecodeArgs a)
 //       the A operand of
 //   O_w += P·V for its 16 tokens (one k-step; V fragments by ldmatrix.trans),
 // so each warp carries a partial O over its own tokens with a shared max; the
-// four partials and their row sums are added at the end. K/V tiles arrive through
-// a 3-stage cp.async ring (rows padded by 16 bytes: conflict-free fragment loads).
-constexpr int kMmaTile = 64;
-constexpr int kMmaStages = 3;
+// partials and their row sums are added at the end. K/V tiles arrive through a
+// cp.async ring of kStagesC stages (rows padded by 16 bytes: conflict-free
+// fragment loads).
+//
+// Three knobs set the bytes in flight and the occupancy: warps per CTA (hence the
+// tile, 16 tokens per warp), ring depth, and page-table prefetch. kMmaWarps,
+// kMmaStages and kMmaTablePrefetch are what the op runs (3 stages of 64 tokens:
+// 102 KiB at head dim 128, 2 CTAs per SM); the other combinations are A/B
+// variants (SetPagedDecodeVariant, bench_decode_variants). MmaConfig describes
+// one on the host (the kernel takes the three values as template arguments:
+// nvcc's host stubs cannot name a class-type template argument).
+struct MmaConfig {
+  int warps;            // 16 tokens each: a tile is 16·warps tokens (16, 32 or 64)
+  int stages;           // depth of the cp.async ring
+  bool table_prefetch;  // page-table entries read 32 pages ahead into registers
+};
+constexpr int kMmaWarps = 4, kMmaStages = 3;  // the default
+constexpr bool kMmaTablePrefetch = false;
 constexpr int kMmaRows = 16;
 
 template <int D>
 constexpr int MmaRowBytes() {
   return (D + 8) * 2;
 }
-template <int D>
+template <int D, int kWarpsC = kMmaWarps>
 constexpr int MmaStageBytes() {
-  return 2 * kMmaTile * MmaRowBytes<D>();  // K and V tiles
+  return 2 * 16 * kWarpsC * MmaRowBytes<D>();  // K and V tiles
 }
-template <int D>
+template <int D, int kWarpsC = kMmaWarps, int kStagesC = kMmaStages>
 constexpr int MmaSmemBytes() {
-  return kMmaStages * MmaStageBytes<D>();
+  return kStagesC * MmaStageBytes<D, kWarpsC>();
 }
+// CTAs of a config that fit on one multiprocessor by shared memory (228 KiB per SM
+// on Hopper, 1 KiB reserved per CTA, plus the kernel's static arrays), at most 16;
+// the split rule's CTAs-per-SM target for the variants.
+template <int D, int kWarpsC, int kStagesC>
+constexpr int MmaCtasPerSm() {
+  constexpr int kStatic = (3 * kWarpsC + 1) * kMmaRows * 4;
+  constexpr int kPerCta = MmaSmemBytes<D, kWarpsC, kStagesC>() + kStatic + 1024;
+  return std::min(16, 228 * 1024 / kPerCta);
+}
+static_assert(MmaCtasPerSm<128, kMmaWarps, kMmaStages>() == 2 && MmaCtasPerSm<64, kMmaWarps, kMmaStages>() == 4,
+              "the default's split rule (2 CTAs per SM at head dim 128, else 4) is its shared-memory occupancy");
 
 __device__ __forceinline__ void Mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
   asm volatile(
@@ -408,21 +435,66 @@ __device__ __forceinline__ unsigned PackBf16(float lo, float hi) {
   return *reinterpret_cast<unsigned*>(&v);
 }
 
-template <int D>
-__global__ void __launch_bounds__(kThreads) paged_decode_attention_mma(DecodeArgs a) {
+// The pool page of a split's i-th page (i counted from the split's first page).
+// Without prefetch: a global load when the tile is issued (the cp.async addresses
+// wait for it). With prefetch: each lane holds one entry of the current chunk of 32
+// pages and one of the next, loaded a whole chunk ahead, and the entry is taken by
+// a shuffle. Get must be called by whole warps (every thread of the CTA issues every
+// tile) with i rising by at most one per call.
+template <bool kPrefetch>
+struct MmaPageTable;
+template <>
+struct MmaPageTable<false> {
+  const std::int32_t* row;
+  int p_begin;
+  __device__ MmaPageTable(const std::int32_t* seq_row, int first, int /*n_pages*/, int /*lane*/)
+      : row(seq_row), p_begin(first) {}
+  __device__ int Get(int i) { return row[p_begin + i]; }
+};
+template <>
+struct MmaPageTable<true> {
+  const std::int32_t* row;
+  int n_pages, lane, chunk = 0, cur = 0, next = 0;
+  __device__ MmaPageTable(const std::int32_t* seq_row, int first, int n, int l)
+      : row(seq_row + first), n_pages(n), lane(l) {
+    cur = Load(0);
+    next = Load(1);
+  }
+  __device__ int Load(int c) const {
+    const int i = c * 32 + lane;
+    return i < n_pages ? row[i] : 0;
+  }
+  __device__ int Get(int i) {
+    const int c = i >> 5;
+    if (c != chunk) {
+      cur = next;
+      next = Load(c + 1);
+      chunk = c;
+    }
+    return __shfl_sync(0xffffffffu, cur, i & 31);
+  }
+};
+
+template <int D, int kWarpsC, int kStagesC, bool kTablePrefetch>
+__global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(DecodeArgs a) {
+  constexpr int kThreadsC = kWarpsC * 32;
+  constexpr int kTile = 16 * kWarpsC;
   constexpr int kRowBytes = MmaRowBytes<D>();
-  constexpr int kTileBytes = kMmaTile * kRowBytes;
+  constexpr int kTileBytes = kTile * kRowBytes;
   constexpr int kKSteps = D / 16;
   constexpr int kNBlocks = D / 8;
   constexpr int kPiecesPerRow = D / 8;  // 16-byte pieces
-  constexpr int kPiecesPerThread = kMmaTile * kPiecesPerRow / kThreads;
-  constexpr int kTilesPerPage = kPagedKvPageSize / kMmaTile;
-  static_assert(kTilesPerPage == 1, "one tile per page");
-  static_assert(kWarps * kMmaRows * D * 4 <= MmaSmemBytes<D>(), "the final reduction reuses the stages");
+  constexpr int kPiecesPerThread = kTile * kPiecesPerRow / kThreadsC;
+  static_assert(kTile * kPiecesPerRow % kThreadsC == 0, "whole pieces per thread");
+  static_assert(kPagedKvPageSize % kTile == 0, "a tile must not cross a page");
+  constexpr int kTilesPerPage = kPagedKvPageSize / kTile;
+  static_assert(kStagesC >= 2, "at least double buffering");
+  static_assert(kWarpsC * kMmaRows * D * 4 <= MmaSmemBytes<D, kWarpsC, kStagesC>(),
+                "the final reduction reuses the stages");
 
   extern __shared__ __align__(16) unsigned char s_stage[];
-  __shared__ float s_tile_max[2][kWarps][kMmaRows];
-  __shared__ float s_row_sum[kWarps][kMmaRows];
+  __shared__ float s_tile_max[2][kWarpsC][kMmaRows];
+  __shared__ float s_row_sum[kWarpsC][kMmaRows];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int gq = lane >> 2, tq = lane & 3;  // MMA fragment coordinates
@@ -459,20 +531,22 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention_mma(DecodeArg
   const int last_page = (a.tokens - 1) / kPagedKvPageSize;
   const int p_begin = first_page + split * a.pages_per_split;
   const int p_end = min(last_page + 1, p_begin + a.pages_per_split);
-  const int n_tiles = p_end - p_begin;
-  const std::int32_t* table = a.page_table + static_cast<std::size_t>(b) * a.pages_per_seq;
+  const int n_tiles = (p_end - p_begin) * kTilesPerPage;
+  MmaPageTable<kTablePrefetch> table(a.page_table + static_cast<std::size_t>(b) * a.pages_per_seq, p_begin,
+                                     p_end - p_begin, lane);
   const __nv_bfloat16* k_pool = static_cast<const __nv_bfloat16*>(a.k);
   const __nv_bfloat16* v_pool = static_cast<const __nv_bfloat16*>(a.v);
 
   auto issue_tile = [&](int t) {
     if (t < n_tiles) {
-      const std::size_t pool_page = static_cast<std::size_t>(table[p_begin + t]);
-      const std::size_t base = (pool_page * a.num_kv_heads + kvh) * kPagedKvPageSize * D;
-      unsigned char* k_dst = s_stage + (t % kMmaStages) * MmaStageBytes<D>();
+      const std::size_t pool_page = static_cast<std::size_t>(table.Get(t / kTilesPerPage));
+      const std::size_t base =
+          ((pool_page * a.num_kv_heads + kvh) * kPagedKvPageSize + (t % kTilesPerPage) * kTile) * D;
+      unsigned char* k_dst = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC>();
       unsigned char* v_dst = k_dst + kTileBytes;
 #pragma unroll
       for (int i = 0; i < kPiecesPerThread; ++i) {
-        const int piece = i * kThreads + tid;
+        const int piece = i * kThreadsC + tid;
         const int tok = piece / kPiecesPerRow, col = (piece % kPiecesPerRow) * 8;
         const std::size_t src = base + static_cast<std::size_t>(tok) * D + col;
         CopyAsync<16>(k_dst + tok * kRowBytes + col * 2, k_pool + src);
@@ -482,15 +556,15 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention_mma(DecodeArg
     CopyAsyncCommit();
   };
 
-  for (int t = 0; t < kMmaStages - 1; ++t) issue_tile(t);
+  for (int t = 0; t < kStagesC - 1; ++t) issue_tile(t);
 
   for (int t = 0; t < n_tiles; ++t) {
-    CopyAsyncWait<kMmaStages - 2>();
+    CopyAsyncWait<kStagesC - 2>();
     __syncthreads();  // tile t visible to all; everyone is done with tile t - 1's stage
-    issue_tile(t + kMmaStages - 1);
-    const unsigned char* k_tile = s_stage + (t % kMmaStages) * MmaStageBytes<D>();
+    issue_tile(t + kStagesC - 1);
+    const unsigned char* k_tile = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC>();
     const unsigned char* v_tile = k_tile + kTileBytes;
-    const int tile_pos0 = (p_begin + t) * kPagedKvPageSize;
+    const int tile_pos0 = (p_begin + t / kTilesPerPage) * kPagedKvPageSize + (t % kTilesPerPage) * kTile;
 
     // S for this warp's 16 tokens: two n-blocks of 8.
     float sc[2][4];
@@ -529,7 +603,7 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention_mma(DecodeArg
     }
     __syncthreads();
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
+    for (int w = 0; w < kWarpsC; ++w) {
       mx_lo = fmaxf(mx_lo, s_tile_max[t & 1][w][gq]);
       mx_hi = fmaxf(mx_hi, s_tile_max[t & 1][w][gq + 8]);
     }
@@ -602,11 +676,11 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention_mma(DecodeArg
     s_row_max[gq + 8] = m_hi;
   }
   __syncthreads();
-  for (int idx = tid; idx < rows * D; idx += kThreads) {
+  for (int idx = tid; idx < rows * D; idx += kThreadsC) {
     const int r = idx / D, d = idx % D;
     float acc = 0.f, sum = 0.f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
+    for (int w = 0; w < kWarpsC; ++w) {
       acc += s_red[w][r][d];
       sum += s_row_sum[w][r];
     }
@@ -665,13 +739,80 @@ __global__ void __launch_bounds__(D)
 }
 
 // Raises the kernel's dynamic shared-memory limit (once per instantiation; a
-// host-side attribute, legal during stream capture) and launches it.
+// host-side attribute, legal during stream capture); with max_carveout also asks
+// for the largest shared-memory carveout (the A/B variants that aim at more CTAs
+// per multiprocessor than the default).
+void PrepareDecodeKernel(void (*kernel)(DecodeArgs), int smem_bytes, bool max_carveout = false) {
+  static thread_local std::set<const void*> raised;
+  if (raised.insert(reinterpret_cast<const void*>(kernel)).second) {
+    SC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+    if (max_carveout)
+      SC_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+  }
+}
+
+// Prepares the kernel and launches it.
 void LaunchDecodeKernel(void (*kernel)(DecodeArgs), dim3 grid, const DecodeArgs& a, cudaStream_t stream,
                         int smem_bytes = kStageBytes) {
-  static thread_local std::set<const void*> raised;
-  if (raised.insert(reinterpret_cast<const void*>(kernel)).second)
-    SC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+  PrepareDecodeKernel(kernel, smem_bytes);
   kernel<<<grid, kThreads, smem_bytes, stream>>>(a);
+}
+
+// ---- the tensor-core kernel's A/B variants -------------------------------------------
+//
+// Each names a config (tile, ring depth, page-table prefetch) and a split target:
+// the split rule aims at split_waves × the config's CTAs per SM (by shared memory).
+// Variant 0 is the default, which the op runs unless SetPagedDecodeVariant says
+// otherwise; its kernel, launch and split rule are the ones from before the
+// variants existed.
+struct MmaVariant {
+  const char* name;
+  const char* what;
+  MmaConfig config;
+  int split_waves;
+  void (*kernel64)(DecodeArgs);
+  void (*kernel128)(DecodeArgs);
+  int smem64, smem128;                // dynamic shared memory (the K/V ring)
+  int ctas_per_sm64, ctas_per_sm128;  // by shared memory (MmaCtasPerSm)
+};
+
+template <int kWarpsC, int kStagesC, bool kTablePrefetch>
+MmaVariant MakeMmaVariant(const char* name, int split_waves, const char* what) {
+  return {name,
+          what,
+          MmaConfig{kWarpsC, kStagesC, kTablePrefetch},
+          split_waves,
+          paged_decode_attention_mma<64, kWarpsC, kStagesC, kTablePrefetch>,
+          paged_decode_attention_mma<128, kWarpsC, kStagesC, kTablePrefetch>,
+          MmaSmemBytes<64, kWarpsC, kStagesC>(),
+          MmaSmemBytes<128, kWarpsC, kStagesC>(),
+          MmaCtasPerSm<64, kWarpsC, kStagesC>(),
+          MmaCtasPerSm<128, kWarpsC, kStagesC>()};
+}
+
+const std::vector<MmaVariant>& MmaVariants() {
+  static const std::vector<MmaVariant> variants = {
+      MakeMmaVariant<kMmaWarps, kMmaStages, kMmaTablePrefetch>("default", 1, "the op's kernel"),
+      MakeMmaVariant<4, 3, true>("prefetch", 1, "the default with the page table read a 32-page chunk ahead"),
+      MakeMmaVariant<2, 3, true>("t32s3", 1, "half-page tiles, 4 CTAs per SM at head dim 128"),
+      MakeMmaVariant<2, 4, true>("t32s4", 1, "half-page tiles, 4 stages, 3 CTAs per SM"),
+      MakeMmaVariant<2, 6, true>("t32s6", 1, "half-page tiles, 6 stages, 2 CTAs per SM (deeper ring)"),
+      MakeMmaVariant<1, 3, true>("t16s3", 1, "one-warp CTAs, quarter-page tiles, 8 CTAs per SM"),
+      MakeMmaVariant<1, 6, true>("t16s6", 1, "one-warp CTAs, 6 stages, 4 CTAs per SM"),
+      MakeMmaVariant<4, 3, true>("fine_splits", 8, "the prefetch kernel with 8x the CTAs of one resident wave"),
+  };
+  return variants;
+}
+
+int g_decode_variant = 0;
+
+const MmaVariant& VariantAt(int variant) {
+  const std::vector<MmaVariant>& v = MmaVariants();
+  if (variant < 0 || variant >= static_cast<int>(v.size()))
+    throw Error("paged decode: variant " + std::to_string(variant) + " does not exist (0.." +
+                std::to_string(v.size() - 1) + ")");
+  return v[static_cast<std::size_t>(variant)];
 }
 
 template <int D, class KvT>
@@ -680,7 +821,17 @@ void LaunchTyped(const DecodeArgs& a, const PagedDecodePlan& plan, std::int64_t 
                   static_cast<unsigned>(batch));
   if constexpr (std::is_same_v<KvT, __nv_bfloat16> && D <= 128) {
     if (plan.tensor_cores) {
-      LaunchDecodeKernel(paged_decode_attention_mma<D>, grid, a, stream, MmaSmemBytes<D>());
+      if (plan.variant == 0) {
+        LaunchDecodeKernel(paged_decode_attention_mma<D, kMmaWarps, kMmaStages, kMmaTablePrefetch>, grid, a, stream,
+                           MmaSmemBytes<D>());
+      } else {
+        const MmaVariant& v = VariantAt(plan.variant);
+        void (*kernel)(DecodeArgs) = D == 64 ? v.kernel64 : v.kernel128;
+        const int smem = D == 64 ? v.smem64 : v.smem128;
+        PrepareDecodeKernel(kernel, smem, true);
+        kernel<<<grid, v.config.warps * 32, smem, stream>>>(a);
+        SC_CUDA_CHECK_LAUNCH();
+      }
       if (plan.splits > 1) {
         paged_decode_reduce<D>
             <<<static_cast<unsigned>(batch * a.num_heads), D, 0, stream>>>(a.part_o, a.part_lse, plan.splits, a.out);
@@ -747,9 +898,46 @@ void SetPagedDecodeTensorCores(bool enabled) {
   g_tensor_core_decode = enabled;
 }
 
+std::vector<PagedDecodeVariant> PagedDecodeVariants() {
+  std::vector<PagedDecodeVariant> out;
+  for (const MmaVariant& v : MmaVariants()) {
+    const int tile = 16 * v.config.warps;
+    // K + V bytes of the tiles in flight while one is consumed (stages − 1), head dim 128.
+    const int in_flight_kib = (v.config.stages - 1) * tile * 128 * 2 * 2 / 1024;
+    std::string d =
+        std::string(v.what) + ": tile " + std::to_string(tile) + " tokens (" + std::to_string(v.config.warps) +
+        (v.config.warps == 1 ? " warp), " : " warps), ") + std::to_string(v.config.stages) + " stages, " +
+        (v.config.table_prefetch ? "page table prefetched" : "page table read per tile") +
+        "; head dim 128: " + std::to_string(v.smem128 / 1024) + " KiB of stages, " + std::to_string(v.ctas_per_sm128) +
+        " CTAs/SM, " + std::to_string(in_flight_kib) + " KiB K+V in flight per CTA (" +
+        std::to_string(in_flight_kib * v.ctas_per_sm128) + " per SM); head dim 64: " + std::to_string(v.ctas_per_sm64) +
+        " CTAs/SM; split target " + std::to_string(v.split_waves) + "x CTAs/SM";
+    out.push_back({v.name, d});
+  }
+  return out;
+}
+
+void SetPagedDecodeVariant(int variant) {
+  VariantAt(variant);  // throws when out of range
+  g_decode_variant = variant;
+}
+
+int PagedDecodeVariantCtasPerSm(int variant, std::int64_t head_dim) {
+  const MmaVariant& v = VariantAt(variant);
+  if (head_dim != 64 && head_dim != 128)
+    throw Error("paged decode: the tensor-core kernel has head dims 64 and 128, not " + std::to_string(head_dim));
+  void (*kernel)(DecodeArgs) = head_dim == 64 ? v.kernel64 : v.kernel128;
+  const int smem = head_dim == 64 ? v.smem64 : v.smem128;
+  PrepareDecodeKernel(kernel, smem, variant != 0);
+  int blocks = 0;
+  SC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, v.config.warps * 32, smem));
+  return blocks;
+}
+
 std::string PagedDecodePlan::Describe() const {
   return std::string(tensor_cores ? "mma," : "") + "splits=" + std::to_string(splits) +
-         ",pages_per_split=" + std::to_string(pages_per_split) + ",heads_per_cta=" + std::to_string(heads_per_cta);
+         ",pages_per_split=" + std::to_string(pages_per_split) + ",heads_per_cta=" + std::to_string(heads_per_cta) +
+         (variant != 0 ? std::string(",variant=") + VariantAt(variant).name : std::string());
 }
 
 bool PagedDecodeSupportsHeadDim(std::int64_t head_dim) {
@@ -765,6 +953,11 @@ PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, 
   if (p.tensor_cores) {
     p.heads_per_cta = static_cast<int>(std::min<std::int64_t>(g, kMmaRows));
     if (s.head_dim == 128) ctas_per_sm = 2;  // 102 KiB of stages
+    p.variant = g_decode_variant;
+    if (p.variant != 0) {
+      const MmaVariant& v = VariantAt(p.variant);
+      ctas_per_sm = (s.head_dim == 128 ? v.ctas_per_sm128 : v.ctas_per_sm64) * v.split_waves;
+    }
   } else {
     p.heads_per_cta = g >= 8 ? 8 : g >= 4 ? (g == 4 ? 4 : 8) : g == 3 ? 4 : static_cast<int>(g);
   }

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace servecast::cuda {
 
@@ -50,7 +51,9 @@ struct PagedDecodePlan {
   int splits = 1;
   std::int64_t pages_per_split = 1;
   std::size_t workspace_bytes = 0;
-  std::string Describe() const;  // "splits=8,pages_per_split=16,heads_per_cta=4"
+  int variant = 0;  // the tensor-core kernel's A/B variant (PagedDecodeVariants); 0: the default
+  // "splits=8,pages_per_split=16,heads_per_cta=4" (",variant=<name>" appended when not 0)
+  std::string Describe() const;
 };
 
 // True when head_dim has a compiled instantiation (64, 128, 256).
@@ -64,6 +67,23 @@ PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, 
 // Whether PlanPagedDecode may pick the tensor-core variant (default true); for
 // tests and A/B measurements.
 void SetPagedDecodeTensorCores(bool enabled);
+
+// Internal A/B variants of the tensor-core kernel (tile size, ring depth, page-table
+// prefetch, split target), for bench_decode_variants and the GPU tests; not a
+// parameter of the op. Variant 0 is the default, the only one the op runs unless
+// SetPagedDecodeVariant says otherwise.
+struct PagedDecodeVariant {
+  std::string name;         // "default", "t32s3", ...
+  std::string description;  // its knobs; shared memory, CTAs per SM and bytes in flight
+};
+std::vector<PagedDecodeVariant> PagedDecodeVariants();
+// Which variant PlanPagedDecode puts into tensor-core plans (default 0); throws
+// servecast::Error when there is no such variant. The split rule of a variant other
+// than 0 aims at its own CTAs per SM (by shared memory) times its split target.
+void SetPagedDecodeVariant(int variant);
+// The variant's tensor-core kernel CTAs resident per multiprocessor on the current
+// device (the CUDA occupancy calculator), head dim 64 or 128.
+int PagedDecodeVariantCtasPerSm(int variant, std::int64_t head_dim);
 
 // Enqueues the decode (and the reduce when plan.splits > 1) on `stream`.
 // `workspace` holds plan.workspace_bytes (may be null when that is 0).

@@ -1,0 +1,220 @@
+// The tensor-core paged-decode kernel's A/B variants (src/backends/cuda/
+// attention_kernels.h: PagedDecodeVariants: tile size, cp.async ring depth,
+// page-table prefetch, split target) on the shapes where the default falls short
+// of the KV-streaming target: bf16 KV, 8 KV heads, head dim 128, 32 query heads
+// (groups of 4) at 64 x 131072, 256 x 16384, 128 x 8192 and 1024 x 4096, and
+// groups of 2 and 8 (16 and 64 query heads) at 256 x 16384. Groups of 2 plan the
+// CUDA-core kernel, which has no variants: variant 0 gives its rate as a
+// reference, the others are skipped.
+//
+// Each shape's cache (one copy, far larger than L2) and page table (pages in a
+// shuffled order, as the op lays them out) are built once and shared by the
+// variants. Before a variant is timed its output is compared with the default
+// variant's on the same inputs; a variant that differs (max |diff| over 2% of
+// max |default|, or any non-finite value) ends with an error and reports no rate.
+// Timing: each launch between two CUDA events, the median of 10 per iteration.
+// Counters: TBps (bytes of the visible K and V over the median launch), splits,
+// ctas_per_sm (the tensor-core kernel's, from the CUDA occupancy calculator on
+// this device), max_diff (against the default); the label is the plan
+// (PagedDecodePlan::Describe).
+//
+// Needs a GPU (skips every benchmark otherwise). Run:
+//   build/gpu/bin/bench_decode_variants --benchmark_counters_tabular=true
+#include <benchmark/benchmark.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/cuda/attention_kernels.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device.h"
+#include "backends/cuda/fill.h"
+
+namespace sc = servecast::cuda;
+
+namespace {
+
+constexpr std::int64_t kKvHeads = 8, kHeadDim = 128;
+// Query values in [-9, 9) against keys in [-1, 1): scores with a standard deviation
+// of about 3 (after the 1/sqrt(d) scale), so the softmax is peaked, outputs are of
+// order 0.1-1, and a tile read wrongly or twice shows in the comparison.
+constexpr float kQueryRange = 9.0f, kKeyValueRange = 1.0f;
+
+bool HaveGpu() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+int Multiprocessors() {
+  int device = 0, sms = 0;
+  SC_CUDA_CHECK(cudaGetDevice(&device));
+  SC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
+// One shape's inputs and the default variant's output, kept while consecutive
+// benchmarks share the shape (the arguments are ordered shape-major).
+struct Workload {
+  sc::PagedDecodeShape shape;
+  sc::DeviceBuffer k, v, table, q;
+  std::vector<float> reference;  // the default variant's output
+  float reference_max = 0;
+};
+
+std::vector<float> Download(const sc::DeviceBuffer& out, std::size_t n, cudaStream_t st) {
+  std::vector<std::uint16_t> bits(n);
+  SC_CUDA_CHECK(cudaMemcpyAsync(bits.data(), out.get(), n * 2, cudaMemcpyDeviceToHost, st));
+  SC_CUDA_CHECK(cudaStreamSynchronize(st));
+  std::vector<float> f(n);
+  for (std::size_t i = 0; i < n; ++i) f[i] = sc::Bf16ToF32(bits[i]);
+  return f;
+}
+
+void Launch(const Workload& w, const sc::PagedDecodePlan& plan, const sc::DeviceBuffer& out,
+            const sc::DeviceBuffer& workspace, cudaStream_t st) {
+  sc::LaunchPagedDecode(w.shape, plan, sc::KvDtype::kBf16, w.q.get(), w.k.get(), w.v.get(), w.table.as<std::int32_t>(),
+                        1.0f, 1.0f, out.get(), workspace.get(), st);
+}
+
+sc::PagedDecodePlan PlanFor(const sc::PagedDecodeShape& s, int variant) {
+  sc::SetPagedDecodeVariant(variant);
+  const sc::PagedDecodePlan plan = sc::PlanPagedDecode(s, Multiprocessors(), sc::KvDtype::kBf16);
+  sc::SetPagedDecodeVariant(0);
+  return plan;
+}
+
+Workload& Prepare(const sc::PagedDecodeShape& s, cudaStream_t st) {
+  static Workload w;
+  if (w.k.get() && w.shape.batch == s.batch && w.shape.tokens == s.tokens && w.shape.num_heads == s.num_heads) return w;
+  w = Workload{};  // frees the previous shape's cache first
+  w.shape = s;
+  const std::int64_t pages = s.pages_per_seq();
+  const std::size_t table_n = static_cast<std::size_t>(s.batch * pages);
+  const std::size_t pool = table_n * static_cast<std::size_t>(kKvHeads * sc::kPagedKvPageSize * kHeadDim);
+  const std::size_t q_elems = static_cast<std::size_t>(s.batch * s.num_heads * kHeadDim);
+  w.k = sc::DeviceBuffer(pool * 2);
+  w.v = sc::DeviceBuffer(pool * 2);
+  w.table = sc::DeviceBuffer(table_n * 4);
+  w.q = sc::DeviceBuffer(q_elems * 2);
+  sc::FillUniformBf16(w.k.get(), pool, 11, kKeyValueRange, st);
+  sc::FillUniformBf16(w.v.get(), pool, 12, kKeyValueRange, st);
+  sc::FillUniformBf16(w.q.get(), q_elems, 13, kQueryRange, st);
+  std::vector<std::int32_t> host_table(table_n);
+  std::iota(host_table.begin(), host_table.end(), 0);
+  std::uint64_t state = 0x9e3779b97f4a7c15ULL;  // splitmix64: a fixed shuffle of the pages
+  for (std::size_t i = table_n; i > 1; --i) {
+    state += 0x9e3779b97f4a7c15ULL;
+    std::uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    std::swap(host_table[i - 1], host_table[static_cast<std::size_t>(z % i)]);
+  }
+  SC_CUDA_CHECK(cudaMemcpyAsync(w.table.get(), host_table.data(), table_n * 4, cudaMemcpyHostToDevice, st));
+  const sc::PagedDecodePlan plan = PlanFor(s, 0);
+  sc::DeviceBuffer out(q_elems * 2), workspace(std::max<std::size_t>(plan.workspace_bytes, 16));
+  Launch(w, plan, out, workspace, st);
+  w.reference = Download(out, q_elems, st);
+  for (float x : w.reference) w.reference_max = std::max(w.reference_max, std::fabs(x));
+  return w;
+}
+
+// args: variant, batch, KV length, query heads (8 KV heads, head dim 128, bf16 KV)
+void BM_PagedDecodeVariant(benchmark::State& state) {
+  if (!HaveGpu()) {
+    state.SkipWithError("no GPU");
+    return;
+  }
+  const int variant = static_cast<int>(state.range(0));
+  const sc::PagedDecodeShape s{state.range(1), state.range(3), kKvHeads, kHeadDim, state.range(2), 0};
+  const sc::PagedDecodePlan plan = PlanFor(s, variant);
+  if (!plan.tensor_cores && variant != 0) {
+    state.SkipWithError("the plan is the CUDA-core kernel: no variants (variant 0 gives its rate)");
+    return;
+  }
+  cudaStream_t st = nullptr;
+  SC_CUDA_CHECK(cudaStreamCreate(&st));
+  Workload& w = Prepare(s, st);
+  const std::size_t q_elems = w.reference.size();
+  sc::DeviceBuffer out(q_elems * 2), workspace(std::max<std::size_t>(plan.workspace_bytes, 16));
+  sc::FillPoison(out.get(), out.bytes(), st);
+
+  // Correctness against the default variant before anything is timed.
+  Launch(w, plan, out, workspace, st);
+  const std::vector<float> got = Download(out, q_elems, st);
+  double max_diff = 0;
+  bool finite = std::isfinite(w.reference_max) && w.reference_max > 0;
+  for (std::size_t i = 0; i < q_elems; ++i) {
+    if (!std::isfinite(got[i])) finite = false;
+    max_diff = std::max(max_diff, static_cast<double>(std::fabs(got[i] - w.reference[i])));
+  }
+  const double tolerance = 2e-2 * w.reference_max;
+  if (!finite || !(max_diff <= tolerance)) {
+    const std::string why = "differs from the default variant: max |diff| " + std::to_string(max_diff) + " > " +
+                            std::to_string(tolerance) + (finite ? "" : " (non-finite values)");
+    state.SkipWithError(why.c_str());  // the message is copied
+    cudaStreamDestroy(st);
+    return;
+  }
+
+  constexpr int kCalls = 10;
+  std::vector<cudaEvent_t> events(kCalls + 1);
+  for (cudaEvent_t& e : events) SC_CUDA_CHECK(cudaEventCreate(&e));
+  for (int i = 0; i < 2; ++i) Launch(w, plan, out, workspace, st);
+  SC_CUDA_CHECK(cudaStreamSynchronize(st));
+  std::vector<float> ms(kCalls);
+  for (auto _ : state) {
+    SC_CUDA_CHECK(cudaEventRecord(events[0], st));
+    for (int i = 0; i < kCalls; ++i) {
+      Launch(w, plan, out, workspace, st);
+      SC_CUDA_CHECK(cudaEventRecord(events[static_cast<std::size_t>(i) + 1], st));
+    }
+    SC_CUDA_CHECK(cudaEventSynchronize(events[kCalls]));
+    for (int i = 0; i < kCalls; ++i)
+      SC_CUDA_CHECK(cudaEventElapsedTime(&ms[static_cast<std::size_t>(i)], events[static_cast<std::size_t>(i)],
+                                         events[static_cast<std::size_t>(i) + 1]));
+    std::nth_element(ms.begin(), ms.begin() + kCalls / 2, ms.end());
+    state.SetIterationTime(static_cast<double>(ms[kCalls / 2]) / 1e3);
+  }
+  for (cudaEvent_t e : events) cudaEventDestroy(e);
+  cudaStreamDestroy(st);
+
+  const double kv_bytes = 2.0 * static_cast<double>(s.batch * s.tokens * kKvHeads * kHeadDim) * 2;
+  state.counters["TBps"] = benchmark::Counter(kv_bytes / 1e12, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["splits"] = plan.splits;
+  if (plan.tensor_cores) state.counters["ctas_per_sm"] = sc::PagedDecodeVariantCtasPerSm(variant, kHeadDim);
+  state.counters["max_diff"] = max_diff;
+  state.SetLabel(plan.Describe());
+}
+
+void Shapes(benchmark::internal::Benchmark* b) {
+  struct S {
+    std::int64_t batch, kv_len, heads;
+  };
+  const std::vector<S> shapes = {{64, 131072, 32}, {256, 16384, 32}, {128, 8192, 32},
+                                 {1024, 4096, 32}, {256, 16384, 16}, {256, 16384, 64}};
+  const int variants = static_cast<int>(sc::PagedDecodeVariants().size());
+  for (const S& s : shapes)
+    for (int v = 0; v < variants; ++v) b->Args({v, s.batch, s.kv_len, s.heads});
+}
+
+}  // namespace
+
+BENCHMARK(BM_PagedDecodeVariant)
+    ->ArgNames({"variant", "batch", "kv_len", "heads"})
+    ->Apply(Shapes)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+
+BENCHMARK_MAIN();
