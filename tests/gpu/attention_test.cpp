@@ -179,6 +179,8 @@ TEST(AttentionContext, SmallShapesMatchReference) {
       {2, 256, 16, 1, 128, 0, 0},  // MQA
       {1, 512, 8, 2, 64, 0, 0},    // head dim 64
       {2, 200, 8, 4, 64, 64, 0},   // sliding window
+      {2, 300, 32, 8, 128, 0, 0, "bfloat16", "fp8"},  // fp8 KV cache: the write quantizes, partial last page
+      {3, 64, 8, 8, 64, 0, 0, "bfloat16", "fp8"},     // fp8 KV cache, exactly one page per sequence
   };
   for (const AttnCase& a : cases) {
     collect::Case c = MakeCase("attention_context", a);
@@ -187,8 +189,11 @@ TEST(AttentionContext, SmallShapesMatchReference) {
     if (r.disposition == Disposition::kPassed) {
       ASSERT_EQ(r.rows.size(), 1u);
       EXPECT_GT(Latency(r), 0.0) << c.id;
-      std::printf("[attention_context] %s: %s\n", c.id.c_str(),
-                  std::get<std::string>(r.rows[0].Get("kernel_source")).c_str());
+      const std::string source = std::get<std::string>(r.rows[0].Get("kernel_source"));
+      EXPECT_NE(source.find(std::string("+servecast_kv_append_") + (a.kv_dtype == "fp8" ? "fp8" : "bf16")),
+                std::string::npos)
+          << source;
+      std::printf("[attention_context] %s: %s\n", c.id.c_str(), source.c_str());
     }
   }
   // Head dim 256: cuDNN's SDPA runs it on Hopper from 9.x on, or says not supported.
@@ -199,14 +204,14 @@ TEST(AttentionContext, SmallShapesMatchReference) {
   std::printf("[attention_context] %s -> %s\n", c256.id.c_str(), Describe(r256).c_str());
 }
 
-TEST(AttentionContext, PerturbedReferenceIsIncorrectAndFp8IsNotSupported) {
+TEST(AttentionContext, PerturbedReferenceIsIncorrectAndFp8FmhaIsNotSupported) {
   SC_REQUIRE_GPU();
   const collect::RunContext ctx = testing::QuickContext();
   collect::CaseResult r =
       MakeAttentionContextOp(1.05)->Run(MakeCase("attention_context", {1, 256, 8, 2, 128, 0, 0}), ctx);
   EXPECT_EQ(r.disposition, Disposition::kIncorrect) << Describe(r);
-  AttnCase fp8{1, 128, 8, 8, 128, 0, 0, "bfloat16", "fp8"};
-  EXPECT_EQ(MakeAttentionContextOp()->Run(MakeCase("attention_context", fp8), ctx).disposition,
+  AttnCase fp8_fmha{1, 128, 8, 8, 128, 0, 0, "fp8", "fp8"};
+  EXPECT_EQ(MakeAttentionContextOp()->Run(MakeCase("attention_context", fp8_fmha), ctx).disposition,
             Disposition::kNotSupported);
 }
 

@@ -27,6 +27,8 @@
 #include "backends/cuda/elementwise_kernels.h"
 #include "backends/cuda/fill.h"
 #include "backends/cuda/harness.h"
+#include "backends/cuda/kv_cache_append.h"
+#include "backends/cuda/quantize.h"
 #include "collect/case.h"
 #include "collect/table_spec.h"
 #include "core/error.h"
@@ -101,14 +103,17 @@ std::optional<CaseResult> ParseAttention(const Params& p, Phase phase, AttnShape
     if (s.step != 0)
       return Unsupported("UnsupportedConfig", op + ": step " + std::to_string(s.step) +
                                                   " (prefill over a cached prefix) is not supported; step 0 only");
-    if (attn_dtype != "bfloat16" || s.kv_fp8)
+    if (attn_dtype != "bfloat16")
       return Unsupported(
           "UnsupportedDtype",
           op +
-              " on cuda runs attn_dtype bfloat16 with kv_cache_dtype bfloat16 only: the fp8 paths (fp8 KV cache, "
-              "fp8 context FMHA through cuDNN's fp8 SDPA graph with its descale/scale/amax tensors) are not "
-              "implemented yet (issue 4; the case asks for attn_dtype " +
+              " on cuda computes attention in bfloat16 (attn_dtype bfloat16, with a bfloat16 or fp8 KV cache): "
+              "fp8 context FMHA (cuDNN's fp8 SDPA graph with its descale/scale/amax tensors) is not implemented "
+              "yet (the case asks for attn_dtype " +
               attn_dtype + ", kv_cache_dtype " + kv_dtype + ")");
+    if (s.head_dim % 8 != 0)
+      return Unsupported("UnsupportedHeadDim", op + ": head_dim " + std::to_string(s.head_dim) +
+                                                   " (the KV-cache write moves 8 values at a time)");
     if (static_cast<double>(s.batch) * s.isl * std::max(s.num_heads, s.num_kv_heads) * s.head_dim >= 2147483647.0)
       return Unsupported("ShapeTooLarge", op + ": a tensor of more than 2^31 elements");
   } else {
@@ -293,13 +298,22 @@ class AttentionContextOp : public AttentionOpBase {
   }
 
  protected:
+  static KvAppendShape Append(const AttnShape& s) { return KvAppendShape{s.batch, s.isl, s.num_kv_heads, s.head_dim}; }
+  static std::size_t PoolElems(const AttnShape& s) {
+    return static_cast<std::size_t>(s.batch * Append(s).pages_per_seq() * s.num_kv_heads * kPagedKvPageSize *
+                                    s.head_dim);
+  }
+  // Q, K, V, O, the softmax stats, and the paged K and V pools with their page table.
   static double SetBytes(const AttnShape& s) {
     const double tokens = static_cast<double>(s.batch * s.isl);
-    return tokens * s.head_dim * 2.0 * (2 * s.num_heads + 2 * s.num_kv_heads) + tokens * s.num_heads * 4.0;
+    return tokens * s.head_dim * 2.0 * (2 * s.num_heads + 2 * s.num_kv_heads) + tokens * s.num_heads * 4.0 +
+           2.0 * static_cast<double>(PoolElems(s)) * (s.kv_fp8 ? 1 : 2) +
+           4.0 * static_cast<double>(s.batch * Append(s).pages_per_seq());
   }
 
   struct Set {
-    DeviceBuffer q, k, v, o, stats;
+    DeviceBuffer q, k, v, o, stats, k_pool, v_pool, table;
+    std::vector<std::int32_t> host_table;
   };
 
   CaseResult RunChecked(const collect::Case& c, const collect::RunContext& ctx, const AttnShape& s) override {
@@ -315,14 +329,38 @@ class AttentionContextOp : public AttentionOpBase {
       return CaseResult::Failure(Disposition::kFailed, FailureClass::kFrameworkBug, "CudnnError",
                                  name_ + " (cuDNN " + CudnnVersionString() + "): " + why);
     }
-    const std::string source = sdpa->kernel_source();
+    const std::string source =
+        sdpa->kernel_source() + "+servecast_kv_append_" + (s.kv_fp8 ? "fp8" : "bf16") + ":page=" +
+        std::to_string(kPagedKvPageSize);
     DeviceBuffer workspace(std::max<std::size_t>(sdpa->workspace_bytes(), 16));
 
     const std::size_t q_elems = static_cast<std::size_t>(s.batch * s.isl * s.num_heads * s.head_dim);
     const std::size_t kv_elems = static_cast<std::size_t>(s.batch * s.isl * s.num_kv_heads * s.head_dim);
+    const KvAppendShape append = Append(s);
+    const KvDtype kv = s.kv_fp8 ? KvDtype::kFp8E4m3 : KvDtype::kBf16;
+    const float k_scale = s.kv_fp8 ? kFp8KScale : 1.0f, v_scale = s.kv_fp8 ? kFp8VScale : 1.0f;
+    const std::size_t pool = PoolElems(s), eb = s.kv_fp8 ? 1 : 2;
+    const std::size_t table_n = static_cast<std::size_t>(s.batch * append.pages_per_seq());
     auto make_set = [&](std::uint64_t seed) {
-      Set set{DeviceBuffer(q_elems * 2), DeviceBuffer(kv_elems * 2), DeviceBuffer(kv_elems * 2),
-              DeviceBuffer(q_elems * 2), DeviceBuffer(static_cast<std::size_t>(s.batch * s.num_heads * s.isl) * 4)};
+      Set set{DeviceBuffer(q_elems * 2),
+              DeviceBuffer(kv_elems * 2),
+              DeviceBuffer(kv_elems * 2),
+              DeviceBuffer(q_elems * 2),
+              DeviceBuffer(static_cast<std::size_t>(s.batch * s.num_heads * s.isl) * 4),
+              DeviceBuffer(pool * eb),
+              DeviceBuffer(pool * eb),
+              DeviceBuffer(table_n * 4),
+              {}};
+      // The pools poisoned (0xFF: bf16 NaN, e4m3 NaN), so a slot the write missed shows.
+      FillPoison(set.k_pool.get(), set.k_pool.bytes(), stream);
+      FillPoison(set.v_pool.get(), set.v_pool.bytes(), stream);
+      // Pages assigned to sequences in a shuffled order, as in the decode op.
+      set.host_table.resize(table_n);
+      std::iota(set.host_table.begin(), set.host_table.end(), 0);
+      SplitMix64 rng(SeedFor(seed, 4));
+      for (std::size_t i = table_n; i > 1; --i) std::swap(set.host_table[i - 1], set.host_table[rng.Below(i)]);
+      SC_CUDA_CHECK(
+          cudaMemcpyAsync(set.table.get(), set.host_table.data(), table_n * 4, cudaMemcpyHostToDevice, stream));
       FillUniformBf16(set.q.get(), q_elems, SeedFor(seed, 1), kQueryRange, stream);
       FillUniformBf16(set.k.get(), kv_elems, SeedFor(seed, 2), kKeyValueRange, stream);
       FillUniformBf16(set.v.get(), kv_elems, SeedFor(seed, 3), kKeyValueRange, stream);
@@ -337,15 +375,27 @@ class AttentionContextOp : public AttentionOpBase {
                         workspace.get());
     };
     bind(sets[0]);
+    // One call: the new tokens' K and V into the paged cache, then the FMHA.
+    auto launch = [&](std::size_t i, cudaStream_t st) {
+      Set& set = sets[i];
+      LaunchKvCacheAppend(append, kv, set.k.get(), set.v.get(), set.table.as<std::int32_t>(), k_scale, v_scale,
+                          set.k_pool.get(), set.v_pool.get(), st);
+      sdpa->Run(static_cast<int>(i), st);
+    };
 
     // Check one call against the reference.
-    sdpa->Run(0, stream);
+    launch(0, stream);
     SC_CUDA_CHECK(cudaStreamSynchronize(stream));
     RefCheck check(reference_scale_);
     check.AddNonFinite(CountNonFiniteBf16(sets[0].o.get(), q_elems, stream), q_elems);
     CheckSampled(s, sets[0], SeedFor(base_seed, 2), check, stream);
     const std::string rule = "4 * 2^-8 * sum_j p_j*|v_jd| + 1e-5 (bf16 P and output)";
     if (!check.ok()) return Incorrect(source, check, rule);
+    RefCheck cache_check(1.0);
+    CheckCache(s, sets[0], k_scale, v_scale, SeedFor(base_seed, 6), cache_check, stream);
+    if (!cache_check.ok())
+      return Incorrect(source, cache_check,
+                       s.kv_fp8 ? "KV cache: x within half an e4m3 step of stored * scale" : "KV cache: exact copy");
 
     // Time, rotating through copies of Q, K, V, O.
     const double call_bytes = SetBytes(s);
@@ -359,8 +409,62 @@ class AttentionContextOp : public AttentionOpBase {
     opt.copies = copies;
     opt.rotated_bytes = call_bytes * copies;
     collect::TimingStats stats = TimeOnDevice(
-        [&](cudaStream_t st, int iteration) { sdpa->Run(iteration % copies, st); }, ctx.timing, opt, ctx.measure_power);
+        [&](cudaStream_t st, int iteration) { launch(static_cast<std::size_t>(iteration % copies), st); }, ctx.timing,
+        opt, ctx.measure_power);
     return Row(c, ctx, source, stats);
+  }
+
+  // The paged cache of the first and the last sequence against K and V: the first and
+  // the last page's tokens and 64 drawn ones, every KV head and column (bf16: the same
+  // bits; fp8: stored * scale within half an e4m3 step of x, and never NaN).
+  void CheckCache(const AttnShape& s, const Set& set, float k_scale, float v_scale, std::uint64_t seed,
+                  RefCheck& check, cudaStream_t stream) const {
+    const std::int64_t S = s.isl, KV = s.num_kv_heads, D = s.head_dim;
+    const std::int64_t pages_per_seq = Append(s).pages_per_seq();
+    const std::size_t eb = s.kv_fp8 ? 1 : 2;
+    SplitMix64 rng(seed);
+    std::set<std::int64_t> tokens;
+    for (std::int64_t t = 0; t < std::min<std::int64_t>(S, kPagedKvPageSize); ++t) tokens.insert(t);
+    for (std::int64_t t = std::max<std::int64_t>(0, S - kPagedKvPageSize); t < S; ++t) tokens.insert(t);
+    for (int i = 0; i < 64; ++i) tokens.insert(static_cast<std::int64_t>(rng.Below(static_cast<std::uint64_t>(S))));
+    for (std::int64_t b : std::set<std::int64_t>{0, s.batch - 1}) {
+      const std::size_t n = static_cast<std::size_t>(S * KV * D), off = static_cast<std::size_t>(b) * n;
+      for (int which = 0; which < 2; ++which) {
+        const auto x = Download<std::uint16_t>(which ? set.v.get() : set.k.get(), n, off, stream);
+        const auto* pool = (which ? set.v_pool : set.k_pool).as<std::uint8_t>();
+        const double sc = which ? v_scale : k_scale;
+        std::int64_t loaded_page = -1;
+        std::vector<std::uint8_t> page_bytes;
+        const std::size_t page_elems = static_cast<std::size_t>(KV * kPagedKvPageSize * D);
+        for (std::int64_t t : tokens) {  // ascending: each page read once
+          const std::int64_t page = set.host_table[static_cast<std::size_t>(b * pages_per_seq + t / kPagedKvPageSize)];
+          if (page != loaded_page) {
+            page_bytes = Download<std::uint8_t>(pool, page_elems * eb, static_cast<std::size_t>(page) * page_elems * eb,
+                                                stream);
+            loaded_page = page;
+          }
+          for (std::int64_t g = 0; g < KV; ++g) {
+            const std::size_t slot = static_cast<std::size_t>((g * kPagedKvPageSize + t % kPagedKvPageSize) * D);
+            for (std::int64_t d = 0; d < D; ++d) {
+              const std::size_t at = slot + static_cast<std::size_t>(d);
+              const double want = Bf16(x[static_cast<std::size_t>((t * KV + g) * D + d)]);
+              const auto where = [&] {
+                return std::string(which ? "v" : "k") + "_cache[b=" + std::to_string(b) + ",t=" + std::to_string(t) +
+                       ",kv=" + std::to_string(g) + ",d=" + std::to_string(d) + "]";
+              };
+              if (s.kv_fp8) {
+                const double stored = Fp8E4m3(page_bytes[at]) * sc;
+                check.Add(where(), stored, want, 0.5 * E4m3Ulp(want / sc) * sc * (1 + 1e-6));
+              } else {
+                std::uint16_t bits;
+                std::memcpy(&bits, page_bytes.data() + 2 * at, 2);
+                check.Add(where(), Bf16(bits), want, std::fabs(want) * 1e-12 + 1e-30);
+              }
+            }
+          }
+        }
+      }
+    }
   }
 
   // Sampled (batch, head, position) points: the first and the last position, the
