@@ -18,19 +18,13 @@
 #include "backends/cuda/gemm_internal.h"
 #include "collect/case.h"
 #include "collect/op.h"
+#include "gpu_bench.h"
 
 namespace sc = servecast;
 
 namespace {
 
-bool HaveGpu() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    cudaGetLastError();
-    return false;
-  }
-  return true;
-}
+using servecast::bench::HaveGpu;
 
 const sc::collect::RuntimeInfo& Runtime() {
   static const sc::collect::RuntimeInfo rt = sc::cuda::CudaBackend().DetectRuntime();

@@ -34,19 +34,13 @@
 #include "backends/cuda/device.h"
 #include "backends/cuda/fill.h"
 #include "backends/cuda/gemm_internal.h"
+#include "gpu_bench.h"
 
 namespace sc = servecast;
 
 namespace {
 
-bool HaveGpu() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    cudaGetLastError();
-    return false;
-  }
-  return true;
-}
+using servecast::bench::HaveGpu;
 
 template <class T>
 void SetDesc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& v) {

@@ -18,16 +18,13 @@
 #include "backends/cuda/device.h"
 #include "backends/cuda/fill.h"
 #include "backends/cuda/moe_grouped_gemm.h"
+#include "gpu_bench.h"
 
 namespace sc = servecast::cuda;
 
 namespace {
 
-bool HaveGpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
+using servecast::bench::HaveGpu;
 
 // args: type (0 bf16, 1 fp8, 2 fp8_block), experts, rows per expert, n, k, bt, kernel (0 mma.sync, 1 wgmma)
 void BM_MoeGroupedGemm(benchmark::State& state) {

@@ -22,19 +22,13 @@
 #include "backends/cuda/fill.h"
 #include "backends/cuda/gemm_internal.h"
 #include "backends/cuda/quantize.h"
+#include "gpu_bench.h"
 
 namespace sc = servecast;
 
 namespace {
 
-bool HaveGpu() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    cudaGetLastError();
-    return false;
-  }
-  return true;
-}
+using servecast::bench::HaveGpu;
 
 // args: mode (0 two kernels, 1 fused, 2 static apply only), m, k
 void BM_QuantFp8Tensor(benchmark::State& state) {

@@ -202,6 +202,20 @@ std::vector<T> Download(const void* dev, std::size_t count, std::size_t offset_e
   return host;
 }
 
+// A page table of `n` entries mapping the sequences' pages to pool pages in a
+// shuffled order (a kernel that ignored the table would read or write the wrong
+// tokens), copied to `device` (n int32); returns the host copy.
+std::vector<std::int32_t> UploadShuffledPageTable(std::size_t n, std::uint64_t seed, const DeviceBuffer& device,
+                                                  cudaStream_t stream) {
+  std::vector<std::int32_t> table(n);
+  std::iota(table.begin(), table.end(), 0);
+  SplitMix64 rng(seed);
+  for (std::size_t i = n; i > 1; --i) std::swap(table[i - 1], table[rng.Below(i)]);
+  SC_CUDA_CHECK(cudaMemcpyAsync(device.get(), table.data(), n * 4, cudaMemcpyHostToDevice, stream));
+  SC_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host vector may move or go before an async copy reads it
+  return table;
+}
+
 // One output row of attention in double precision: softmax over `scores`, and
 // per column the output and Σ_j p_j |v_jd| (the tolerance's scale); value(j, d)
 // is column d of the j-th scored key's value.
@@ -354,13 +368,7 @@ class AttentionContextOp : public AttentionOpBase {
       // The pools poisoned (0xFF: bf16 NaN, e4m3 NaN), so a slot the write missed shows.
       FillPoison(set.k_pool.get(), set.k_pool.bytes(), stream);
       FillPoison(set.v_pool.get(), set.v_pool.bytes(), stream);
-      // Pages assigned to sequences in a shuffled order, as in the decode op.
-      set.host_table.resize(table_n);
-      std::iota(set.host_table.begin(), set.host_table.end(), 0);
-      SplitMix64 rng(SeedFor(seed, 4));
-      for (std::size_t i = table_n; i > 1; --i) std::swap(set.host_table[i - 1], set.host_table[rng.Below(i)]);
-      SC_CUDA_CHECK(
-          cudaMemcpyAsync(set.table.get(), set.host_table.data(), table_n * 4, cudaMemcpyHostToDevice, stream));
+      set.host_table = UploadShuffledPageTable(table_n, SeedFor(seed, 4), set.table, stream);
       FillUniformBf16(set.q.get(), q_elems, SeedFor(seed, 1), kQueryRange, stream);
       FillUniformBf16(set.k.get(), kv_elems, SeedFor(seed, 2), kKeyValueRange, stream);
       FillUniformBf16(set.v.get(), kv_elems, SeedFor(seed, 3), kKeyValueRange, stream);
@@ -591,13 +599,7 @@ class AttentionGenerationOp : public AttentionOpBase {
       }
       FillUniformBf16(set.q.get(), q_elems, SeedFor(seed, 3), kQueryRange, stream);
       FillPoison(set.out.get(), set.out.bytes(), stream);
-      // Pages assigned to sequences in a shuffled order.
-      set.host_table.resize(table_n);
-      std::iota(set.host_table.begin(), set.host_table.end(), 0);
-      SplitMix64 rng(SeedFor(seed, 4));
-      for (std::size_t i = table_n; i > 1; --i) std::swap(set.host_table[i - 1], set.host_table[rng.Below(i)]);
-      SC_CUDA_CHECK(
-          cudaMemcpyAsync(set.table.get(), set.host_table.data(), table_n * 4, cudaMemcpyHostToDevice, stream));
+      set.host_table = UploadShuffledPageTable(table_n, SeedFor(seed, 4), set.table, stream);
       SC_CUDA_CHECK(cudaStreamSynchronize(stream));
       return set;
     };
