@@ -18,6 +18,14 @@
 // this device), max_diff (against the default); the label is the plan
 // (PagedDecodePlan::Describe).
 //
+// BM_PagedDecodeFp8: fp8 e4m3 KV (scales 0.5 for K, 1.5 for V) at 64 x 131072 and
+// 256 x 16384, groups of 4 and 8 (and 2 at 256 x 16384), head dim 128, on the
+// tensor-core fp8 kernel (path 0, what the plan picks) and the CUDA-core kernel
+// (path 1, SetPagedDecodeTensorCoresFp8(false)). The CUDA-core output is the
+// reference: before either path is timed its output is compared with it in the same
+// way (max |diff| over 2% of max |reference|, or any non-finite value: an error and
+// no rate). TBps counts the fp8 bytes of the visible K and V.
+//
 // Needs a GPU (skips every benchmark otherwise). Run:
 //   build/gpu/bin/bench_decode_variants --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
@@ -62,12 +70,17 @@ int Multiprocessors() {
   return sms;
 }
 
-// One shape's inputs and the default variant's output, kept while consecutive
-// benchmarks share the shape (the arguments are ordered shape-major).
+// fp8 KV scales other than 1 (as the op's), so a path that ignored them would differ.
+constexpr float kFp8KScale = 0.5f, kFp8VScale = 1.5f;
+
+// One shape's inputs and the reference output (bf16: the default variant's; fp8: the
+// CUDA-core kernel's), kept while consecutive benchmarks share the shape (the
+// arguments are ordered shape-major).
 struct Workload {
   sc::PagedDecodeShape shape;
+  sc::KvDtype kv = sc::KvDtype::kBf16;
   sc::DeviceBuffer k, v, table, q;
-  std::vector<float> reference;  // the default variant's output
+  std::vector<float> reference;
   float reference_max = 0;
 };
 
@@ -82,8 +95,9 @@ std::vector<float> Download(const sc::DeviceBuffer& out, std::size_t n, cudaStre
 
 void Launch(const Workload& w, const sc::PagedDecodePlan& plan, const sc::DeviceBuffer& out,
             const sc::DeviceBuffer& workspace, cudaStream_t st) {
-  sc::LaunchPagedDecode(w.shape, plan, sc::KvDtype::kBf16, w.q.get(), w.k.get(), w.v.get(), w.table.as<std::int32_t>(),
-                        1.0f, 1.0f, out.get(), workspace.get(), st);
+  const bool fp8 = w.kv == sc::KvDtype::kFp8E4m3;
+  sc::LaunchPagedDecode(w.shape, plan, w.kv, w.q.get(), w.k.get(), w.v.get(), w.table.as<std::int32_t>(),
+                        fp8 ? kFp8KScale : 1.0f, fp8 ? kFp8VScale : 1.0f, out.get(), workspace.get(), st);
 }
 
 sc::PagedDecodePlan PlanFor(const sc::PagedDecodeShape& s, int variant) {
@@ -93,21 +107,38 @@ sc::PagedDecodePlan PlanFor(const sc::PagedDecodeShape& s, int variant) {
   return plan;
 }
 
-Workload& Prepare(const sc::PagedDecodeShape& s, cudaStream_t st) {
+// fp8 KV: the plan with the tensor-core fp8 kernel allowed (the default) or not.
+sc::PagedDecodePlan PlanFp8(const sc::PagedDecodeShape& s, bool tensor_cores) {
+  sc::SetPagedDecodeTensorCoresFp8(tensor_cores);
+  const sc::PagedDecodePlan plan = sc::PlanPagedDecode(s, Multiprocessors(), sc::KvDtype::kFp8E4m3);
+  sc::SetPagedDecodeTensorCoresFp8(true);
+  return plan;
+}
+
+Workload& Prepare(const sc::PagedDecodeShape& s, sc::KvDtype kv, cudaStream_t st) {
   static Workload w;
-  if (w.k.get() && w.shape.batch == s.batch && w.shape.tokens == s.tokens && w.shape.num_heads == s.num_heads) return w;
+  if (w.k.get() && w.kv == kv && w.shape.batch == s.batch && w.shape.tokens == s.tokens &&
+      w.shape.num_heads == s.num_heads)
+    return w;
   w = Workload{};  // frees the previous shape's cache first
   w.shape = s;
+  w.kv = kv;
+  const bool fp8 = kv == sc::KvDtype::kFp8E4m3;
   const std::int64_t pages = s.pages_per_seq();
   const std::size_t table_n = static_cast<std::size_t>(s.batch * pages);
   const std::size_t pool = table_n * static_cast<std::size_t>(kKvHeads * sc::kPagedKvPageSize * kHeadDim);
   const std::size_t q_elems = static_cast<std::size_t>(s.batch * s.num_heads * kHeadDim);
-  w.k = sc::DeviceBuffer(pool * 2);
-  w.v = sc::DeviceBuffer(pool * 2);
+  w.k = sc::DeviceBuffer(pool * (fp8 ? 1 : 2));
+  w.v = sc::DeviceBuffer(pool * (fp8 ? 1 : 2));
   w.table = sc::DeviceBuffer(table_n * 4);
   w.q = sc::DeviceBuffer(q_elems * 2);
-  sc::FillUniformBf16(w.k.get(), pool, 11, kKeyValueRange, st);
-  sc::FillUniformBf16(w.v.get(), pool, 12, kKeyValueRange, st);
+  if (fp8) {
+    sc::FillUniformFp8E4m3(w.k.get(), pool, 11, kKeyValueRange, st);
+    sc::FillUniformFp8E4m3(w.v.get(), pool, 12, kKeyValueRange, st);
+  } else {
+    sc::FillUniformBf16(w.k.get(), pool, 11, kKeyValueRange, st);
+    sc::FillUniformBf16(w.v.get(), pool, 12, kKeyValueRange, st);
+  }
   sc::FillUniformBf16(w.q.get(), q_elems, 13, kQueryRange, st);
   std::vector<std::int32_t> host_table(table_n);
   std::iota(host_table.begin(), host_table.end(), 0);
@@ -121,7 +152,7 @@ Workload& Prepare(const sc::PagedDecodeShape& s, cudaStream_t st) {
     std::swap(host_table[i - 1], host_table[static_cast<std::size_t>(z % i)]);
   }
   SC_CUDA_CHECK(cudaMemcpyAsync(w.table.get(), host_table.data(), table_n * 4, cudaMemcpyHostToDevice, st));
-  const sc::PagedDecodePlan plan = PlanFor(s, 0);
+  const sc::PagedDecodePlan plan = fp8 ? PlanFp8(s, false) : PlanFor(s, 0);
   sc::DeviceBuffer out(q_elems * 2), workspace(std::max<std::size_t>(plan.workspace_bytes, 16));
   Launch(w, plan, out, workspace, st);
   w.reference = Download(out, q_elems, st);
@@ -129,30 +160,21 @@ Workload& Prepare(const sc::PagedDecodeShape& s, cudaStream_t st) {
   return w;
 }
 
-// args: variant, batch, KV length, query heads (8 KV heads, head dim 128, bf16 KV)
-void BM_PagedDecodeVariant(benchmark::State& state) {
-  if (!HaveGpu()) {
-    state.SkipWithError("no GPU");
-    return;
-  }
-  const int variant = static_cast<int>(state.range(0));
-  const sc::PagedDecodeShape s{state.range(1), state.range(3), kKvHeads, kHeadDim, state.range(2), 0};
-  const sc::PagedDecodePlan plan = PlanFor(s, variant);
-  if (!plan.tensor_cores && variant != 0) {
-    state.SkipWithError("the plan is the CUDA-core kernel: no variants (variant 0 gives its rate)");
-    return;
-  }
+// Compares the plan's output on w with w.reference, then (when it matches) times it:
+// each launch between two CUDA events, the median of 10 per iteration. False (and the
+// benchmark skipped with the reason) when the output differs; max_diff is set either way.
+bool CheckThenTime(benchmark::State& state, const Workload& w, const sc::PagedDecodePlan& plan,
+                   const std::string& reference_name, double& max_diff) {
   cudaStream_t st = nullptr;
   SC_CUDA_CHECK(cudaStreamCreate(&st));
-  Workload& w = Prepare(s, st);
   const std::size_t q_elems = w.reference.size();
   sc::DeviceBuffer out(q_elems * 2), workspace(std::max<std::size_t>(plan.workspace_bytes, 16));
   sc::FillPoison(out.get(), out.bytes(), st);
 
-  // Correctness against the default variant before anything is timed.
+  // Correctness against the reference before anything is timed.
   Launch(w, plan, out, workspace, st);
   const std::vector<float> got = Download(out, q_elems, st);
-  double max_diff = 0;
+  max_diff = 0;
   bool finite = std::isfinite(w.reference_max) && w.reference_max > 0;
   for (std::size_t i = 0; i < q_elems; ++i) {
     if (!std::isfinite(got[i])) finite = false;
@@ -160,11 +182,11 @@ void BM_PagedDecodeVariant(benchmark::State& state) {
   }
   const double tolerance = 2e-2 * w.reference_max;
   if (!finite || !(max_diff <= tolerance)) {
-    const std::string why = "differs from the default variant: max |diff| " + std::to_string(max_diff) + " > " +
+    const std::string why = "differs from " + reference_name + ": max |diff| " + std::to_string(max_diff) + " > " +
                             std::to_string(tolerance) + (finite ? "" : " (non-finite values)");
     state.SkipWithError(why.c_str());  // the message is copied
     cudaStreamDestroy(st);
-    return;
+    return false;
   }
 
   constexpr int kCalls = 10;
@@ -188,11 +210,63 @@ void BM_PagedDecodeVariant(benchmark::State& state) {
   }
   for (cudaEvent_t e : events) cudaEventDestroy(e);
   cudaStreamDestroy(st);
+  return true;
+}
+
+// args: variant, batch, KV length, query heads (8 KV heads, head dim 128, bf16 KV)
+void BM_PagedDecodeVariant(benchmark::State& state) {
+  if (!HaveGpu()) {
+    state.SkipWithError("no GPU");
+    return;
+  }
+  const int variant = static_cast<int>(state.range(0));
+  const sc::PagedDecodeShape s{state.range(1), state.range(3), kKvHeads, kHeadDim, state.range(2), 0};
+  const sc::PagedDecodePlan plan = PlanFor(s, variant);
+  if (!plan.tensor_cores && variant != 0) {
+    state.SkipWithError("the plan is the CUDA-core kernel: no variants (variant 0 gives its rate)");
+    return;
+  }
+  cudaStream_t st = nullptr;
+  SC_CUDA_CHECK(cudaStreamCreate(&st));
+  const Workload& w = Prepare(s, sc::KvDtype::kBf16, st);
+  cudaStreamDestroy(st);
+  double max_diff = 0;
+  if (!CheckThenTime(state, w, plan, "the default variant", max_diff)) return;
 
   const double kv_bytes = 2.0 * static_cast<double>(s.batch * s.tokens * kKvHeads * kHeadDim) * 2;
   state.counters["TBps"] = benchmark::Counter(kv_bytes / 1e12, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["splits"] = plan.splits;
   if (plan.tensor_cores) state.counters["ctas_per_sm"] = sc::PagedDecodeVariantCtasPerSm(variant, kHeadDim);
+  state.counters["max_diff"] = max_diff;
+  state.SetLabel(plan.Describe());
+}
+
+// args: path (0: the tensor-core fp8 kernel, as planned by default; 1: the CUDA-core
+// kernel, forced), batch, KV length, query heads (8 KV heads, head dim 128, fp8 KV)
+void BM_PagedDecodeFp8(benchmark::State& state) {
+  if (!HaveGpu()) {
+    state.SkipWithError("no GPU");
+    return;
+  }
+  const bool tensor_cores = state.range(0) == 0;
+  const sc::PagedDecodeShape s{state.range(1), state.range(3), kKvHeads, kHeadDim, state.range(2), 0};
+  const sc::PagedDecodePlan plan = PlanFp8(s, tensor_cores);
+  if (plan.tensor_cores != tensor_cores) {
+    state.SkipWithError(tensor_cores ? "the default plan is not the tensor-core fp8 kernel"
+                                     : "the forced plan is not the CUDA-core kernel");
+    return;
+  }
+  cudaStream_t st = nullptr;
+  SC_CUDA_CHECK(cudaStreamCreate(&st));
+  const Workload& w = Prepare(s, sc::KvDtype::kFp8E4m3, st);
+  cudaStreamDestroy(st);
+  double max_diff = 0;
+  if (!CheckThenTime(state, w, plan, "the CUDA-core fp8 kernel", max_diff)) return;
+
+  const double kv_bytes = 2.0 * static_cast<double>(s.batch * s.tokens * kKvHeads * kHeadDim);  // 1 byte each
+  state.counters["TBps"] = benchmark::Counter(kv_bytes / 1e12, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["splits"] = plan.splits;
+  if (plan.tensor_cores) state.counters["ctas_per_sm"] = sc::PagedDecodeFp8CtasPerSm(kHeadDim);
   state.counters["max_diff"] = max_diff;
   state.SetLabel(plan.Describe());
 }
@@ -208,11 +282,28 @@ void Shapes(benchmark::internal::Benchmark* b) {
     for (int v = 0; v < variants; ++v) b->Args({v, s.batch, s.kv_len, s.heads});
 }
 
+void Fp8Shapes(benchmark::internal::Benchmark* b) {
+  struct S {
+    std::int64_t batch, kv_len, heads;
+  };
+  const std::vector<S> shapes = {{64, 131072, 32}, {64, 131072, 64}, {256, 16384, 32}, {256, 16384, 64},
+                                 {256, 16384, 16}};
+  for (const S& s : shapes)
+    for (int path = 0; path < 2; ++path) b->Args({path, s.batch, s.kv_len, s.heads});
+}
+
 }  // namespace
 
 BENCHMARK(BM_PagedDecodeVariant)
     ->ArgNames({"variant", "batch", "kv_len", "heads"})
     ->Apply(Shapes)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+
+BENCHMARK(BM_PagedDecodeFp8)
+    ->ArgNames({"path", "batch", "kv_len", "heads"})
+    ->Apply(Fp8Shapes)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);

@@ -1,7 +1,8 @@
 // The CUDA attention ops (backends/cuda/attention_ops.h) against their
 // double-precision references on small shapes: MHA / GQA / MQA, sliding window,
 // head dims 64 / 128 / 256, bf16 and fp8 KV, split and unsplit decode, every A/B
-// variant of the tensor-core decode kernel; the
+// variant of the tensor-core decode kernel, fp8 KV on the tensor-core kernel and
+// forced onto the CUDA-core one; the
 // not_supported paths; a perturbed reference that must fail; and (printed, never
 // asserted) the achieved rates at one large shape of each op.
 
@@ -56,8 +57,9 @@ class AttentionGenerationKernels : public ::testing::TestWithParam<bool> {
   void TearDown() override { SetPagedDecodeTensorCores(true); }
 };
 
-// Every shape with the tensor-core variant allowed (it takes bf16 KV at head dim
-// 64/128 with groups of 3+) and with the CUDA-core kernel only.
+// Every shape with the tensor-core variant allowed (it takes head dim 64/128 with
+// bf16 KV and groups of 3+, or fp8 KV and groups of 2+) and with the CUDA-core
+// kernel only.
 TEST_P(AttentionGenerationKernels, SmallShapesMatchReference) {
   SC_REQUIRE_GPU();
   SetPagedDecodeTensorCores(GetParam());
@@ -93,6 +95,66 @@ TEST_P(AttentionGenerationKernels, SmallShapesMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AttentionDecode, AttentionGenerationKernels, ::testing::Bool());
+
+// fp8 e4m3 KV (the op's scales 0.5 for K and 1.5 for V) through the op's
+// double-precision reference check, on the tensor-core kernel (true: the default
+// plan; fp16 MMAs on K/V converted from fp8 in the fragment loads) and forced onto
+// the CUDA-core kernel (false: SetPagedDecodeTensorCoresFp8(false)): groups of 2, 3,
+// 4, 8 and 32 (two head chunks), head dims 64 and 128, one split and several,
+// partial last pages, exactly one page, sliding windows, and long splits. The
+// kernel_source must name the path ("mma," or not), so a case cannot pass on the
+// other kernel.
+class AttentionGenerationFp8 : public ::testing::TestWithParam<bool> {
+ protected:
+  void TearDown() override { SetPagedDecodeTensorCoresFp8(true); }
+};
+
+TEST_P(AttentionGenerationFp8, SmallShapesMatchReference) {
+  SC_REQUIRE_GPU();
+  const bool tensor_cores = GetParam();
+  if (tensor_cores)
+    std::printf("[fp8 mma] CTAs/SM on this device: %d at head dim 64, %d at 128 (the split rule assumes 5 and 3)\n",
+                PagedDecodeFp8CtasPerSm(64), PagedDecodeFp8CtasPerSm(128));
+  EXPECT_GE(PagedDecodeFp8CtasPerSm(128), 1);
+  SetPagedDecodeTensorCoresFp8(tensor_cores);
+  const collect::RunContext ctx = testing::QuickContext();
+  std::unique_ptr<collect::Op> op = MakeAttentionGenerationOp();
+  const std::string f = "fp8", b = "bfloat16";
+  const std::vector<AttnCase> cases = {
+      {3, 1, 32, 8, 128, 0, 1000, b, f},    // group 4, split KV, a partial last page
+      {2, 1, 64, 8, 128, 0, 5000, b, f},    // group 8, split KV, a partial last page
+      {4, 1, 32, 8, 64, 0, 2100, b, f},     // group 4, head dim 64
+      {2, 1, 64, 8, 64, 0, 777, b, f},      // group 8, head dim 64
+      {2, 1, 16, 8, 128, 0, 700, b, f},     // group 2
+      {3, 1, 16, 8, 64, 0, 1500, b, f},     // group 2, head dim 64
+      {1, 1, 8, 4, 128, 0, 20000, b, f},    // group 2, many splits
+      {2, 1, 24, 8, 128, 0, 300, b, f},     // group 3 (rows past the group are zero)
+      {64, 1, 32, 8, 128, 0, 100, b, f},    // one split, a partial page
+      {2, 1, 64, 8, 128, 0, 63, b, f},      // group 8, exactly one page
+      {2, 1, 32, 8, 64, 128, 1000, b, f},   // sliding window, first page partly hidden
+      {2, 1, 64, 8, 128, 200, 3000, b, f},  // sliding window, group 8
+      {2, 1, 32, 1, 128, 0, 500, b, f},     // group 32: two head chunks of 16
+      {16, 1, 32, 8, 128, 0, 40000, b, f},  // long splits (37-209 pages)
+      {300, 1, 64, 8, 64, 0, 4094, b, f},   // 64-page splits, partial last page
+  };
+  for (const AttnCase& a : cases) {
+    collect::Case c = MakeCase("attention_generation", a);
+    collect::CaseResult r = op->Run(c, ctx);
+    EXPECT_EQ(r.disposition, Disposition::kPassed) << c.id << " -> " << Describe(r);
+    if (r.disposition == Disposition::kPassed) {
+      ASSERT_EQ(r.rows.size(), 1u);
+      const std::string source = std::get<std::string>(r.rows[0].Get("kernel_source"));
+      EXPECT_NE(source.find("servecast_paged_decode_fp8kv:"), std::string::npos) << source;
+      EXPECT_EQ(source.find("mma,") != std::string::npos, tensor_cores) << c.id << ": " << source;
+      EXPECT_EQ(source.find("variant="), std::string::npos) << source;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AttentionDecode, AttentionGenerationFp8, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return std::string(p.param ? "TensorCores" : "CudaCores");
+                         });
 
 // Every A/B variant of the tensor-core kernel (PagedDecodeVariants: tile size,
 // ring depth, page-table prefetch, split target) through the op's double-precision
@@ -155,6 +217,16 @@ TEST(AttentionGeneration, PerturbedReferenceIsIncorrect) {
   collect::CaseResult r =
       op->Run(MakeCase("attention_generation", {2, 1, 32, 8, 128, 0, 1000}), testing::QuickContext());
   EXPECT_EQ(r.disposition, Disposition::kIncorrect) << Describe(r);
+  // fp8 KV on the tensor-core kernel (group 4 and group 2) and on the CUDA-core one.
+  for (bool tensor_cores : {true, false}) {
+    SetPagedDecodeTensorCoresFp8(tensor_cores);
+    for (const AttnCase& a : {AttnCase{2, 1, 32, 8, 128, 0, 1000, "bfloat16", "fp8"},
+                              AttnCase{2, 1, 16, 8, 64, 0, 1000, "bfloat16", "fp8"}}) {
+      collect::CaseResult rf = op->Run(MakeCase("attention_generation", a), testing::QuickContext());
+      EXPECT_EQ(rf.disposition, Disposition::kIncorrect) << (tensor_cores ? "mma " : "cuda cores ") << Describe(rf);
+    }
+  }
+  SetPagedDecodeTensorCoresFp8(true);
 }
 
 TEST(AttentionGeneration, UnsupportedCasesSaySo) {
@@ -249,8 +321,8 @@ TEST(AttentionRates, PrintLargeShapes) {
                                                                           {128, 8191, "bfloat16"},
                                                                           {256, 16383, "bfloat16"},
                                                                           {64, 131071, "bfloat16"},
-                                                                          {256, 16383, "fp8"}}) {
-      if (!tensor_cores && kv == "fp8") continue;
+                                                                          {256, 16383, "fp8"},
+                                                                          {64, 131071, "fp8"}}) {
       AttnCase a{b, 1, 32, 8, 128, 0, step, "bfloat16", kv};
       collect::CaseResult r = MakeAttentionGenerationOp()->Run(MakeCase("attention_generation", a), ctx);
       if (r.disposition == Disposition::kPassed) {

@@ -39,6 +39,9 @@ constexpr int kMaxSplits = 256;
 // The tensor-core variant for bf16 KV at head dim 64/128 and groups of 3+ heads
 // (paged_decode_attention_mma); false routes every case to the CUDA-core kernel.
 bool g_tensor_core_decode = true;
+// The tensor-core variant for fp8 KV at head dim 64/128 and groups of 2+ heads (with
+// g_tensor_core_decode); false routes fp8 KV to the CUDA-core kernel.
+bool g_tensor_core_decode_fp8 = true;
 constexpr float kLog2e = 1.4426950408889634f;
 // Shared-memory bytes of the K/V stages of one CTA (the ring of tiles in flight):
 // 3 stages of bf16 or 6 of fp8 tiles (each tile 8 KiB of K and 8 KiB of V for bf16,
@@ -358,10 +361,11 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention(DecodeArgs a)
   }
 }
 
-// ---- tensor-core variant (bf16 KV, head dim 64/128, groups of 3+ heads) -------------
+// ---- tensor-core variant (head dim 64/128; bf16 KV with groups of 3+ heads, fp8 KV
+// with groups of 2+) ---------------------------------------------------------------
 //
 // Same decomposition and split rule, but one CTA takes up to 16 query heads of a
-// KV group (the rows of an m16n8k16 bf16 MMA; rows past the group are zero) and
+// KV group (the rows of an m16n8k16 MMA; rows past the group are zero) and
 // tiles of 16 tokens per warp (the default: 4 warps, 64 tokens, one page). Per
 // tile, warp w owns tokens [16w, 16w + 16):
 //   S = Q·Kᵀ for its 16 tokens (2 n-blocks × head_dim/16 k-steps; K fragments are
@@ -375,13 +379,46 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention(DecodeArgs a)
 // cp.async ring of kStagesC stages (rows padded by 16 bytes: conflict-free
 // fragment loads).
 //
+// fp8 e4m3 KV (KvT = __nv_fp8_e4m3) runs the same loop on fp16 MMAs
+// (m16n8k16.f32.f16.f16.f32): the ring holds the fp8 bytes as they are in the pool
+// (half the bytes of bf16 per tile through cp.async), and K and V are converted when
+// the MMA fragments are loaded from shared memory, 4 values per
+// cvt.rn.f16x2.e4m3x2 pair. e4m3 values are fp16 normals, so the conversion is
+// exact (bf16 would take several integer operations per pair: e4m3 subnormals are
+// not a bit shift away from bf16). Three details keep the fp16 operands exact:
+//   - Q (bf16) is scaled per head by a power of two that puts the row's largest
+//     |q| in [2^14, 2^15) before it is rounded to fp16 (exact for every element
+//     above 2^-28 of the row's largest: bf16's 8 significant bits fit fp16's 11);
+//     the score scale divides it out again (scale · k_scale · 2^-e per row).
+//   - P carries a factor 2^15 (p = 2^(s − m + 15) ≤ 2^15 < 65504), so the
+//     probabilities down to 2^-29 of the row's maximum are fp16 normals (rounded
+//     relative 2^-11, finer than bf16's 2^-8); the row sums carry the same factor,
+//     which cancels in O / l, and the log-sum-exp written for the reduce subtracts 15.
+//   - The k_scale is in the score scale and v_scale multiplies the output, as in
+//     the CUDA-core kernel.
+// Fragment layouts without a padded row (each tile row is exactly head_dim bytes;
+// 16-byte chunks of a row are XOR-swizzled by MmaFp8Swizzle so both loads below are
+// free of bank conflicts):
+//   - K: within each 64-column chunk of the head dim, MMA k-index κ of k-step i
+//     (4 k-steps per chunk) is stored at column 16·tq + 4i + (κ mod 8 < 2 ? 0 : 2) + κ mod 2
+//     for κ ∈ {2tq, 2tq+1, 2tq+8, 2tq+9}: the same permutation of the head dim for Q
+//     and K (so Q·Kᵀ is unchanged), chosen so a lane's four K values of a k-step are
+//     4 consecutive bytes, and four k-steps one 16-byte load.
+//   - V: ldmatrix.trans of 16-bit units over fp8 rows gives each lane, per 8×16-byte
+//     matrix, tokens {2tq, 2tq+1} × columns {2gq, 2gq+1}; one byte permute splits that
+//     into the B fragments of two n-blocks, the even and the odd columns of the
+//     16-column chunk. So n-block 2c (2c+1) of O holds columns 16c + 2j (+1), and the
+//     final write puts them back in order.
+//
 // Three knobs set the bytes in flight and the occupancy: warps per CTA (hence the
 // tile, 16 tokens per warp), ring depth, and page-table prefetch. kMmaWarps,
-// kMmaStages and kMmaTablePrefetch are what the op runs (3 stages of 64 tokens:
-// 102 KiB at head dim 128, 2 CTAs per SM); the other combinations are A/B
-// variants (SetPagedDecodeVariant, bench_decode_variants). MmaConfig describes
-// one on the host (the kernel takes the three values as template arguments:
-// nvcc's host stubs cannot name a class-type template argument).
+// kMmaStages and kMmaTablePrefetch are what the op runs for bf16 (3 stages of 64
+// tokens: 102 KiB at head dim 128, 2 CTAs per SM), MmaFp8Stages for fp8 (4 stages of
+// 64 tokens at head dim 128: 64 KiB, 3 CTAs per SM; 5 stages, 40 KiB at head dim 64);
+// the other combinations are bf16 A/B variants (SetPagedDecodeVariant,
+// bench_decode_variants). MmaConfig describes one on the host (the kernel takes the
+// three values as template arguments: nvcc's host stubs cannot name a class-type
+// template argument).
 struct MmaConfig {
   int warps;            // 16 tokens each: a tile is 16·warps tokens (16, 32 or 64)
   int stages;           // depth of the cp.async ring
@@ -390,34 +427,53 @@ struct MmaConfig {
 constexpr int kMmaWarps = 4, kMmaStages = 3;  // the default
 constexpr bool kMmaTablePrefetch = false;
 constexpr int kMmaRows = 16;
-
+// The fp8 kernel's ring depth: 4 stages of 16 KiB at head dim 128 (3 CTAs per SM
+// by shared memory and by its registers), 5 of 8 KiB at head dim 64 (5 CTAs per SM).
 template <int D>
+constexpr int MmaFp8Stages() {
+  return D == 128 ? 4 : 5;
+}
+// log2 of the factor P carries in the fp8 kernel (see above).
+constexpr float kMmaFp8PLog2Bias = 15.f;
+
+template <int D, bool kFp8 = false>
 constexpr int MmaRowBytes() {
-  return (D + 8) * 2;
+  return kFp8 ? D : (D + 8) * 2;
 }
-template <int D, int kWarpsC = kMmaWarps>
+template <int D, int kWarpsC = kMmaWarps, bool kFp8 = false>
 constexpr int MmaStageBytes() {
-  return 2 * 16 * kWarpsC * MmaRowBytes<D>();  // K and V tiles
+  return 2 * 16 * kWarpsC * MmaRowBytes<D, kFp8>();  // K and V tiles
 }
-template <int D, int kWarpsC = kMmaWarps, int kStagesC = kMmaStages>
+template <int D, int kWarpsC = kMmaWarps, int kStagesC = kMmaStages, bool kFp8 = false>
 constexpr int MmaSmemBytes() {
-  return kStagesC * MmaStageBytes<D, kWarpsC>();
+  return kStagesC * MmaStageBytes<D, kWarpsC, kFp8>();
 }
 // CTAs of a config that fit on one multiprocessor by shared memory (228 KiB per SM
 // on Hopper, 1 KiB reserved per CTA, plus the kernel's static arrays), at most 16;
-// the split rule's CTAs-per-SM target for the variants.
-template <int D, int kWarpsC, int kStagesC>
+// the split rule's CTAs-per-SM target for the variants and the fp8 kernel.
+template <int D, int kWarpsC, int kStagesC, bool kFp8 = false>
 constexpr int MmaCtasPerSm() {
   constexpr int kStatic = (3 * kWarpsC + 1) * kMmaRows * 4;
-  constexpr int kPerCta = MmaSmemBytes<D, kWarpsC, kStagesC>() + kStatic + 1024;
+  constexpr int kPerCta = MmaSmemBytes<D, kWarpsC, kStagesC, kFp8>() + kStatic + 1024;
   return std::min(16, 228 * 1024 / kPerCta);
 }
 static_assert(MmaCtasPerSm<128, kMmaWarps, kMmaStages>() == 2 && MmaCtasPerSm<64, kMmaWarps, kMmaStages>() == 4,
               "the default's split rule (2 CTAs per SM at head dim 128, else 4) is its shared-memory occupancy");
+static_assert(MmaCtasPerSm<128, kMmaWarps, MmaFp8Stages<128>(), true>() == 3 &&
+                  MmaCtasPerSm<64, kMmaWarps, MmaFp8Stages<64>(), true>() == 5,
+              "the fp8 kernel's split rule: 3 CTAs per SM at head dim 128, 5 at 64 (shared memory; its registers, "
+              "checked with -Xptxas -v, allow as many)");
 
 __device__ __forceinline__ void Mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void Mma16816F16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -433,6 +489,33 @@ __device__ __forceinline__ void LdMatrixX4Trans(unsigned (&r)[4], const void* sm
 __device__ __forceinline__ unsigned PackBf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<unsigned*>(&v);
+}
+__device__ __forceinline__ unsigned PackHalf(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<unsigned*>(&v);
+}
+
+// Four e4m3 values (bytes 0..3 of w) as two fp16 pairs: lo = bytes 0, 1; hi = bytes 2, 3
+// (the lower byte in the lower half). Exact.
+__device__ __forceinline__ void Fp8x4ToHalf2x2(unsigned w, unsigned& lo, unsigned& hi) {
+  const __half2_raw l = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), __NV_E4M3);
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> 16), __NV_E4M3);
+  lo = static_cast<unsigned>(l.x) | (static_cast<unsigned>(l.y) << 16);
+  hi = static_cast<unsigned>(h.x) | (static_cast<unsigned>(h.y) << 16);
+}
+
+// The fp8 tile's 16-byte chunk swizzle: logical chunk c of tile row r is stored at
+// chunk c ^ MmaFp8Swizzle<D>(r). Head dim 128 (8 chunks, one row per 128 bytes):
+// rows r and r ^ 1 land in opposite halves (the K loads: a quarter-warp reads 4
+// chunks of two adjacent rows) and rows 0..7 at 8 different chunks (ldmatrix: 8 rows
+// of one column chunk). Head dim 64 (4 chunks, two rows per 128 bytes): rows 0..7 of
+// one chunk at 8 different bank groups; the K loads are conflict-free as laid out.
+template <int D>
+__device__ __forceinline__ int MmaFp8Swizzle(int r) {
+  if constexpr (D == 128)
+    return ((r >> 1) & 3) | ((r & 1) << 2);
+  else
+    return (r >> 1) & 3;
 }
 
 // The pool page of a split's i-th page (i counted from the split's first page).
@@ -475,22 +558,25 @@ struct MmaPageTable<true> {
   }
 };
 
-template <int D, int kWarpsC, int kStagesC, bool kTablePrefetch>
+template <int D, class KvT, int kWarpsC, int kStagesC, bool kTablePrefetch>
 __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(DecodeArgs a) {
+  constexpr bool kFp8 = std::is_same_v<KvT, __nv_fp8_e4m3>;
+  static_assert(kFp8 || std::is_same_v<KvT, __nv_bfloat16>, "bf16 or fp8 e4m3 KV");
   constexpr int kThreadsC = kWarpsC * 32;
   constexpr int kTile = 16 * kWarpsC;
-  constexpr int kRowBytes = MmaRowBytes<D>();
+  constexpr int kRowBytes = MmaRowBytes<D, kFp8>();
   constexpr int kTileBytes = kTile * kRowBytes;
   constexpr int kKSteps = D / 16;
   constexpr int kNBlocks = D / 8;
-  constexpr int kPiecesPerRow = D / 8;  // 16-byte pieces
+  constexpr int kPiecesPerRow = D * static_cast<int>(sizeof(KvT)) / 16;  // 16-byte pieces
   constexpr int kPiecesPerThread = kTile * kPiecesPerRow / kThreadsC;
   static_assert(kTile * kPiecesPerRow % kThreadsC == 0, "whole pieces per thread");
   static_assert(kPagedKvPageSize % kTile == 0, "a tile must not cross a page");
   constexpr int kTilesPerPage = kPagedKvPageSize / kTile;
   static_assert(kStagesC >= 2, "at least double buffering");
-  static_assert(kWarpsC * kMmaRows * D * 4 <= MmaSmemBytes<D, kWarpsC, kStagesC>(),
+  static_assert(kWarpsC * kMmaRows * D * 4 <= MmaSmemBytes<D, kWarpsC, kStagesC, kFp8>(),
                 "the final reduction reuses the stages");
+  static_assert(!kFp8 || D == 64 || D == 128, "the fp8 fragment layouts assume 64-column chunks, 4 or 8 per row");
 
   extern __shared__ __align__(16) unsigned char s_stage[];
   __shared__ float s_tile_max[2][kWarpsC][kMmaRows];
@@ -504,9 +590,67 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
   const int g0 = chunk * kMmaRows;
   const int rows = min(kMmaRows, a.group - g0);
 
-  // Q fragments (A operand, rows = heads), unscaled bf16, for all k-steps.
+  // Q fragments (A operand, rows = heads) for all k-steps: bf16 KV, unscaled bf16;
+  // fp8 KV, fp16 scaled per row by 2^e (rows gq and gq + 8; the score scale of each
+  // row divides 2^e out again), in the fp8 kernel's permuted head-dim order.
   unsigned qa[kKSteps][4];
-  {
+  float q_scale_lo = a.q_scale, q_scale_hi = a.q_scale;
+  if constexpr (kFp8) {
+    const __nv_bfloat16* q = a.q + (static_cast<std::size_t>(b) * a.num_heads + kvh * a.group + g0) * D;
+    constexpr int kChunks64 = D / 64;
+    // Lane tq holds columns [64c + 16tq, 64c + 16tq + 16) of rows gq (r = 0) and gq + 8.
+    unsigned raw[2][kChunks64][8];
+    unsigned max_bits[2] = {0u, 0u};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const bool ok = gq + 8 * r < rows;
+      const uint4* row = reinterpret_cast<const uint4*>(q + static_cast<std::size_t>(gq + 8 * r) * D);
+#pragma unroll
+      for (int c = 0; c < kChunks64; ++c)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint4 v = ok ? row[(64 * c + 16 * tq) / 8 + h] : make_uint4(0u, 0u, 0u, 0u);
+          raw[r][c][4 * h] = v.x;
+          raw[r][c][4 * h + 1] = v.y;
+          raw[r][c][4 * h + 2] = v.z;
+          raw[r][c][4 * h + 3] = v.w;
+        }
+      // |q| orders as the bf16 bits without the sign.
+#pragma unroll
+      for (int c = 0; c < kChunks64; ++c)
+#pragma unroll
+        for (int w = 0; w < 8; ++w)
+          max_bits[r] = max(max_bits[r], max(raw[r][c][w] & 0x7fffu, (raw[r][c][w] >> 16) & 0x7fffu));
+#pragma unroll
+      for (int off = 1; off < 4; off <<= 1)
+        max_bits[r] = max(max_bits[r], __shfl_xor_sync(0xffffffffu, max_bits[r], off));
+    }
+    float up[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      // The largest |q| is in [2^(E-127), 2^(E-126)) for its exponent field E; 2^e with
+      // e = 141 − E moves it to [2^14, 2^15) (e clamped to ±126: 2^±e stay normal floats).
+      const int e = max(-126, min(126, 141 - static_cast<int>((max_bits[r] >> 7) & 0xffu)));
+      up[r] = __int_as_float((127 + e) << 23);
+      const float down = __int_as_float((127 - e) << 23);
+      (r == 0 ? q_scale_lo : q_scale_hi) = a.q_scale * down;
+    }
+    auto to_half = [&](int r, unsigned bf16x2) {
+      const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bf16x2));
+      return PackHalf(f.x * up[r], f.y * up[r]);
+    };
+    // k-step 4c + i, κ ∈ {2tq, 2tq+1} → columns 64c + 16tq + 4i + {0, 1} (word 2i of the
+    // lane's 16 columns); κ ∈ {2tq+8, 2tq+9} → 64c + 16tq + 4i + {2, 3} (word 2i + 1).
+#pragma unroll
+    for (int c = 0; c < kChunks64; ++c)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        qa[4 * c + i][0] = to_half(0, raw[0][c][2 * i]);
+        qa[4 * c + i][1] = to_half(1, raw[1][c][2 * i]);
+        qa[4 * c + i][2] = to_half(0, raw[0][c][2 * i + 1]);
+        qa[4 * c + i][3] = to_half(1, raw[1][c][2 * i + 1]);
+      }
+  } else {
     const __nv_bfloat16* q = a.q + (static_cast<std::size_t>(b) * a.num_heads + kvh * a.group + g0) * D;
     const unsigned* row_lo = reinterpret_cast<const unsigned*>(q + static_cast<std::size_t>(gq) * D);
     const unsigned* row_hi = reinterpret_cast<const unsigned*>(q + static_cast<std::size_t>(gq + 8) * D);
@@ -534,23 +678,31 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
   const int n_tiles = (p_end - p_begin) * kTilesPerPage;
   MmaPageTable<kTablePrefetch> table(a.page_table + static_cast<std::size_t>(b) * a.pages_per_seq, p_begin,
                                      p_end - p_begin, lane);
-  const __nv_bfloat16* k_pool = static_cast<const __nv_bfloat16*>(a.k);
-  const __nv_bfloat16* v_pool = static_cast<const __nv_bfloat16*>(a.v);
+  const KvT* k_pool = static_cast<const KvT*>(a.k);
+  const KvT* v_pool = static_cast<const KvT*>(a.v);
 
   auto issue_tile = [&](int t) {
     if (t < n_tiles) {
       const std::size_t pool_page = static_cast<std::size_t>(table.Get(t / kTilesPerPage));
       const std::size_t base =
           ((pool_page * a.num_kv_heads + kvh) * kPagedKvPageSize + (t % kTilesPerPage) * kTile) * D;
-      unsigned char* k_dst = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC>();
+      unsigned char* k_dst = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC, kFp8>();
       unsigned char* v_dst = k_dst + kTileBytes;
 #pragma unroll
       for (int i = 0; i < kPiecesPerThread; ++i) {
         const int piece = i * kThreadsC + tid;
-        const int tok = piece / kPiecesPerRow, col = (piece % kPiecesPerRow) * 8;
-        const std::size_t src = base + static_cast<std::size_t>(tok) * D + col;
-        CopyAsync<16>(k_dst + tok * kRowBytes + col * 2, k_pool + src);
-        CopyAsync<16>(v_dst + tok * kRowBytes + col * 2, v_pool + src);
+        if constexpr (kFp8) {
+          const int tok = piece / kPiecesPerRow, c = piece % kPiecesPerRow;
+          const std::size_t src = base + static_cast<std::size_t>(tok) * D + c * 16;
+          const int dst = tok * kRowBytes + (c ^ MmaFp8Swizzle<D>(tok)) * 16;
+          CopyAsync<16>(k_dst + dst, k_pool + src);
+          CopyAsync<16>(v_dst + dst, v_pool + src);
+        } else {
+          const int tok = piece / kPiecesPerRow, col = (piece % kPiecesPerRow) * 8;
+          const std::size_t src = base + static_cast<std::size_t>(tok) * D + col;
+          CopyAsync<16>(k_dst + tok * kRowBytes + col * 2, k_pool + src);
+          CopyAsync<16>(v_dst + tok * kRowBytes + col * 2, v_pool + src);
+        }
       }
     }
     CopyAsyncCommit();
@@ -562,7 +714,7 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
     CopyAsyncWait<kStagesC - 2>();
     __syncthreads();  // tile t visible to all; everyone is done with tile t - 1's stage
     issue_tile(t + kStagesC - 1);
-    const unsigned char* k_tile = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC>();
+    const unsigned char* k_tile = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC, kFp8>();
     const unsigned char* v_tile = k_tile + kTileBytes;
     const int tile_pos0 = (p_begin + t / kTilesPerPage) * kPagedKvPageSize + (t % kTilesPerPage) * kTile;
 
@@ -571,12 +723,30 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
 #pragma unroll
     for (int nb = 0; nb < 2; ++nb) {
       sc[nb][0] = sc[nb][1] = sc[nb][2] = sc[nb][3] = 0.f;
-      const unsigned char* k_row = k_tile + (warp * 16 + nb * 8 + gq) * kRowBytes;
+      if constexpr (kFp8) {
+        // Token row r = 16·warp + 8·nb + gq (r mod 8 = gq): one 16-byte load per 64
+        // columns, four k-steps of 4 bytes each.
+        const int r = warp * 16 + nb * 8 + gq;
+        const unsigned char* k_row = k_tile + r * kRowBytes;
 #pragma unroll
-      for (int kk = 0; kk < kKSteps; ++kk) {
-        const unsigned b0 = *reinterpret_cast<const unsigned*>(k_row + (kk * 16 + 2 * tq) * 2);
-        const unsigned b1 = *reinterpret_cast<const unsigned*>(k_row + (kk * 16 + 8 + 2 * tq) * 2);
-        Mma16816(sc[nb], qa[kk], b0, b1);
+        for (int c = 0; c < D / 64; ++c) {
+          const uint4 kv = *reinterpret_cast<const uint4*>(k_row + ((4 * c + tq) ^ MmaFp8Swizzle<D>(r)) * 16);
+          const unsigned words[4] = {kv.x, kv.y, kv.z, kv.w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            unsigned b0, b1;
+            Fp8x4ToHalf2x2(words[i], b0, b1);
+            Mma16816F16(sc[nb], qa[4 * c + i], b0, b1);
+          }
+        }
+      } else {
+        const unsigned char* k_row = k_tile + (warp * 16 + nb * 8 + gq) * kRowBytes;
+#pragma unroll
+        for (int kk = 0; kk < kKSteps; ++kk) {
+          const unsigned b0 = *reinterpret_cast<const unsigned*>(k_row + (kk * 16 + 2 * tq) * 2);
+          const unsigned b1 = *reinterpret_cast<const unsigned*>(k_row + (kk * 16 + 8 + 2 * tq) * 2);
+          Mma16816(sc[nb], qa[kk], b0, b1);
+        }
       }
     }
     // Scale (log2 domain), mask, and this warp's row maxima.
@@ -587,8 +757,13 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
       for (int j = 0; j < 2; ++j) {
         const int pos = tile_pos0 + warp * 16 + nb * 8 + 2 * tq + j;
         const bool valid = pos >= a.first_token && pos < a.tokens;
-        sc[nb][j] = valid ? sc[nb][j] * a.q_scale : -INFINITY;
-        sc[nb][2 + j] = valid ? sc[nb][2 + j] * a.q_scale : -INFINITY;
+        if constexpr (kFp8) {
+          sc[nb][j] = valid ? sc[nb][j] * q_scale_lo : -INFINITY;
+          sc[nb][2 + j] = valid ? sc[nb][2 + j] * q_scale_hi : -INFINITY;
+        } else {
+          sc[nb][j] = valid ? sc[nb][j] * a.q_scale : -INFINITY;
+          sc[nb][2 + j] = valid ? sc[nb][2 + j] * a.q_scale : -INFINITY;
+        }
         mx_lo = fmaxf(mx_lo, sc[nb][j]);
         mx_hi = fmaxf(mx_hi, sc[nb][2 + j]);
       }
@@ -614,15 +789,29 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
     m_hi = new_hi;
     float p[2][4];
     float sum_lo = 0.f, sum_hi = 0.f;
+    if constexpr (kFp8) {
+      // p · 2^15 (fp16 normals down to 2^-29 of the row's maximum).
+      const float base_lo = new_lo - kMmaFp8PLog2Bias, base_hi = new_hi - kMmaFp8PLog2Bias;
 #pragma unroll
-    for (int nb = 0; nb < 2; ++nb)
+      for (int nb = 0; nb < 2; ++nb)
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        p[nb][j] = new_lo == -INFINITY ? 0.f : exp2f(sc[nb][j] - new_lo);
-        p[nb][2 + j] = new_hi == -INFINITY ? 0.f : exp2f(sc[nb][2 + j] - new_hi);
-        sum_lo += p[nb][j];
-        sum_hi += p[nb][2 + j];
-      }
+        for (int j = 0; j < 2; ++j) {
+          p[nb][j] = new_lo == -INFINITY ? 0.f : exp2f(sc[nb][j] - base_lo);
+          p[nb][2 + j] = new_hi == -INFINITY ? 0.f : exp2f(sc[nb][2 + j] - base_hi);
+          sum_lo += p[nb][j];
+          sum_hi += p[nb][2 + j];
+        }
+    } else {
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          p[nb][j] = new_lo == -INFINITY ? 0.f : exp2f(sc[nb][j] - new_lo);
+          p[nb][2 + j] = new_hi == -INFINITY ? 0.f : exp2f(sc[nb][2 + j] - new_hi);
+          sum_lo += p[nb][j];
+          sum_hi += p[nb][2 + j];
+        }
+    }
     l_lo = l_lo * f_lo + sum_lo;
     l_hi = l_hi * f_hi + sum_hi;
 #pragma unroll
@@ -633,20 +822,47 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
       o[n][3] *= f_hi;
     }
     // P (16 heads x 16 tokens) as the A operand: the C layout of two n-blocks.
-    unsigned pa[4];
-    pa[0] = PackBf16(p[0][0], p[0][1]);
-    pa[1] = PackBf16(p[0][2], p[0][3]);
-    pa[2] = PackBf16(p[1][0], p[1][1]);
-    pa[3] = PackBf16(p[1][2], p[1][3]);
-    // O += P·V over this warp's 16 tokens; V fragments two n-blocks per ldmatrix.
+    // O += P·V over this warp's 16 tokens.
     const int v_tok = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-    const int v_col = (lane >> 4) * 8;
+    if constexpr (kFp8) {
+      unsigned pa[4];
+      pa[0] = PackHalf(p[0][0], p[0][1]);
+      pa[1] = PackHalf(p[0][2], p[0][3]);
+      pa[2] = PackHalf(p[1][0], p[1][1]);
+      pa[3] = PackHalf(p[1][2], p[1][3]);
+      // One ldmatrix.x4.trans per 32 columns: matrices (tokens 0-7, chunk 2cc),
+      // (8-15, 2cc), (0-7, 2cc + 1), (8-15, 2cc + 1); lane gets tokens {2tq, 2tq+1}
+      // (+8) × columns {2gq, 2gq+1} of the chunk, bytes [t0 c0, t0 c1, t1 c0, t1 c1].
+      const unsigned char* v_row = v_tile + v_tok * kRowBytes;
+      const int v_swz = MmaFp8Swizzle<D>(v_tok);
 #pragma unroll
-    for (int n = 0; n < kNBlocks; n += 2) {
-      unsigned vb[4];
-      LdMatrixX4Trans(vb, v_tile + v_tok * kRowBytes + (n * 8 + v_col) * 2);
-      Mma16816(o[n], pa, vb[0], vb[1]);
-      Mma16816(o[n + 1], pa, vb[2], vb[3]);
+      for (int cc = 0; cc < D / 32; ++cc) {
+        unsigned vr[4];
+        LdMatrixX4Trans(vr, v_row + ((2 * cc + (lane >> 4)) ^ v_swz) * 16);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // chunk 2cc + h: n-blocks 4cc + 2h (even columns), + 1 (odd)
+          unsigned even0, odd0, even1, odd1;
+          Fp8x4ToHalf2x2(__byte_perm(vr[2 * h], 0u, 0x3120), even0, odd0);
+          Fp8x4ToHalf2x2(__byte_perm(vr[2 * h + 1], 0u, 0x3120), even1, odd1);
+          Mma16816F16(o[4 * cc + 2 * h], pa, even0, even1);
+          Mma16816F16(o[4 * cc + 2 * h + 1], pa, odd0, odd1);
+        }
+      }
+    } else {
+      unsigned pa[4];
+      pa[0] = PackBf16(p[0][0], p[0][1]);
+      pa[1] = PackBf16(p[0][2], p[0][3]);
+      pa[2] = PackBf16(p[1][0], p[1][1]);
+      pa[3] = PackBf16(p[1][2], p[1][3]);
+      // V fragments two n-blocks per ldmatrix.
+      const int v_col = (lane >> 4) * 8;
+#pragma unroll
+      for (int n = 0; n < kNBlocks; n += 2) {
+        unsigned vb[4];
+        LdMatrixX4Trans(vb, v_tile + v_tok * kRowBytes + (n * 8 + v_col) * 2);
+        Mma16816(o[n], pa, vb[0], vb[1]);
+        Mma16816(o[n + 1], pa, vb[2], vb[3]);
+      }
     }
   }
 
@@ -663,12 +879,24 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
     s_row_sum[warp][gq] = l_lo;
     s_row_sum[warp][gq + 8] = l_hi;
   }
+  if constexpr (kFp8) {
+    // n-block 2c holds columns 16c + 2j, 2c + 1 columns 16c + 2j + 1 (j = 2tq, 2tq + 1):
+    // columns 16c + 4tq + {0, 1, 2, 3} are o[2c][0], o[2c+1][0], o[2c][1], o[2c+1][1].
 #pragma unroll
-  for (int n = 0; n < kNBlocks; ++n) {
-    s_red[warp][gq][n * 8 + 2 * tq] = o[n][0];
-    s_red[warp][gq][n * 8 + 2 * tq + 1] = o[n][1];
-    s_red[warp][gq + 8][n * 8 + 2 * tq] = o[n][2];
-    s_red[warp][gq + 8][n * 8 + 2 * tq + 1] = o[n][3];
+    for (int c = 0; c < D / 16; ++c) {
+      *reinterpret_cast<float4*>(&s_red[warp][gq][16 * c + 4 * tq]) =
+          make_float4(o[2 * c][0], o[2 * c + 1][0], o[2 * c][1], o[2 * c + 1][1]);
+      *reinterpret_cast<float4*>(&s_red[warp][gq + 8][16 * c + 4 * tq]) =
+          make_float4(o[2 * c][2], o[2 * c + 1][2], o[2 * c][3], o[2 * c + 1][3]);
+    }
+  } else {
+#pragma unroll
+    for (int n = 0; n < kNBlocks; ++n) {
+      s_red[warp][gq][n * 8 + 2 * tq] = o[n][0];
+      s_red[warp][gq][n * 8 + 2 * tq + 1] = o[n][1];
+      s_red[warp][gq + 8][n * 8 + 2 * tq] = o[n][2];
+      s_red[warp][gq + 8][n * 8 + 2 * tq + 1] = o[n][3];
+    }
   }
   __shared__ float s_row_max[kMmaRows];
   if (warp == 0 && tq == 0) {
@@ -691,7 +919,12 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
     } else {
       const std::size_t slot = bh * a.splits + split;
       a.part_o[slot * D + d] = sum > 0.f ? acc * a.v_scale / sum : 0.f;
-      if (d == 0) a.part_lse[slot] = sum > 0.f ? s_row_max[r] + log2f(sum) : -INFINITY;
+      // The fp8 kernel's sums carry 2^15 (P's factor): log2 of the true sum is 15 less.
+      if constexpr (kFp8) {
+        if (d == 0) a.part_lse[slot] = sum > 0.f ? s_row_max[r] + (log2f(sum) - kMmaFp8PLog2Bias) : -INFINITY;
+      } else {
+        if (d == 0) a.part_lse[slot] = sum > 0.f ? s_row_max[r] + log2f(sum) : -INFINITY;
+      }
     }
   }
 }
@@ -783,8 +1016,8 @@ MmaVariant MakeMmaVariant(const char* name, int split_waves, const char* what) {
           what,
           MmaConfig{kWarpsC, kStagesC, kTablePrefetch},
           split_waves,
-          paged_decode_attention_mma<64, kWarpsC, kStagesC, kTablePrefetch>,
-          paged_decode_attention_mma<128, kWarpsC, kStagesC, kTablePrefetch>,
+          paged_decode_attention_mma<64, __nv_bfloat16, kWarpsC, kStagesC, kTablePrefetch>,
+          paged_decode_attention_mma<128, __nv_bfloat16, kWarpsC, kStagesC, kTablePrefetch>,
           MmaSmemBytes<64, kWarpsC, kStagesC>(),
           MmaSmemBytes<128, kWarpsC, kStagesC>(),
           MmaCtasPerSm<64, kWarpsC, kStagesC>(),
@@ -819,11 +1052,15 @@ template <int D, class KvT>
 void LaunchTyped(const DecodeArgs& a, const PagedDecodePlan& plan, std::int64_t batch, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(a.num_kv_heads * plan.head_chunks),
                   static_cast<unsigned>(batch));
-  if constexpr (std::is_same_v<KvT, __nv_bfloat16> && D <= 128) {
+  if constexpr (D <= 128) {
     if (plan.tensor_cores) {
-      if (plan.variant == 0) {
-        LaunchDecodeKernel(paged_decode_attention_mma<D, kMmaWarps, kMmaStages, kMmaTablePrefetch>, grid, a, stream,
-                           MmaSmemBytes<D>());
+      if constexpr (std::is_same_v<KvT, __nv_fp8_e4m3>) {
+        LaunchDecodeKernel(paged_decode_attention_mma<D, KvT, kMmaWarps, MmaFp8Stages<D>(), kMmaTablePrefetch>, grid, a,
+                           stream, MmaSmemBytes<D, kMmaWarps, MmaFp8Stages<D>(), true>());
+        SC_CUDA_CHECK_LAUNCH();
+      } else if (plan.variant == 0) {
+        LaunchDecodeKernel(paged_decode_attention_mma<D, KvT, kMmaWarps, kMmaStages, kMmaTablePrefetch>, grid, a,
+                           stream, MmaSmemBytes<D>());
       } else {
         const MmaVariant& v = VariantAt(plan.variant);
         void (*kernel)(DecodeArgs) = D == 64 ? v.kernel64 : v.kernel128;
@@ -898,6 +1135,24 @@ void SetPagedDecodeTensorCores(bool enabled) {
   g_tensor_core_decode = enabled;
 }
 
+void SetPagedDecodeTensorCoresFp8(bool enabled) {
+  g_tensor_core_decode_fp8 = enabled;
+}
+
+int PagedDecodeFp8CtasPerSm(std::int64_t head_dim) {
+  if (head_dim != 64 && head_dim != 128)
+    throw Error("paged decode: the tensor-core kernel has head dims 64 and 128, not " + std::to_string(head_dim));
+  void (*kernel)(DecodeArgs) =
+      head_dim == 64 ? paged_decode_attention_mma<64, __nv_fp8_e4m3, kMmaWarps, MmaFp8Stages<64>(), kMmaTablePrefetch>
+                     : paged_decode_attention_mma<128, __nv_fp8_e4m3, kMmaWarps, MmaFp8Stages<128>(), kMmaTablePrefetch>;
+  const int smem = head_dim == 64 ? MmaSmemBytes<64, kMmaWarps, MmaFp8Stages<64>(), true>()
+                                  : MmaSmemBytes<128, kMmaWarps, MmaFp8Stages<128>(), true>();
+  PrepareDecodeKernel(kernel, smem);
+  int blocks = 0;
+  SC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kMmaWarps * 32, smem));
+  return blocks;
+}
+
 std::vector<PagedDecodeVariant> PagedDecodeVariants() {
   std::vector<PagedDecodeVariant> out;
   for (const MmaVariant& v : MmaVariants()) {
@@ -947,10 +1202,17 @@ bool PagedDecodeSupportsHeadDim(std::int64_t head_dim) {
 PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, KvDtype kv_dtype) {
   PagedDecodePlan p;
   const std::int64_t g = s.group();
-  p.tensor_cores =
-      g_tensor_core_decode && kv_dtype == KvDtype::kBf16 && (s.head_dim == 64 || s.head_dim == 128) && g >= 3;
+  const bool fp8 = kv_dtype == KvDtype::kFp8E4m3;
+  p.tensor_cores = g_tensor_core_decode && (s.head_dim == 64 || s.head_dim == 128) &&
+                   (fp8 ? g_tensor_core_decode_fp8 && g >= 2 : g >= 3);
   int ctas_per_sm = 4;
-  if (p.tensor_cores) {
+  if (p.tensor_cores && fp8) {
+    // The fp8 kernel (no A/B variants): 3 CTAs per SM at head dim 128 (64 KiB of
+    // stages), 5 at 64 (40 KiB).
+    p.heads_per_cta = static_cast<int>(std::min<std::int64_t>(g, kMmaRows));
+    ctas_per_sm = s.head_dim == 128 ? MmaCtasPerSm<128, kMmaWarps, MmaFp8Stages<128>(), true>()
+                                    : MmaCtasPerSm<64, kMmaWarps, MmaFp8Stages<64>(), true>();
+  } else if (p.tensor_cores) {
     p.heads_per_cta = static_cast<int>(std::min<std::int64_t>(g, kMmaRows));
     if (s.head_dim == 128) ctas_per_sm = 2;  // 102 KiB of stages
     p.variant = g_decode_variant;

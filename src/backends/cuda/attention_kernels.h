@@ -45,13 +45,13 @@ struct PagedDecodeShape {
 // along the KV length, each a whole number of pages); `splits` > 1 adds the
 // reduce kernel and a float workspace of `workspace_bytes`.
 struct PagedDecodePlan {
-  bool tensor_cores = false;  // the mma.sync variant (bf16 KV, head dim 64/128, groups of 3+)
+  bool tensor_cores = false;  // the mma.sync variant (head dim 64/128; bf16 KV groups of 3+, fp8 KV groups of 2+)
   int heads_per_cta = 1;
   int head_chunks = 1;
   int splits = 1;
   std::int64_t pages_per_split = 1;
   std::size_t workspace_bytes = 0;
-  int variant = 0;  // the tensor-core kernel's A/B variant (PagedDecodeVariants); 0: the default
+  int variant = 0;  // the bf16 tensor-core kernel's A/B variant (PagedDecodeVariants); 0: the default (always for fp8)
   // "splits=8,pages_per_split=16,heads_per_cta=4" (",variant=<name>" appended when not 0)
   std::string Describe() const;
 };
@@ -59,19 +59,35 @@ struct PagedDecodePlan {
 // True when head_dim has a compiled instantiation (64, 128, 256).
 bool PagedDecodeSupportsHeadDim(std::int64_t head_dim);
 
-// The split rule: enough CTAs to fill every multiprocessor once (4 per SM; 2 for
-// the tensor-core kernel at head dim 128), each split at least 4 pages (256
-// tokens), at most 256 splits.
+// The split rule: enough CTAs to fill every multiprocessor once (4 per SM; for the
+// tensor-core kernel 2 at head dim 128 with bf16 KV, 3 at 128 and 5 at 64 with fp8
+// KV), each split at least 4 pages (256 tokens), at most 256 splits.
+//
+// Which kernel: the tensor-core one (paged_decode_attention_mma) for head dim 64/128
+// with bf16 KV and groups of 3+ query heads per KV head, or fp8 e4m3 KV and groups of
+// 2+ (fp16 MMAs on K/V converted from fp8 in the fragment loads, exact); the CUDA-core
+// one (paged_decode_attention) for everything else. Describe() starts with "mma," for
+// the tensor-core kernel.
 PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, KvDtype kv_dtype);
 
-// Whether PlanPagedDecode may pick the tensor-core variant (default true); for
-// tests and A/B measurements.
+// Whether PlanPagedDecode may pick the tensor-core variant (default true); false
+// routes every case, bf16 and fp8 KV, to the CUDA-core kernel. For tests and A/B
+// measurements.
 void SetPagedDecodeTensorCores(bool enabled);
+// Whether PlanPagedDecode may pick the tensor-core variant for fp8 KV (default true;
+// it also needs SetPagedDecodeTensorCores(true)); false routes fp8 KV to the
+// CUDA-core kernel and leaves bf16 KV as it is. For tests and A/B measurements.
+void SetPagedDecodeTensorCoresFp8(bool enabled);
+// The fp8-KV tensor-core kernel's CTAs resident per multiprocessor on the current
+// device (the CUDA occupancy calculator), head dim 64 or 128; the split rule assumes
+// 5 and 3.
+int PagedDecodeFp8CtasPerSm(std::int64_t head_dim);
 
-// Internal A/B variants of the tensor-core kernel (tile size, ring depth, page-table
-// prefetch, split target), for bench_decode_variants and the GPU tests; not a
-// parameter of the op. Variant 0 is the default, the only one the op runs unless
-// SetPagedDecodeVariant says otherwise.
+// Internal A/B variants of the bf16-KV tensor-core kernel (tile size, ring depth,
+// page-table prefetch, split target), for bench_decode_variants and the GPU tests;
+// not a parameter of the op. Variant 0 is the default, the only one the op runs
+// unless SetPagedDecodeVariant says otherwise. fp8-KV plans ignore the variant (the
+// fp8 kernel has one configuration).
 struct PagedDecodeVariant {
   std::string name;         // "default", "t32s3", ...
   std::string description;  // its knobs; shared memory, CTAs per SM and bytes in flight
