@@ -43,6 +43,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/fill.h"
+#include "gpu_bench.h"
 
 namespace sc = servecast::cuda;
 
@@ -54,14 +55,7 @@ constexpr std::int64_t kKvHeads = 8, kHeadDim = 128;
 // order 0.1-1, and a tile read wrongly or twice shows in the comparison.
 constexpr float kQueryRange = 9.0f, kKeyValueRange = 1.0f;
 
-bool HaveGpu() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    cudaGetLastError();
-    return false;
-  }
-  return true;
-}
+using servecast::bench::HaveGpu;
 
 int Multiprocessors() {
   int device = 0, sms = 0;
