@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/quantize_device.cuh"
 #include "core/error.h"
 
 namespace servecast::cuda {
@@ -36,17 +37,7 @@ __global__ void __launch_bounds__(kThreads)
   if constexpr (!kFp8) {
     reinterpret_cast<uint4*>(is_v ? v_pool : k_pool)[dst] = x;
   } else {
-    const float inv = is_v ? inv_v : inv_k;
-    const unsigned w[4] = {x.x, x.y, x.z, x.w};
-    unsigned short p[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float lo = __uint_as_float(w[j] << 16), hi = __uint_as_float(w[j] & 0xffff0000u);
-      p[j] = __nv_cvt_float2_to_fp8x2(make_float2(lo * inv, hi * inv), __NV_SATFINITE, __NV_E4M3);
-    }
-    reinterpret_cast<uint2*>(is_v ? v_pool : k_pool)[dst] =
-        make_uint2(static_cast<unsigned>(p[0]) | (static_cast<unsigned>(p[1]) << 16),
-                   static_cast<unsigned>(p[2]) | (static_cast<unsigned>(p[3]) << 16));
+    reinterpret_cast<uint2*>(is_v ? v_pool : k_pool)[dst] = fp8dev::Quantize8(x, is_v ? inv_v : inv_k);
   }
 }
 

@@ -17,6 +17,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/quantize.h"
+#include "backends/cuda/quantize_device.cuh"
 #include "core/error.h"
 
 namespace servecast::cuda {
@@ -27,37 +28,7 @@ constexpr int kRegVecs = 8;    // 16-byte vectors (8 bf16) per thread kept in re
 constexpr int kSmemVecs = 12;  // and in shared memory: 512 x 12 x 16 B = 96 KiB per CTA
 constexpr int kCtasPerSm = 2;
 
-__device__ __forceinline__ float AbsMax8(const uint4& v) {
-  const unsigned w[4] = {v.x, v.y, v.z, v.w};
-  float m = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    m = fmaxf(m, fmaxf(fabsf(__uint_as_float(w[i] << 16)), fabsf(__uint_as_float(w[i] & 0xffff0000u))));
-  return m;
-}
-
-__device__ __forceinline__ uint2 Quantize8(const uint4& v, float inv) {
-  const unsigned w[4] = {v.x, v.y, v.z, v.w};
-  unsigned short p[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    p[i] = __nv_cvt_float2_to_fp8x2(
-        make_float2(__uint_as_float(w[i] << 16) * inv, __uint_as_float(w[i] & 0xffff0000u) * inv), __NV_SATFINITE,
-        __NV_E4M3);
-  return make_uint2(static_cast<unsigned>(p[0]) | (static_cast<unsigned>(p[1]) << 16),
-                    static_cast<unsigned>(p[2]) | (static_cast<unsigned>(p[3]) << 16));
-}
-
-__device__ __forceinline__ unsigned char QuantizeOne(float x, float inv) {
-  return static_cast<unsigned char>(__nv_cvt_float2_to_fp8x2(make_float2(x * inv, 0.0f), __NV_SATFINITE, __NV_E4M3) &
-                                    0xffu);
-}
-
-__device__ __forceinline__ float WarpMax(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
+using namespace fp8dev;  // AbsMax8, Quantize8, QuantizeOne, ScaleFromAmax, WarpMax
 
 // state[0]: amax bits (float >= 0 orders like unsigned), state[1]: CTAs arrived,
 // state[2]: barrier generation (bumped once per call by the last CTA to arrive).
@@ -130,7 +101,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
         __threadfence();
         const float amax = __uint_as_float(atomicExch(&state[0], 0u));
         atomicExch(&state[1], 0u);
-        const float s = fmaxf(amax / kFp8E4m3Max, kFp8MinScale);
+        const float s = ScaleFromAmax(amax);
         *reinterpret_cast<volatile float*>(scale) = s;
         __threadfence();
         atomicAdd(&state[2], 1u);  // release
