@@ -15,12 +15,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/fill.h"
-#include "backends/cuda/gemm_internal.h"
+#include "backends/cuda/harness.h"
+#include "collect/timing.h"
 #include "backends/cuda/quantize.h"
 #include "gpu_bench.h"
 
@@ -67,7 +69,7 @@ void BM_QuantFp8Tensor(benchmark::State& state) {
     return;
   }
 
-  const auto call = [&](cudaStream_t s, int it) {
+  const sc::cuda::LaunchFn call = [&](cudaStream_t s, int it) {
     const void* x = xs[static_cast<std::size_t>(it % copies)].get();
     if (mode == 0) {
       sc::cuda::QuantFp8TensorAmax(x, n, st2.as<unsigned>(), scale.as<float>(), s);
@@ -78,18 +80,23 @@ void BM_QuantFp8Tensor(benchmark::State& state) {
       sc::cuda::QuantFp8TensorApply(x, n, scale_ref.as<float>(), q.get(), s);
     }
   };
-  const int calls = std::max(copies, 20);
+  // The collector's harness (graph replay of whole rotations, median of samples); its
+  // `method` says whether the calls were captured in a graph or, if capture failed
+  // (e.g. for the cooperative launch), launched eagerly, which would not compare fairly.
+  sc::cuda::TimeOptions topt;
+  topt.copies = copies;
+  topt.rotated_bytes = 2.0 * static_cast<double>(n) * copies;
   double ms = 0;
+  std::string method;
   for (auto _ : state) {
-    std::vector<double> runs;
-    for (int r = 0; r < 5; ++r) runs.push_back(sc::cuda::gemm::TimeCallsMs(call, calls, st));
-    std::sort(runs.begin(), runs.end());
-    ms = runs[runs.size() / 2];
+    const sc::collect::TimingStats stats = sc::cuda::TimeOnDevice(call, sc::collect::TimingConfig{}, topt, false);
+    ms = stats.median_ms;
+    method = stats.method;
     state.SetIterationTime(ms / 1e3);
   }
   state.counters["us"] = ms * 1e3;
   state.counters["TBps_min_traffic"] = 3.0 * static_cast<double>(n) / (ms * 1e-3) / 1e12;
-  state.SetLabel(mode == 0 ? "amax+apply" : mode == 1 ? "fused" : "static apply");
+  state.SetLabel(std::string(mode == 0 ? "amax+apply" : mode == 1 ? "fused" : "static apply") + " (" + method + ")");
 }
 
 }  // namespace

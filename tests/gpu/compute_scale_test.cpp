@@ -124,8 +124,11 @@ TEST(QuantFp8Fused, SameScaleAndBytesAsTwoKernels) {
   SC_REQUIRE_GPU();
   auto& dc = Context();
   std::printf("[fused quant] grid %d CTAs\n", QuantFp8TensorFusedGrid());
+  // On 132 SMs (264 CTAs of 512 threads): 1 vector per thread up to 1 << 20, 8 and 20
+  // (registers and shared memory only, nothing re-read) for the next two, 47 and 63 beyond.
   for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{4099}, std::size_t{1} << 20,
-                        (std::size_t{3} << 24) + 5, std::size_t{8192} * 8192}) {
+                        (std::size_t{1} << 23) + 3, (std::size_t{5} << 22) + 1, (std::size_t{3} << 24) + 5,
+                        std::size_t{8192} * 8192}) {
     DeviceBuffer x(n * 2), q2(n), qf(n), st2(8), stf(12), s2(4), sf(4);
     SC_CUDA_CHECK(cudaMemsetAsync(st2.get(), 0, 8, dc.stream));
     SC_CUDA_CHECK(cudaMemsetAsync(stf.get(), 0, 12, dc.stream));
