@@ -207,6 +207,26 @@ bool CheckThenTime(benchmark::State& state, const Workload& w, const sc::PagedDe
   return true;
 }
 
+// Prepares the workload of `s`, checks `plan` against its reference and times it, then
+// reports TB/s of the visible K and V (bytes of the KV dtype), the splits, CTAs per SM
+// (tensor-core plans; 0 leaves it out) and the check's max |diff|, labelled with the plan.
+void RunPlan(benchmark::State& state, const sc::PagedDecodeShape& s, sc::KvDtype kv, const sc::PagedDecodePlan& plan,
+             const std::string& reference_name, int ctas_per_sm) {
+  cudaStream_t st = nullptr;
+  SC_CUDA_CHECK(cudaStreamCreate(&st));
+  const Workload& w = Prepare(s, kv, st);
+  cudaStreamDestroy(st);
+  double max_diff = 0;
+  if (!CheckThenTime(state, w, plan, reference_name, max_diff)) return;
+  const double elem_bytes = kv == sc::KvDtype::kFp8E4m3 ? 1 : 2;
+  const double kv_bytes = 2.0 * static_cast<double>(s.batch * s.tokens * s.num_kv_heads * s.head_dim) * elem_bytes;
+  state.counters["TBps"] = benchmark::Counter(kv_bytes / 1e12, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["splits"] = plan.splits;
+  if (ctas_per_sm > 0) state.counters["ctas_per_sm"] = ctas_per_sm;
+  state.counters["max_diff"] = max_diff;
+  state.SetLabel(plan.Describe());
+}
+
 // args: variant, batch, KV length, query heads (8 KV heads, head dim 128, bf16 KV)
 void BM_PagedDecodeVariant(benchmark::State& state) {
   if (!HaveGpu()) {
@@ -220,19 +240,8 @@ void BM_PagedDecodeVariant(benchmark::State& state) {
     state.SkipWithError("the plan is the CUDA-core kernel: no variants (variant 0 gives its rate)");
     return;
   }
-  cudaStream_t st = nullptr;
-  SC_CUDA_CHECK(cudaStreamCreate(&st));
-  const Workload& w = Prepare(s, sc::KvDtype::kBf16, st);
-  cudaStreamDestroy(st);
-  double max_diff = 0;
-  if (!CheckThenTime(state, w, plan, "the default variant", max_diff)) return;
-
-  const double kv_bytes = 2.0 * static_cast<double>(s.batch * s.tokens * kKvHeads * kHeadDim) * 2;
-  state.counters["TBps"] = benchmark::Counter(kv_bytes / 1e12, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["splits"] = plan.splits;
-  if (plan.tensor_cores) state.counters["ctas_per_sm"] = sc::PagedDecodeVariantCtasPerSm(variant, kHeadDim);
-  state.counters["max_diff"] = max_diff;
-  state.SetLabel(plan.Describe());
+  RunPlan(state, s, sc::KvDtype::kBf16, plan, "the default variant",
+          plan.tensor_cores ? sc::PagedDecodeVariantCtasPerSm(variant, kHeadDim) : 0);
 }
 
 // args: path (0: the tensor-core fp8 kernel, as planned by default; 1: the CUDA-core
@@ -250,19 +259,8 @@ void BM_PagedDecodeFp8(benchmark::State& state) {
                                      : "the forced plan is not the CUDA-core kernel");
     return;
   }
-  cudaStream_t st = nullptr;
-  SC_CUDA_CHECK(cudaStreamCreate(&st));
-  const Workload& w = Prepare(s, sc::KvDtype::kFp8E4m3, st);
-  cudaStreamDestroy(st);
-  double max_diff = 0;
-  if (!CheckThenTime(state, w, plan, "the CUDA-core fp8 kernel", max_diff)) return;
-
-  const double kv_bytes = 2.0 * static_cast<double>(s.batch * s.tokens * kKvHeads * kHeadDim);  // 1 byte each
-  state.counters["TBps"] = benchmark::Counter(kv_bytes / 1e12, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["splits"] = plan.splits;
-  if (plan.tensor_cores) state.counters["ctas_per_sm"] = sc::PagedDecodeFp8CtasPerSm(kHeadDim);
-  state.counters["max_diff"] = max_diff;
-  state.SetLabel(plan.Describe());
+  RunPlan(state, s, sc::KvDtype::kFp8E4m3, plan, "the CUDA-core fp8 kernel",
+          plan.tensor_cores ? sc::PagedDecodeFp8CtasPerSm(kHeadDim) : 0);
 }
 
 void Shapes(benchmark::internal::Benchmark* b) {
