@@ -425,9 +425,10 @@ struct MmaConfig {
   bool table_prefetch;  // page-table entries read 32 pages ahead into registers
 };
 constexpr int kMmaWarps = 4, kMmaStages = 3;  // the default
-// Page-table prefetch on by default (bf16 and fp8 KV): on the H200 it matched the
-// per-tile read at every shape bench_decode_variants times and was up to 9.5% faster
-// at mid lengths (128 x 8192: 3.79 -> 4.15 TB/s; benchmarks/RESULTS.md).
+// Page-table prefetch on by default (bf16 and fp8 KV). Two H200 runs of
+// bench_decode_variants disagree on whether it helps: 128 x 8192 measured 3.79 -> 4.15
+// TB/s in the first and 4.10 (without) vs 3.89 (with) in the second; run-to-run spread
+// (~5%) is as large as the difference (benchmarks/RESULTS.md). Not a proven gain.
 constexpr bool kMmaTablePrefetch = true;
 constexpr int kMmaRows = 16;
 // The fp8 kernel's ring depth: 4 stages of 16 KiB at head dim 128 (3 CTAs per SM
