@@ -18,7 +18,7 @@
 # - Stops the collector gracefully (SIGTERM: finished cases are kept, the tables are
 #   finalized) after STOP_AFTER_S seconds, so the call ends inside its time limit.
 # - Packs runs/NAME (journal, plan, log, summary, ledgers, tables) into
-#   $OUT/NAME.tar.gz (gzip: the GPU image has no zstd command) with the summary beside it.
+#   $OUT/NAME.tar.gz every 60 s while it runs and once at the end (gzip: the GPU image has no zstd command) with the summary beside it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 name="$1"; stop_after="$2"; shift 2
@@ -37,9 +37,18 @@ if [ -f "runs/$name/run/journal.jsonl" ]; then resume=(--resume); fi
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
   >"runs/$name.nvidia-smi.before.csv" 2>&1 || true
 
+# Every 60 s, a snapshot of the run folder goes to $OUT (written aside, then renamed),
+# so that a call killed at the device's limit (which can be shorter than the time box:
+# the budget counts the machine's start) still brings back what finished. A journal
+# cut mid-line is fine: resume drops its torn tail.
+( while sleep 60; do
+    tar -czf "$OUT/.$name.snapshot.tar.gz" -C runs "$name" 2>/dev/null && mv -f "$OUT/.$name.snapshot.tar.gz" "$OUT/$name.tar.gz"
+  done ) &
+snap=$!
 timeout --signal=TERM --kill-after=60 "$stop_after" \
   "$bin" collect --backend cuda --run-dir "runs/$name/run" --out "runs/$name/data" "${resume[@]}" "$@"
 rc=$?
+kill "$snap" 2>/dev/null; wait "$snap" 2>/dev/null; rm -f "$OUT/.$name.snapshot.tar.gz"
 echo "collect exit code: $rc"
 nvidia-smi --query-gpu=index,clocks.sm,temperature.gpu,power.draw --format=csv >"runs/$name.nvidia-smi.after.csv" 2>&1 || true
 mv "runs/$name.nvidia-smi.before.csv" "runs/$name.nvidia-smi.after.csv" "runs/$name/" 2>/dev/null || true
