@@ -48,7 +48,7 @@ snap=$!
 timeout --signal=TERM --kill-after=60 "$stop_after" \
   "$bin" collect --backend cuda --run-dir "runs/$name/run" --out "runs/$name/data" "${resume[@]}" "$@"
 rc=$?
-kill "$snap" 2>/dev/null; wait "$snap" 2>/dev/null; rm -f "$OUT/.$name.snapshot.tar.gz"
+pkill -P "$snap" 2>/dev/null; kill "$snap" 2>/dev/null; wait "$snap" 2>/dev/null; rm -f "$OUT/.$name.snapshot.tar.gz"
 echo "collect exit code: $rc"
 nvidia-smi --query-gpu=index,clocks.sm,temperature.gpu,power.draw --format=csv >"runs/$name.nvidia-smi.after.csv" 2>&1 || true
 mv "runs/$name.nvidia-smi.before.csv" "runs/$name.nvidia-smi.after.csv" "runs/$name/" 2>/dev/null || true
