@@ -26,6 +26,14 @@
 // way (max |diff| over 2% of max |reference|, or any non-finite value: an error and
 // no rate). TBps counts the fp8 bytes of the visible K and V.
 //
+// BM_PagedDecodeSplitRule: the split rule that balances waves (rule 0, the default:
+// PlanPagedDecode picks the split count whose last wave of CTAs is fullest) against the
+// rule before it (rule 1: the fewest splits that give every CTA slot one CTA, which can
+// leave a nearly empty second wave), bf16 (kv 0) and fp8 (kv 1) KV, on small batches
+// with long contexts, where the two differ: 4 x 131072, 16 x 65536 and 16 x 16384 with
+// 32 query heads (groups of 4) and 16 x 65536 with 16 (groups of 2, CUDA-core kernel
+// for bf16). Checked against the same reference as the other benchmarks first.
+//
 // Needs a GPU (skips every benchmark otherwise). Run:
 //   build/gpu/bin/bench_decode_variants --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
@@ -263,6 +271,35 @@ void BM_PagedDecodeFp8(benchmark::State& state) {
           plan.tensor_cores ? sc::PagedDecodeFp8CtasPerSm(kHeadDim) : 0);
 }
 
+// args: rule (0: wave-balanced splits, the default; 1: the rule before), kv (0: bf16,
+// 1: fp8 e4m3), batch, KV length, query heads (8 KV heads, head dim 128)
+void BM_PagedDecodeSplitRule(benchmark::State& state) {
+  if (!HaveGpu()) {
+    state.SkipWithError("no GPU");
+    return;
+  }
+  const bool balanced = state.range(0) == 0;
+  const sc::KvDtype kv = state.range(1) == 1 ? sc::KvDtype::kFp8E4m3 : sc::KvDtype::kBf16;
+  const sc::PagedDecodeShape s{state.range(2), state.range(4), kKvHeads, kHeadDim, state.range(3), 0};
+  sc::SetPagedDecodeWaveBalancedSplits(balanced);
+  const sc::PagedDecodePlan plan = sc::PlanPagedDecode(s, Multiprocessors(), kv);
+  sc::SetPagedDecodeWaveBalancedSplits(true);
+  const bool fp8 = kv == sc::KvDtype::kFp8E4m3;
+  RunPlan(state, s, kv, plan, fp8 ? "the CUDA-core fp8 kernel" : "the default variant",
+          plan.tensor_cores ? (fp8 ? sc::PagedDecodeFp8CtasPerSm(kHeadDim) : sc::PagedDecodeVariantCtasPerSm(0, kHeadDim))
+                            : 0);
+}
+
+void SplitRuleShapes(benchmark::internal::Benchmark* b) {
+  struct S {
+    std::int64_t batch, kv_len, heads;
+  };
+  const std::vector<S> shapes = {{4, 131072, 32}, {16, 65536, 32}, {16, 16384, 32}, {16, 65536, 16}};
+  for (int kv = 0; kv < 2; ++kv)
+    for (const S& s : shapes)
+      for (int rule = 0; rule < 2; ++rule) b->Args({rule, kv, s.batch, s.kv_len, s.heads});
+}
+
 void Shapes(benchmark::internal::Benchmark* b) {
   struct S {
     std::int64_t batch, kv_len, heads;
@@ -289,6 +326,13 @@ void Fp8Shapes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_PagedDecodeVariant)
     ->ArgNames({"variant", "batch", "kv_len", "heads"})
     ->Apply(Shapes)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+
+BENCHMARK(BM_PagedDecodeSplitRule)
+    ->ArgNames({"rule", "kv", "batch", "kv_len", "heads"})
+    ->Apply(SplitRuleShapes)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);

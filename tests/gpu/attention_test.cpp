@@ -2,9 +2,11 @@
 // double-precision references on small shapes: MHA / GQA / MQA, sliding window,
 // head dims 64 / 128 / 256, bf16 and fp8 KV, split and unsplit decode, every A/B
 // variant of the tensor-core decode kernel, fp8 KV on the tensor-core kernel and
-// forced onto the CUDA-core one; the
-// not_supported paths; a perturbed reference that must fail; and (printed, never
+// forced onto the CUDA-core one; fp8 context FMHA (cuDNN's fp8 SDPA); the
+// not_supported paths; perturbed references that must fail; and (printed, never
 // asserted) the achieved rates at one large shape of each op.
+
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -276,15 +278,103 @@ TEST(AttentionContext, SmallShapesMatchReference) {
   std::printf("[attention_context] %s -> %s\n", c256.id.c_str(), Describe(r256).c_str());
 }
 
-TEST(AttentionContext, PerturbedReferenceIsIncorrectAndFp8FmhaIsNotSupported) {
+TEST(AttentionContext, PerturbedReferenceIsIncorrect) {
   SC_REQUIRE_GPU();
   const collect::RunContext ctx = testing::QuickContext();
   collect::CaseResult r =
       MakeAttentionContextOp(1.05)->Run(MakeCase("attention_context", {1, 256, 8, 2, 128, 0, 0}), ctx);
   EXPECT_EQ(r.disposition, Disposition::kIncorrect) << Describe(r);
-  AttnCase fp8_fmha{1, 128, 8, 8, 128, 0, 0, "fp8", "fp8"};
-  EXPECT_EQ(MakeAttentionContextOp()->Run(MakeCase("attention_context", fp8_fmha), ctx).disposition,
+}
+
+// fp8 context FMHA (attn_dtype fp8 with an fp8 KV cache: e4m3 Q/K/V with per-tensor
+// scales 0.25 / 0.5 / 1.5, cuDNN's fp8 SDPA graph) through the op's double-precision
+// reference from the dequantized e4m3 inputs: MHA, GQA 4 and 8, MQA, head dims 64
+// and 128, lengths that are and are not multiples of 64, one and several sequences.
+// kernel_source must name the fp8 graph and its O dtype. Where cuDNN has no engine
+// for the graph on this GPU the op says not_supported with cuDNN's message; on
+// Hopper (sm_90) and newer that is a failure.
+TEST(AttentionContext, Fp8FmhaSmallShapesMatchReference) {
+  SC_REQUIRE_GPU();
+  const collect::RunContext ctx = testing::QuickContext();
+  std::unique_ptr<collect::Op> op = MakeAttentionContextOp();
+  int device = 0, major = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
+  const std::string f = "fp8";
+  const std::vector<AttnCase> cases = {
+      {1, 128, 8, 8, 128, 0, 0, f, f},    // MHA, two 64-row tiles
+      {2, 300, 32, 8, 128, 0, 0, f, f},   // GQA 4, length not a multiple of 64, partial last page
+      {2, 256, 16, 1, 128, 0, 0, f, f},   // MQA
+      {1, 512, 8, 2, 64, 0, 0, f, f},     // head dim 64, GQA 4
+      {3, 100, 16, 2, 64, 0, 0, f, f},    // head dim 64, GQA 8, length not a multiple of 64
+      {2, 64, 8, 8, 64, 0, 0, f, f},      // exactly one page per sequence
+      {1, 1000, 32, 8, 128, 0, 0, f, f},  // a longer row (sum of many rounded P)
+  };
+  for (const AttnCase& a : cases) {
+    collect::Case c = MakeCase("attention_context", a);
+    collect::CaseResult r = op->Run(c, ctx);
+    std::printf("[attention_context fp8] %s -> %s\n", c.id.c_str(),
+                r.disposition == Disposition::kPassed ? std::get<std::string>(r.rows.at(0).Get("kernel_source")).c_str()
+                                                      : Describe(r).c_str());
+    if (major < 9 && r.disposition == Disposition::kNotSupported) continue;
+    EXPECT_EQ(r.disposition, Disposition::kPassed) << c.id << " -> " << Describe(r);
+    if (r.disposition == Disposition::kPassed) {
+      ASSERT_EQ(r.rows.size(), 1u);
+      EXPECT_GT(Latency(r), 0.0) << c.id;
+      const std::string source = std::get<std::string>(r.rows[0].Get("kernel_source"));
+      EXPECT_EQ(source.rfind("cudnn_sdpa_fp8:engine=", 0), 0u) << source;
+      EXPECT_TRUE(source.find(",o=bf16+") != std::string::npos || source.find(",o=fp8+") != std::string::npos)
+          << source;
+      EXPECT_NE(source.find("+servecast_quant_fp8_qkv+servecast_kv_append_fp8:page="), std::string::npos) << source;
+    }
+  }
+}
+
+// The fp8 check can fail: a reference off by 25% (what a kernel that ignored a
+// descale of 0.8 or 1.25 would produce) must be incorrect, on a short and a longer
+// row; and fp8 FMHA over a bf16 KV cache is not a case the op runs (not_supported).
+TEST(AttentionContext, Fp8FmhaPerturbedReferenceIsIncorrect) {
+  SC_REQUIRE_GPU();
+  const collect::RunContext ctx = testing::QuickContext();
+  for (const AttnCase& a :
+       {AttnCase{1, 256, 8, 2, 128, 0, 0, "fp8", "fp8"}, AttnCase{2, 300, 16, 2, 64, 0, 0, "fp8", "fp8"}}) {
+    collect::CaseResult r = MakeAttentionContextOp(1.25)->Run(MakeCase("attention_context", a), ctx);
+    if (r.disposition == Disposition::kNotSupported) {  // no fp8 SDPA engine here (Fp8FmhaSmallShapes says if wrong)
+      std::printf("[attention_context fp8] %s\n", Describe(r).c_str());
+      continue;
+    }
+    EXPECT_EQ(r.disposition, Disposition::kIncorrect) << Describe(r);
+    std::printf("[attention_context fp8, reference x 1.25] %s\n", Describe(r).c_str());
+  }
+  AttnCase fp8_fmha_bf16_kv{1, 128, 8, 8, 128, 0, 0, "fp8", "bfloat16"};
+  EXPECT_EQ(MakeAttentionContextOp()->Run(MakeCase("attention_context", fp8_fmha_bf16_kv), ctx).disposition,
             Disposition::kNotSupported);
+}
+
+// Printed, never asserted: fp8 context FMHA against bf16 FMHA (both over an fp8 KV
+// cache) at two large shapes; the rows include the KV-cache write and, for fp8, the
+// Q/K/V quantization.
+TEST(AttentionRates, PrintFp8ContextShapes) {
+  SC_REQUIRE_GPU();
+  collect::RunContext ctx = testing::QuickContext();
+  ctx.timing.min_samples = 10;
+  ctx.timing.budget_s = 0.5;
+  for (const AttnCase& shape : std::vector<AttnCase>{{1, 16384, 32, 8, 128, 0, 0}, {4, 4096, 32, 8, 128, 0, 0}}) {
+    for (const char* attn : {"bfloat16", "fp8"}) {
+      AttnCase a = shape;
+      a.attn_dtype = attn;
+      a.kv_dtype = "fp8";
+      collect::CaseResult r = MakeAttentionContextOp()->Run(MakeCase("attention_context", a), ctx);
+      if (r.disposition == Disposition::kPassed) {
+        const double flops = 4.0 * a.batch * a.heads * a.head_dim * (a.isl * (a.isl + 1) / 2.0);
+        std::printf("[rate] context b=%lld s=%lld h=32/8 d=128 attn=%s kv=fp8: %.3f ms, %.1f TFLOP/s (%s)\n",
+                    static_cast<long long>(a.batch), static_cast<long long>(a.isl), attn, Latency(r),
+                    flops / (Latency(r) * 1e-3) / 1e12, std::get<std::string>(r.rows[0].Get("kernel_source")).c_str());
+      } else {
+        std::printf("[rate] context attn=%s: %s\n", attn, Describe(r).c_str());
+      }
+    }
+  }
 }
 
 // Printed, never asserted: the rates at the target shapes.

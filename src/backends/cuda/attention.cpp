@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -33,6 +34,7 @@
 #include "collect/table_spec.h"
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/log.h"
 #include "core/value.h"
 
 namespace servecast::cuda {
@@ -49,12 +51,23 @@ constexpr float kKeyValueRange = 1.0f;
 // fp8 KV scales other than 1, so that a kernel ignoring them fails the check.
 constexpr float kFp8KScale = 0.5f;
 constexpr float kFp8VScale = 1.5f;
+// fp8 context FMHA (attn_dtype fp8): the other per-tensor scales of cuDNN's fp8
+// SDPA graph, fixed (an engine quantizes with calibrated static scales), none 1.
+// Q's dequantization multiplier (Q in [-3, 3] becomes e4m3 in [-12, 12]); K and V
+// use kFp8KScale / kFp8VScale, the KV cache's, so the FMHA reads the cached values.
+constexpr float kFp8QScale = 0.25f;
+// scale_s: P in [0, 1] is stored as e4m3(P x 256) (the largest power of two that
+// keeps 1 x scale under e4m3's 448); descale_s = 1 / 256.
+constexpr float kFp8PScale = 256.0f;
+// scale_o, used only where cuDNN gives the fp8 graph an e4m3 O (|O| <= max |v| = 1).
+constexpr float kFp8OScale = 16.0f;
 
 enum class Phase { kContext, kGeneration };
 
 struct AttnShape {
   std::int64_t batch = 1, isl = 1, num_heads = 1, num_kv_heads = 1, head_dim = 128, window = 0, step = 0;
   bool kv_fp8 = false;
+  bool attn_fp8 = false;  // context only: fp8 Q/K/V into cuDNN's fp8 SDPA
   std::int64_t group() const { return num_heads / num_kv_heads; }
 };
 
@@ -103,14 +116,13 @@ std::optional<CaseResult> ParseAttention(const Params& p, Phase phase, AttnShape
     if (s.step != 0)
       return Unsupported("UnsupportedConfig", op + ": step " + std::to_string(s.step) +
                                                   " (prefill over a cached prefix) is not supported; step 0 only");
-    if (attn_dtype != "bfloat16")
-      return Unsupported(
-          "UnsupportedDtype",
-          op +
-              " on cuda computes attention in bfloat16 (attn_dtype bfloat16, with a bfloat16 or fp8 KV cache): "
-              "fp8 context FMHA (cuDNN's fp8 SDPA graph with its descale/scale/amax tensors) is not implemented "
-              "yet (the case asks for attn_dtype " +
-              attn_dtype + ", kv_cache_dtype " + kv_dtype + ")");
+    if (attn_dtype == "fp8" && !s.kv_fp8)
+      return Unsupported("UnsupportedDtype",
+                         op +
+                             " on cuda: fp8 context FMHA (attn_dtype fp8) runs with an fp8 KV cache only (AIC's "
+                             "fp8_kv_cache + fp8_context_fmha case); the case asks for kv_cache_dtype " +
+                             kv_dtype);
+    s.attn_fp8 = attn_dtype == "fp8";
     if (s.head_dim % 8 != 0)
       return Unsupported("UnsupportedHeadDim", op + ": head_dim " + std::to_string(s.head_dim) +
                                                    " (the KV-cache write moves 8 values at a time)");
@@ -140,6 +152,11 @@ class RefCheck {
  public:
   explicit RefCheck(double reference_scale) : scale_(reference_scale) {}
   void Add(const std::string& where, double got, double ref, double tol) {
+    AddLazy([&] { return where; }, got, ref, tol);
+  }
+  // As Add, with the location `where()` built only for a new worst element.
+  template <class Where>
+  void AddLazy(const Where& where, double got, double ref, double tol) {
     ref *= scale_;
     ++checked_;
     const double err = std::fabs(got - ref);
@@ -147,8 +164,8 @@ class RefCheck {
     if (!(ratio <= 1)) ++bad_;
     if (checked_ == 1 || ratio > worst_ratio_) {
       worst_ratio_ = ratio;
-      worst_ = where + ": got " + FormatG6(got) + ", expected " + FormatG6(ref) + ", abs error " + FormatG6(err) + ", tolerance " +
-               FormatG6(tol);
+      worst_ = where() + ": got " + FormatG6(got) + ", expected " + FormatG6(ref) + ", abs error " + FormatG6(err) +
+               ", tolerance " + FormatG6(tol);
     }
   }
   void AddNonFinite(std::uint64_t count, std::size_t of) {
@@ -317,23 +334,49 @@ class AttentionContextOp : public AttentionOpBase {
     return static_cast<std::size_t>(s.batch * Append(s).pages_per_seq() * s.num_kv_heads * kPagedKvPageSize *
                                     s.head_dim);
   }
-  // Q, K, V, O, the softmax stats, and the paged K and V pools with their page table.
+  // Q, K, V, O (bf16), the softmax stats, and the paged K and V pools with their page
+  // table; with fp8 FMHA also the e4m3 copies of Q, K and V the FMHA reads.
   static double SetBytes(const AttnShape& s) {
     const double tokens = static_cast<double>(s.batch * s.isl);
     return tokens * s.head_dim * 2.0 * (2 * s.num_heads + 2 * s.num_kv_heads) + tokens * s.num_heads * 4.0 +
            2.0 * static_cast<double>(PoolElems(s)) * (s.kv_fp8 ? 1 : 2) +
-           4.0 * static_cast<double>(s.batch * Append(s).pages_per_seq());
+           4.0 * static_cast<double>(s.batch * Append(s).pages_per_seq()) +
+           (s.attn_fp8 ? tokens * s.head_dim * 1.0 * (s.num_heads + 2 * s.num_kv_heads) : 0.0);
   }
 
+  // q8, k8, v8: the e4m3 Q, K, V of fp8 FMHA (empty for bf16).
   struct Set {
-    DeviceBuffer q, k, v, o, stats, k_pool, v_pool, table;
+    DeviceBuffer q, k, v, o, stats, k_pool, v_pool, table, q8, k8, v8;
     std::vector<std::int32_t> host_table;
   };
 
+  // The fp8 graph's device scalars, 16 bytes apart (cuDNN's alignment for them):
+  // descale_q, descale_k, descale_v, descale_s, scale_s, scale_o, then amax_s, amax_o.
+  enum Fp8Slot {
+    kSlotDescaleQ,
+    kSlotDescaleK,
+    kSlotDescaleV,
+    kSlotDescaleS,
+    kSlotScaleS,
+    kSlotScaleO,
+    kSlotAmaxS,
+    kSlotAmaxO,
+    kSlotCount
+  };
+  static float* Slot(const DeviceBuffer& scalars, Fp8Slot slot) { return scalars.as<float>() + 4 * slot; }
+
+  // One call of the row: the new tokens' K and V written into the paged KV cache
+  // (bf16, or e4m3 with one scale per tensor), then cuDNN's fused SDPA over the
+  // contiguous Q, K, V. With fp8 FMHA (attn_dtype fp8, always with an fp8 cache) the
+  // call also quantizes Q, K and V to e4m3 with fixed per-tensor scales (three
+  // quant_fp8_tensor_apply launches: what an engine's QKV preprocessing does before
+  // its fp8 FMHA) and the SDPA is cuDNN's fp8 graph reading them; O is bf16 where
+  // cuDNN builds that graph, else e4m3 (kernel_source says which).
   CaseResult RunChecked(const collect::Case& c, const collect::RunContext& ctx, const AttnShape& s) override {
     cudaStream_t stream = Context().stream;
     const std::uint64_t base_seed = Fnv1a64(c.id);
     SdpaShape shape{s.batch, s.isl, s.num_heads, s.num_kv_heads, s.head_dim, s.window};
+    shape.dtype = s.attn_fp8 ? SdpaDtype::kFp8 : SdpaDtype::kBf16;
     std::string why;
     bool unsupported = false;
     std::unique_ptr<CudnnSdpa> sdpa = CudnnSdpa::Build(shape, why, unsupported);
@@ -343,9 +386,18 @@ class AttentionContextOp : public AttentionOpBase {
       return CaseResult::Failure(Disposition::kFailed, FailureClass::kFrameworkBug, "CudnnError",
                                  name_ + " (cuDNN " + CudnnVersionString() + "): " + why);
     }
-    const std::string source =
-        sdpa->kernel_source() + "+servecast_kv_append_" + (s.kv_fp8 ? "fp8" : "bf16") + ":page=" +
-        std::to_string(kPagedKvPageSize);
+    const bool o_fp8 = sdpa->output_fp8();
+    if (o_fp8) {
+      static std::once_flag told;
+      std::call_once(told, [&] {
+        log::Info(name_ + ": cuDNN " + CudnnVersionString() +
+                  " builds the fp8 SDPA graph with an e4m3 O only (bf16 O refused: " + sdpa->bf16_output_refusal() +
+                  ")");
+      });
+    }
+    const std::string source = sdpa->kernel_source() + (s.attn_fp8 ? "+servecast_quant_fp8_qkv" : "") +
+                               "+servecast_kv_append_" + (s.kv_fp8 ? "fp8" : "bf16") +
+                               ":page=" + std::to_string(kPagedKvPageSize);
     DeviceBuffer workspace(std::max<std::size_t>(sdpa->workspace_bytes(), 16));
 
     const std::size_t q_elems = static_cast<std::size_t>(s.batch * s.isl * s.num_heads * s.head_dim);
@@ -355,15 +407,36 @@ class AttentionContextOp : public AttentionOpBase {
     const float k_scale = s.kv_fp8 ? kFp8KScale : 1.0f, v_scale = s.kv_fp8 ? kFp8VScale : 1.0f;
     const std::size_t pool = PoolElems(s), eb = s.kv_fp8 ? 1 : 2;
     const std::size_t table_n = static_cast<std::size_t>(s.batch * append.pages_per_seq());
+
+    // fp8 FMHA: the graph's scalars (shared by every set; amax_s / amax_o are written
+    // by each call and not read).
+    DeviceBuffer scalars;
+    if (s.attn_fp8) {
+      scalars = DeviceBuffer(4 * sizeof(float) * kSlotCount);
+      std::vector<float> host(4 * kSlotCount, 0.0f);
+      host[4 * kSlotDescaleQ] = kFp8QScale;
+      host[4 * kSlotDescaleK] = k_scale;
+      host[4 * kSlotDescaleV] = v_scale;
+      host[4 * kSlotDescaleS] = 1.0f / kFp8PScale;
+      host[4 * kSlotScaleS] = kFp8PScale;
+      host[4 * kSlotScaleO] = kFp8OScale;
+      SC_CUDA_CHECK(
+          cudaMemcpyAsync(scalars.get(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+      SC_CUDA_CHECK(cudaStreamSynchronize(stream));  // `host` goes out of scope
+    }
+
     auto make_set = [&](std::uint64_t seed) {
       Set set{DeviceBuffer(q_elems * 2),
               DeviceBuffer(kv_elems * 2),
               DeviceBuffer(kv_elems * 2),
-              DeviceBuffer(q_elems * 2),
+              DeviceBuffer(q_elems * 2),  // bf16 O, or e4m3 O in its first half
               DeviceBuffer(static_cast<std::size_t>(s.batch * s.num_heads * s.isl) * 4),
               DeviceBuffer(pool * eb),
               DeviceBuffer(pool * eb),
               DeviceBuffer(table_n * 4),
+              s.attn_fp8 ? DeviceBuffer(q_elems) : DeviceBuffer(),
+              s.attn_fp8 ? DeviceBuffer(kv_elems) : DeviceBuffer(),
+              s.attn_fp8 ? DeviceBuffer(kv_elems) : DeviceBuffer(),
               {}};
       // The pools poisoned (0xFF: bf16 NaN, e4m3 NaN), so a slot the write missed shows.
       FillPoison(set.k_pool.get(), set.k_pool.bytes(), stream);
@@ -374,18 +447,34 @@ class AttentionContextOp : public AttentionOpBase {
       FillUniformBf16(set.v.get(), kv_elems, SeedFor(seed, 3), kKeyValueRange, stream);
       FillPoison(set.o.get(), set.o.bytes(), stream);
       FillPoison(set.stats.get(), set.stats.bytes(), stream);
+      for (const DeviceBuffer* b : {&set.q8, &set.k8, &set.v8})
+        if (b->bytes()) FillPoison(b->get(), b->bytes(), stream);
       return set;
     };
     std::vector<Set> sets;
     sets.push_back(make_set(SeedFor(base_seed, 100)));
     auto bind = [&](Set& set) {
-      return sdpa->Bind(SdpaBuffers{set.q.get(), set.k.get(), set.v.get(), set.o.get(), set.stats.as<float>()},
-                        workspace.get());
+      SdpaBuffers buffers{set.q.get(), set.k.get(), set.v.get(), set.o.get(), set.stats.as<float>(), {}};
+      if (s.attn_fp8) {
+        buffers.q = set.q8.get();
+        buffers.k = set.k8.get();
+        buffers.v = set.v8.get();
+        buffers.fp8 =
+            SdpaFp8Scalars{Slot(scalars, kSlotDescaleQ), Slot(scalars, kSlotDescaleK), Slot(scalars, kSlotDescaleV),
+                           Slot(scalars, kSlotDescaleS), Slot(scalars, kSlotScaleS),   Slot(scalars, kSlotScaleO),
+                           Slot(scalars, kSlotAmaxS),    Slot(scalars, kSlotAmaxO)};
+      }
+      return sdpa->Bind(buffers, workspace.get());
     };
     bind(sets[0]);
-    // One call: the new tokens' K and V into the paged cache, then the FMHA.
+    // One call: [Q, K, V to e4m3,] the new tokens' K and V into the paged cache, the FMHA.
     auto launch = [&](std::size_t i, cudaStream_t st) {
       Set& set = sets[i];
+      if (s.attn_fp8) {
+        QuantFp8TensorApply(set.q.get(), q_elems, Slot(scalars, kSlotDescaleQ), set.q8.get(), st);
+        QuantFp8TensorApply(set.k.get(), kv_elems, Slot(scalars, kSlotDescaleK), set.k8.get(), st);
+        QuantFp8TensorApply(set.v.get(), kv_elems, Slot(scalars, kSlotDescaleV), set.v8.get(), st);
+      }
       LaunchKvCacheAppend(append, kv, set.k.get(), set.v.get(), set.table.as<std::int32_t>(), k_scale, v_scale,
                           set.k_pool.get(), set.v_pool.get(), st);
       sdpa->Run(static_cast<int>(i), st);
@@ -395,9 +484,25 @@ class AttentionContextOp : public AttentionOpBase {
     launch(0, stream);
     SC_CUDA_CHECK(cudaStreamSynchronize(stream));
     RefCheck check(reference_scale_);
-    check.AddNonFinite(CountNonFiniteBf16(sets[0].o.get(), q_elems, stream), q_elems);
-    CheckSampled(s, sets[0], SeedFor(base_seed, 2), check, stream);
-    const std::string rule = "4 * 2^-8 * sum_j p_j*|v_jd| + 1e-5 (bf16 P and output)";
+    std::string rule;
+    if (!s.attn_fp8) {
+      check.AddNonFinite(CountNonFiniteBf16(sets[0].o.get(), q_elems, stream), q_elems);
+      CheckSampled(s, sets[0], SeedFor(base_seed, 2), check, stream);
+      rule = "4 * 2^-8 * sum_j p_j*|v_jd| + 1e-5 (bf16 P and output)";
+    } else {
+      check.AddNonFinite(o_fp8 ? CountNanE4m3Host(sets[0].o.get(), q_elems, stream)
+                               : CountNonFiniteBf16(sets[0].o.get(), q_elems, stream),
+                         q_elems);
+      RefCheck input_check(1.0);
+      CheckSampledFp8(s, sets[0], o_fp8, SeedFor(base_seed, 2), check, input_check, stream);
+      if (!input_check.ok())
+        return Incorrect(source, input_check,
+                         "e4m3 Q/K/V: x within half an e4m3 step of stored * scale (scales 0.25, 0.5, 1.5)");
+      rule = std::string("2^-3 * sum_j p_j*|v_jd| + 2^-18 * sum_j |v_jd| / l + ") +
+             (o_fp8 ? "half an e4m3 step of O * 16, / 16" : "2^-8 * |O|") +
+             " + 1e-5 (P in e4m3 x 256: 2^-4 relative, twice for a row sum of the rounded P; its "
+             "subnormals 2^-18 absolute over the row sum l; O's rounding)";
+    }
     if (!check.ok()) return Incorrect(source, check, rule);
     RefCheck cache_check(1.0);
     CheckCache(s, sets[0], k_scale, v_scale, SeedFor(base_seed, 6), cache_check, stream);
@@ -420,6 +525,13 @@ class AttentionContextOp : public AttentionOpBase {
         [&](cudaStream_t st, int iteration) { launch(static_cast<std::size_t>(iteration % copies), st); }, ctx.timing,
         opt, ctx.measure_power);
     return Row(c, ctx, source, stats);
+  }
+
+  // e4m3 NaN bytes among the first n bytes at `dev` (FillPoison's 0xFF is one).
+  static std::uint64_t CountNanE4m3Host(const void* dev, std::size_t n, cudaStream_t stream) {
+    DeviceBuffer count(sizeof(unsigned long long));
+    CountNanE4m3(dev, n, count.as<unsigned long long>(), stream);
+    return Download<unsigned long long>(count.get(), 1, 0, stream)[0];
   }
 
   // The paged cache of the first and the last sequence against K and V: the first and
@@ -529,6 +641,123 @@ class AttentionContextOp : public AttentionOpBase {
           check.Add("out[b=" + std::to_string(b) + ",s=" + std::to_string(pt.pos) + ",head=" + std::to_string(pt.h) +
                         ",d=" + std::to_string(d) + "]",
                     Bf16(o[static_cast<std::size_t>(d)]), ref[static_cast<std::size_t>(d)], tol);
+        }
+      }
+      if (s.batch == 1) break;
+    }
+  }
+
+  // fp8 FMHA: the sampled points of CheckSampled, recomputed in double precision from
+  // the e4m3 Q, K, V the FMHA read (dequantized with their scales). `inputs` checks
+  // those bytes against the bf16 Q, K, V (within half an e4m3 step; the sampled rows
+  // of Q, 64 to 192 tokens of K and V of a sampled sequence), so a wrong quantization
+  // scale fails even though the reference reads the same bytes.
+  //
+  // Tolerance per output element: P goes through e4m3 (x scale_s = 256) before P·V,
+  // half an e4m3 step is 2^-4 of |P| for normal values, so the error is at most
+  // 2^-4 * sum_j p_j |v_jd|; doubled (2^-3) in case the engine normalizes by the sum
+  // of the rounded P rather than the fp32 one. P x 256 below e4m3's smallest normal
+  // (2^-6) rounds to within 2^-10 absolute, 2^-18 in P over the row sum l >= 1 of
+  // exp(s - max): + 2^-18 * sum_j |v_jd| / l. Plus O's rounding (bf16: 2^-8 |O|,
+  // twice its half step; e4m3: half a step of O x 16, / 16) and 1e-5 for fp32 math.
+  // A kernel that ignored a descale (0.25, 0.5, 1.5, 1/256) is off by 25% or more of
+  // |O| at position 0 (one key, p = 1, an exactly representable P), so it fails.
+  void CheckSampledFp8(const AttnShape& s, const Set& set, bool o_fp8, std::uint64_t seed, RefCheck& check,
+                       RefCheck& inputs, cudaStream_t stream) const {
+    const std::int64_t S = s.isl, N = s.num_heads, KV = s.num_kv_heads, D = s.head_dim, G = s.group();
+    SplitMix64 rng(seed);
+    auto any = [&](std::int64_t n) { return static_cast<std::int64_t>(rng.Below(static_cast<std::uint64_t>(n))); };
+    struct Point {
+      std::int64_t b, h, pos;
+    };
+    std::vector<Point> pts = {{0, 0, 0}, {s.batch - 1, N - 1, S - 1}, {0, any(N), std::min<std::int64_t>(1, S - 1)}};
+    if (s.window > 0 && s.window < S) {
+      pts.push_back({s.batch - 1, any(N), s.window - 1});
+      pts.push_back({s.batch - 1, any(N), s.window});
+    }
+    while (pts.size() < 24) pts.push_back({rng.Below(2) ? 0 : s.batch - 1, any(N), any(S)});
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    const double q_scale = kFp8QScale, k_scale = kFp8KScale, v_scale = kFp8VScale;
+    auto e4m3 = [](std::uint8_t bits) { return static_cast<double>(E4m3ToFloat(bits)); };  // table lookup
+    // x against the e4m3 byte that should hold it: |stored * sc - x| <= half a step.
+    auto check_input = [&](const auto& where, std::uint8_t stored, std::uint16_t x_bits, double sc) {
+      const double x = Bf16(x_bits);
+      inputs.AddLazy(where, e4m3(stored) * sc, x, 0.5 * E4m3Ulp(x / sc) * sc * (1 + 1e-6));
+    };
+    const std::size_t eo = o_fp8 ? 1 : 2;
+    // The e4m3 K and V checked: the first and the last 64 tokens and 64 drawn ones.
+    std::set<std::int64_t> tokens;
+    for (std::int64_t t = 0; t < std::min<std::int64_t>(S, 64); ++t) tokens.insert(t);
+    for (std::int64_t t = std::max<std::int64_t>(0, S - 64); t < S; ++t) tokens.insert(t);
+    for (int i = 0; i < 64; ++i) tokens.insert(any(S));
+    for (std::int64_t b : {std::int64_t{0}, s.batch - 1}) {
+      std::vector<std::uint8_t> k8, v8;
+      bool loaded = false;
+      for (const Point& pt : pts) {
+        if (pt.b != b) continue;
+        if (!loaded) {
+          const std::size_t n = static_cast<std::size_t>(S * KV * D), off = static_cast<std::size_t>(b) * n;
+          k8 = Download<std::uint8_t>(set.k8.get(), n, off, stream);
+          v8 = Download<std::uint8_t>(set.v8.get(), n, off, stream);
+          const auto k16 = Download<std::uint16_t>(set.k.get(), n, off, stream);
+          const auto v16 = Download<std::uint16_t>(set.v.get(), n, off, stream);
+          for (std::int64_t t : tokens)
+            for (std::int64_t i = t * KV * D; i < (t + 1) * KV * D; ++i) {
+              const std::size_t u = static_cast<std::size_t>(i);
+              auto where = [&, i, t](const char* name) {
+                return std::string(name) + "[b=" + std::to_string(b) + ",t=" + std::to_string(t) +
+                       ",kv=" + std::to_string(i / D % KV) + ",d=" + std::to_string(i % D) + "]";
+              };
+              check_input([&] { return where("k8"); }, k8[u], k16[u], k_scale);
+              check_input([&] { return where("v8"); }, v8[u], v16[u], v_scale);
+            }
+          loaded = true;
+        }
+        const std::int64_t g = pt.h / G;
+        const std::size_t row = static_cast<std::size_t>(((b * S + pt.pos) * N + pt.h) * D);
+        const auto q8 = Download<std::uint8_t>(set.q8.get(), static_cast<std::size_t>(D), row, stream);
+        const auto q16 = Download<std::uint16_t>(set.q.get(), static_cast<std::size_t>(D), row, stream);
+        const auto o = Download<std::uint8_t>(set.o.get(), static_cast<std::size_t>(D) * eo, row * eo, stream);
+        const std::string at =
+            "b=" + std::to_string(b) + ",s=" + std::to_string(pt.pos) + ",head=" + std::to_string(pt.h);
+        for (std::int64_t d = 0; d < D; ++d)
+          check_input([&] { return "q8[" + at + ",d=" + std::to_string(d) + "]"; }, q8[static_cast<std::size_t>(d)],
+                      q16[static_cast<std::size_t>(d)], q_scale);
+        const std::int64_t first = s.window > 0 ? std::max<std::int64_t>(0, pt.pos - s.window + 1) : 0;
+        auto vv = [&](std::int64_t j, std::int64_t d) {
+          return e4m3(v8[static_cast<std::size_t>((j * KV + g) * D + d)]) * v_scale;
+        };
+        std::vector<double> scores;
+        for (std::int64_t j = first; j <= pt.pos; ++j) {
+          double dot = 0;
+          for (std::int64_t d = 0; d < D; ++d)
+            dot += e4m3(q8[static_cast<std::size_t>(d)]) * q_scale *
+                   (e4m3(k8[static_cast<std::size_t>((j * KV + g) * D + d)]) * k_scale);
+          scores.push_back(dot * scale);
+        }
+        std::vector<double> ref, mag;
+        ReferenceRow(
+            scores, [&](std::size_t i, std::int64_t d) { return vv(first + static_cast<std::int64_t>(i), d); }, D, ref,
+            mag);
+        double m = -INFINITY, l = 0;
+        for (double x : scores) m = std::max(m, x);
+        for (double x : scores) l += std::exp(x - m);
+        for (std::int64_t d = 0; d < D; ++d) {
+          double abs_sum = 0;
+          for (std::int64_t j = first; j <= pt.pos; ++j) abs_sum += std::fabs(vv(j, d));
+          const double r = ref[static_cast<std::size_t>(d)];
+          double got, out_tol;
+          if (o_fp8) {
+            got = e4m3(o[static_cast<std::size_t>(d)]) / kFp8OScale;
+            out_tol = 0.5 * E4m3Ulp(r * kFp8OScale) / kFp8OScale;
+          } else {
+            std::uint16_t bits;
+            std::memcpy(&bits, o.data() + 2 * d, 2);
+            got = Bf16(bits);
+            out_tol = 0x1p-8 * std::fabs(r);
+          }
+          const double tol = 0x1p-3 * mag[static_cast<std::size_t>(d)] + 0x1p-18 * abs_sum / l + out_tol + 1e-5;
+          check.AddLazy([&] { return "out[" + at + ",d=" + std::to_string(d) + "]"; }, got, r, tol);
         }
       }
       if (s.batch == 1) break;

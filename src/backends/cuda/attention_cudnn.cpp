@@ -64,6 +64,14 @@ enum Uid : std::int64_t {
   kUidScale = 6,
   kUidNegInf = 7,
   kUidWindow = 8,
+  kUidDescaleQ = 9,  // the fp8 graph's scalars
+  kUidDescaleK = 10,
+  kUidDescaleV = 11,
+  kUidDescaleS = 12,
+  kUidScaleS = 13,
+  kUidScaleO = 14,
+  kUidAmaxS = 15,
+  kUidAmaxO = 16,
   kUidVirtual = 100,
 };
 
@@ -75,8 +83,13 @@ struct CudnnSdpa::Impl {
   std::vector<std::unique_ptr<Desc>> packs;
   float scale = 1.0f;
   float neg_inf = -FLT_MAX;
-  std::int32_t window = 0;
+  float unit_scale_o = 1.0f;  // fp8 with a bf16 O: scale_o by value
+  float window = 0.0f;         // the band chain's by-value FLOAT scalar (as cudnn-frontend passes it)
+  std::int32_t window_i = 0;   // the shared-index chain's INT32 scalar
+  bool window_chain = true;    // which of the two window graphs (BuildOne)
   bool has_window = false;
+  bool fp8 = false;
+  bool out_fp8 = false;
   std::int64_t next_uid = kUidVirtual;
 
   cudnnBackendDescriptor_t Make(cudnnBackendDescriptorType_t type) {
@@ -112,6 +125,10 @@ struct CudnnSdpa::Impl {
   }
   cudnnBackendDescriptor_t Scalar(std::int64_t uid, cudnnDataType_t type) {
     return Tensor(uid, type, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true);
+  }
+  // A one-element fp32 tensor in device memory (the fp8 graph's scales and amaxes).
+  cudnnBackendDescriptor_t DeviceScalar(std::int64_t uid) {
+    return Tensor(uid, CUDNN_DATA_FLOAT, {1, 1, 1, 1}, {1, 1, 1, 1}, false, false);
   }
 
   cudnnBackendDescriptor_t Matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c) {
@@ -181,21 +198,63 @@ struct CudnnSdpa::Impl {
 CudnnSdpa::~CudnnSdpa() = default;
 
 std::unique_ptr<CudnnSdpa> CudnnSdpa::Build(const SdpaShape& s, std::string& why, bool& unsupported) {
+  if (s.dtype == SdpaDtype::kBf16) return BuildOne(s, false, why, unsupported);
+  // fp8: a bf16 O first; the e4m3 O where cuDNN does not build that (whatever its
+  // status: an unsupported output type may also come back as a bad parameter).
+  std::unique_ptr<CudnnSdpa> out = BuildOne(s, false, why, unsupported);
+  if (out) return out;
+  const std::string bf16_refusal = why;
+  std::string why_fp8;
+  out = BuildOne(s, true, why_fp8, unsupported);
+  if (out) {
+    out->bf16_output_refusal_ = bf16_refusal;
+    why.clear();
+    return out;
+  }
+  why = "with a bf16 O: " + bf16_refusal + "; with an e4m3 O: " + why_fp8;
+  return nullptr;
+}
+
+std::unique_ptr<CudnnSdpa> CudnnSdpa::BuildOne(const SdpaShape& s, bool output_fp8, std::string& why,
+                                               bool& unsupported) {
+  const bool has_window = s.window > 0 && s.window < s.seq;
+  std::unique_ptr<CudnnSdpa> out = BuildGraph(s, output_fp8, true, why, unsupported);
+  if (out || !has_window) return out;
+  // The band chain did not build: the window as a second select on the causal indices.
+  const std::string chain_refusal = why;
+  out = BuildGraph(s, output_fp8, false, why, unsupported);
+  if (out)
+    why.clear();
+  else
+    why = "with the window as its own index chain: " + chain_refusal + "; on the causal indices: " + why;
+  return out;
+}
+
+std::unique_ptr<CudnnSdpa> CudnnSdpa::BuildGraph(const SdpaShape& s, bool output_fp8, bool window_chain,
+                                                 std::string& why, bool& unsupported) {
   unsupported = false;
   std::unique_ptr<CudnnSdpa> out(new CudnnSdpa());
   out->impl_ = std::make_unique<Impl>();
   Impl& g = *out->impl_;
   g.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
-  g.window = static_cast<std::int32_t>(s.window);
+  g.window = static_cast<float>(s.window);
+  g.window_i = static_cast<std::int32_t>(s.window);
+  g.window_chain = window_chain;
   g.has_window = s.window > 0 && s.window < s.seq;
+  g.fp8 = s.dtype == SdpaDtype::kFp8;
+  g.out_fp8 = g.fp8 && output_fp8;
+  out->output_fp8_ = g.out_fp8;
+  const char* what = g.fp8 ? (g.out_fp8 ? "fp8 SDPA (e4m3 O)" : "fp8 SDPA (bf16 O)") : "SDPA";
 
   const std::int64_t B = s.batch, S = s.seq, H = s.num_heads, HK = s.num_kv_heads, D = s.head_dim;
   try {
+    const cudnnDataType_t io = g.fp8 ? CUDNN_DATA_FP8_E4M3 : CUDNN_DATA_BFLOAT16;
+    const cudnnDataType_t o_type = g.out_fp8 ? CUDNN_DATA_FP8_E4M3 : CUDNN_DATA_BFLOAT16;
     // Caller tensors, logical [b, h, s, d] over "bshd" memory; Kᵀ as [b, hk, d, s].
-    auto q = g.Tensor(kUidQ, CUDNN_DATA_BFLOAT16, {B, H, S, D}, {S * H * D, D, H * D, 1}, false);
-    auto kt = g.Tensor(kUidK, CUDNN_DATA_BFLOAT16, {B, HK, D, S}, {S * HK * D, D, 1, HK * D}, false);
-    auto v = g.Tensor(kUidV, CUDNN_DATA_BFLOAT16, {B, HK, S, D}, {S * HK * D, D, HK * D, 1}, false);
-    auto o = g.Tensor(kUidO, CUDNN_DATA_BFLOAT16, {B, H, S, D}, {S * H * D, D, H * D, 1}, false);
+    auto q = g.Tensor(kUidQ, io, {B, H, S, D}, {S * H * D, D, H * D, 1}, false);
+    auto kt = g.Tensor(kUidK, io, {B, HK, D, S}, {S * HK * D, D, 1, HK * D}, false);
+    auto v = g.Tensor(kUidV, io, {B, HK, S, D}, {S * HK * D, D, HK * D, 1}, false);
+    auto o = g.Tensor(kUidO, o_type, {B, H, S, D}, {S * H * D, D, H * D, 1}, false);
     auto stats = g.Tensor(kUidStats, CUDNN_DATA_FLOAT, {B, H, S, 1}, {H * S, S, 1, 1}, false);
     auto scale = g.Scalar(kUidScale, CUDNN_DATA_FLOAT);
     auto neg_inf = g.Scalar(kUidNegInf, CUDNN_DATA_FLOAT);
@@ -208,6 +267,15 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::Build(const SdpaShape& s, std::string& why
     ops.push_back(g.Matmul(q, kt, scores));
     auto scaled = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
     ops.push_back(g.Pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, scores, scale, nullptr, scaled));
+    if (g.fp8) {  // the scores of the fp8 values, dequantized: × descale_q × descale_k
+      auto by_q = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
+      ops.push_back(
+          g.Pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, scaled, g.DeviceScalar(kUidDescaleQ), nullptr, by_q));
+      auto by_k = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
+      ops.push_back(
+          g.Pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, by_q, g.DeviceScalar(kUidDescaleK), nullptr, by_k));
+      scaled = by_k;
+    }
 
     // Causal: keep row >= col.
     auto row = g.Virtual(CUDNN_DATA_INT32, sd, ss);
@@ -219,13 +287,31 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::Build(const SdpaShape& s, std::string& why
     auto masked = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
     ops.push_back(g.Pointwise(CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, scaled, neg_inf, causal, masked));
 
-    // Sliding window: keep col + window > row.
-    if (g.has_window) {
+    // Sliding window: keep col + window > row, as a second chain on the causal
+    // select's output with its own indices (FLOAT, as cudnn-frontend's pre-9.21
+    // diagonal-band fallback builds it: GEN_INDEX rows and columns of the masked
+    // scores, ADD the by-value FLOAT window along axis 3, CMP_GT, BINARY_SELECT). The
+    // earlier graph reused the causal INT32 indices with an INT32 window and ran
+    // slower than full causal attention (docs/kernels.md).
+    if (g.has_window && !g.window_chain) {  // the graph before 2026-12-01, kept as the fallback
       auto window = g.Scalar(kUidWindow, CUDNN_DATA_INT32);
       auto col_w = g.Virtual(CUDNN_DATA_INT32, sd, ss);
       ops.push_back(g.Pointwise(CUDNN_POINTWISE_ADD, CUDNN_DATA_INT32, col, window, nullptr, col_w));
       auto in_window = g.Virtual(CUDNN_DATA_BOOLEAN, sd, ss);
       ops.push_back(g.Pointwise(CUDNN_POINTWISE_CMP_GT, CUDNN_DATA_BOOLEAN, col_w, row, nullptr, in_window));
+      auto masked_w = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
+      ops.push_back(g.Pointwise(CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, masked, neg_inf, in_window, masked_w));
+      masked = masked_w;
+    } else if (g.has_window) {
+      auto window = g.Scalar(kUidWindow, CUDNN_DATA_FLOAT);
+      auto row_w = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
+      ops.push_back(g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, masked, nullptr, nullptr, row_w, 2));
+      auto col_i = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
+      ops.push_back(g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, masked, nullptr, nullptr, col_i, 3));
+      auto col_w = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
+      ops.push_back(g.Pointwise(CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, col_i, window, nullptr, col_w, 3));
+      auto in_window = g.Virtual(CUDNN_DATA_BOOLEAN, sd, ss);
+      ops.push_back(g.Pointwise(CUDNN_POINTWISE_CMP_GT, CUDNN_DATA_BOOLEAN, col_w, row_w, nullptr, in_window));
       auto masked_w = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
       ops.push_back(g.Pointwise(CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, masked, neg_inf, in_window, masked_w));
       masked = masked_w;
@@ -243,9 +329,32 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::Build(const SdpaShape& s, std::string& why
     auto log_sum = g.Virtual(CUDNN_DATA_FLOAT, rd, rs);
     ops.push_back(g.Pointwise(CUDNN_POINTWISE_LOG, CUDNN_DATA_FLOAT, row_sum, nullptr, nullptr, log_sum));
     ops.push_back(g.Pointwise(CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, row_max, log_sum, nullptr, stats));
-    auto probs = g.Virtual(CUDNN_DATA_BFLOAT16, sd, ss);  // the second matmul takes the i/o type
-    ops.push_back(g.Pointwise(CUDNN_POINTWISE_DIV, CUDNN_DATA_FLOAT, expd, row_sum, nullptr, probs));
-    ops.push_back(g.Matmul(probs, v, o));
+    if (!g.fp8) {
+      auto probs = g.Virtual(CUDNN_DATA_BFLOAT16, sd, ss);  // the second matmul takes the i/o type
+      ops.push_back(g.Pointwise(CUDNN_POINTWISE_DIV, CUDNN_DATA_FLOAT, expd, row_sum, nullptr, probs));
+      ops.push_back(g.Matmul(probs, v, o));
+    } else {
+      // P in fp32, its amax, then P × scale_s cast to e4m3 for the second matmul.
+      auto probs = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
+      ops.push_back(g.Pointwise(CUDNN_POINTWISE_DIV, CUDNN_DATA_FLOAT, expd, row_sum, nullptr, probs));
+      ops.push_back(g.Reduction(CUDNN_REDUCE_TENSOR_AMAX, probs, g.DeviceScalar(kUidAmaxS)));
+      auto probs8 = g.Virtual(CUDNN_DATA_FP8_E4M3, sd, ss);
+      ops.push_back(
+          g.Pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, probs, g.DeviceScalar(kUidScaleS), nullptr, probs8));
+      // O' = P8·V in fp32, × descale_s × descale_v, its amax, × scale_o into O.
+      const std::vector<std::int64_t> od = {B, H, S, D}, os = {H * S * D, S * D, D, 1};
+      auto pv = g.Virtual(CUDNN_DATA_FLOAT, od, os);
+      ops.push_back(g.Matmul(probs8, v, pv));
+      auto by_s = g.Virtual(CUDNN_DATA_FLOAT, od, os);
+      ops.push_back(
+          g.Pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, pv, g.DeviceScalar(kUidDescaleS), nullptr, by_s));
+      auto by_v = g.Virtual(CUDNN_DATA_FLOAT, od, os);
+      ops.push_back(
+          g.Pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, by_s, g.DeviceScalar(kUidDescaleV), nullptr, by_v));
+      ops.push_back(g.Reduction(CUDNN_REDUCE_TENSOR_AMAX, by_v, g.DeviceScalar(kUidAmaxO)));
+      auto scale_o = g.out_fp8 ? g.DeviceScalar(kUidScaleO) : g.Scalar(kUidScaleO, CUDNN_DATA_FLOAT);
+      ops.push_back(g.Pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, by_v, scale_o, nullptr, o));
+    }
 
     cudnnHandle_t handle = Handle();
     cudnnBackendDescriptor_t graph = g.Make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
@@ -256,7 +365,7 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::Build(const SdpaShape& s, std::string& why
     if (st != CUDNN_STATUS_SUCCESS) {
       char last[1024] = {0};
       cudnnGetLastErrorString(last, sizeof last);
-      why = std::string("cuDNN rejected the SDPA operation graph: ") + cudnnGetErrorString(st) + " " + last;
+      why = std::string("cuDNN rejected the ") + what + " operation graph: " + cudnnGetErrorString(st) + " " + last;
       unsupported = st >= CUDNN_STATUS_NOT_SUPPORTED && st < CUDNN_STATUS_INTERNAL_ERROR;
       return nullptr;
     }
@@ -305,18 +414,21 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::Build(const SdpaShape& s, std::string& why
           cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &engine_index);
         g.plan = plan;
         out->workspace_bytes_ = static_cast<std::size_t>(ws);
-        out->kernel_source_ = "cudnn_sdpa:engine=" + std::to_string(engine_index);
+        out->kernel_source_ = std::string(g.fp8 ? "cudnn_sdpa_fp8" : "cudnn_sdpa") +
+                              ":engine=" + std::to_string(engine_index) +
+                              (g.fp8 ? (g.out_fp8 ? ",o=fp8" : ",o=bf16") : "") +
+                              (g.has_window ? (g.window_chain ? ",window=band_chain" : ",window=causal_index") : "");
         return out;
       }
     }
     char last[1024] = {0};
     cudnnGetLastErrorString(last, sizeof last);
-    why = "no cuDNN engine configuration finalizes for this SDPA graph:" + tried +
+    why = std::string("no cuDNN engine configuration finalizes for this ") + what + " graph:" + tried +
           (last[0] ? std::string(" ") + last : "");
     unsupported = true;
     return nullptr;
   } catch (const CudaError& e) {
-    why = std::string("building the cuDNN SDPA graph failed: ") + e.what();
+    why = std::string("building the cuDNN ") + what + " graph failed: " + e.what();
     return nullptr;
   }
 }
@@ -327,7 +439,27 @@ int CudnnSdpa::Bind(const SdpaBuffers& b, void* workspace) {
   std::vector<void*> ptrs = {b.q, b.k, b.v, b.o, b.stats, &g.scale, &g.neg_inf};
   if (g.has_window) {
     uids.push_back(kUidWindow);
-    ptrs.push_back(&g.window);
+    ptrs.push_back(g.window_chain ? static_cast<void*>(&g.window) : static_cast<void*>(&g.window_i));
+  }
+  if (g.fp8) {
+    const SdpaFp8Scalars& f = b.fp8;
+    for (const void* p :
+         {static_cast<const void*>(f.descale_q), static_cast<const void*>(f.descale_k),
+          static_cast<const void*>(f.descale_v), static_cast<const void*>(f.descale_s),
+          static_cast<const void*>(f.scale_s), static_cast<const void*>(f.amax_s), static_cast<const void*>(f.amax_o)})
+      if (!p || reinterpret_cast<std::uintptr_t>(p) % 16 != 0)
+        throw CudaError("CudnnSdpa::Bind: an fp8 scalar pointer is null or not 16-byte aligned", false, false);
+    if (g.out_fp8 && (!f.scale_o || reinterpret_cast<std::uintptr_t>(f.scale_o) % 16 != 0))
+      throw CudaError("CudnnSdpa::Bind: scale_o (e4m3 O) is null or not 16-byte aligned", false, false);
+    const std::vector<std::pair<std::int64_t, const void*>> more = {
+        {kUidDescaleQ, f.descale_q}, {kUidDescaleK, f.descale_k},
+        {kUidDescaleV, f.descale_v}, {kUidDescaleS, f.descale_s},
+        {kUidScaleS, f.scale_s},     {kUidAmaxS, f.amax_s},
+        {kUidAmaxO, f.amax_o},       {kUidScaleO, g.out_fp8 ? static_cast<const void*>(f.scale_o) : &g.unit_scale_o}};
+    for (const auto& [uid, ptr] : more) {
+      uids.push_back(uid);
+      ptrs.push_back(const_cast<void*>(ptr));  // cuDNN's variant pack takes void*; it only reads inputs
+    }
   }
   auto pack = std::make_unique<Desc>(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   SC_CUDNN_CHECK(cudnnBackendSetAttribute(pack->d, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,

@@ -1,15 +1,34 @@
 #pragma once
 
 // Causal prefill attention through cuDNN's fused flash-attention (SDPA) engine,
-// built with the cuDNN 9 backend graph API (no frontend library): an operation
-// graph of
+// built with the cuDNN 9 backend graph API (no frontend library).
+//
+// bf16 (SdpaDtype::kBf16): an operation graph of
 //   S = Q·Kᵀ (fp32) → S·scale → causal mask (row ≥ col) [→ window mask
 //   (col + window > row)] → softmax (max, exp, sum, stats = max + log sum) →
 //   P (bf16) → O = P·V
-// which cuDNN's heuristics map onto its fused attention kernels.
+// which cuDNN's heuristics map onto its fused attention kernels. The window mask is
+// first built as cudnn-frontend builds it before cuDNN 9.21 (fresh FLOAT row and
+// column indices of the causal-masked scores, + window along axis 3, CMP_GT, select),
+// and where that does not build, as a select on the causal INT32 indices;
+// kernel_source says which (",window=band_chain" / ",window=causal_index").
+//
+// fp8 (SdpaDtype::kFp8, Hopper and newer): Q, K, V fp8 e4m3 with per-tensor
+// dequantization multipliers, in the node order cuDNN's fp8 flash-attention
+// forward engine matches (the one cuDNN's frontend sdpa_fp8 node lowers to):
+//   S = Q·Kᵀ (fp32) → ·attn_scale (by value) → ·descale_q → ·descale_k → causal
+//   mask [→ window mask] → softmax with stats → amax_s = max|P| (output) →
+//   P·scale_s → P8 (e4m3, virtual) → P8·V (fp32) → ·descale_s → ·descale_v (O in
+//   real units) → amax_o = max|O| (output) → ·scale_o → O.
+// O: Build first asks for a bf16 O with scale_o the by-value constant 1 (the
+// graph TransformerEngine's fp8 "current scaling" attention builds); where cuDNN
+// does not build that graph, it builds the documented e4m3 O (scale_o a device
+// scalar). output_fp8() and kernel_source() ("o=bf16" / "o=fp8") say which.
+// descale_* / scale_* are device fp32 scalars (fp32 [1,1,1,1]); amax_s and amax_o
+// are device fp32 scalars written by the call.
 //
 // Layouts (row-major, "bshd"): q and o [batch][seq][num_heads][head_dim], k and v
-// [batch][seq][num_kv_heads][head_dim], bf16. Query head h reads KV head
+// [batch][seq][num_kv_heads][head_dim], bf16 or e4m3. Query head h reads KV head
 // h / (num_heads / num_kv_heads).
 
 #include <cuda_runtime.h>
@@ -22,6 +41,8 @@
 
 namespace servecast::cuda {
 
+enum class SdpaDtype { kBf16, kFp8 };
+
 struct SdpaShape {
   std::int64_t batch = 1;
   std::int64_t seq = 1;
@@ -29,6 +50,21 @@ struct SdpaShape {
   std::int64_t num_kv_heads = 1;
   std::int64_t head_dim = 128;
   std::int64_t window = 0;  // 0: full causal
+  SdpaDtype dtype = SdpaDtype::kBf16;
+};
+
+// The fp8 graph's scalars, each a device fp32 (16-byte aligned). Real values are
+// fp8 value × descale; P8 = e4m3(P × scale_s) with descale_s = 1 / scale_s;
+// an e4m3 O holds O_real × scale_o (scale_o is not read for a bf16 O).
+struct SdpaFp8Scalars {
+  const float* descale_q = nullptr;
+  const float* descale_k = nullptr;
+  const float* descale_v = nullptr;
+  const float* descale_s = nullptr;
+  const float* scale_s = nullptr;
+  const float* scale_o = nullptr;
+  float* amax_s = nullptr;  // written: max |P| (softmax output, before scale_s)
+  float* amax_o = nullptr;  // written: max |O| (before scale_o)
 };
 
 // Device buffers of one call.
@@ -38,6 +74,7 @@ struct SdpaBuffers {
   void* v = nullptr;
   void* o = nullptr;
   float* stats = nullptr;  // [batch][num_heads][seq] (the softmax log-sum-exp)
+  SdpaFp8Scalars fp8;      // SdpaDtype::kFp8 only
 };
 
 // A finalized cuDNN execution plan for one shape, plus the variant packs bound
@@ -55,8 +92,13 @@ class CudnnSdpa {
   static std::unique_ptr<CudnnSdpa> Build(const SdpaShape& shape, std::string& why, bool& unsupported);
 
   std::size_t workspace_bytes() const { return workspace_bytes_; }
-  // The engine that runs (for kernel_source), e.g. "cudnn_sdpa:engine=3".
+  // The engine that runs (for kernel_source), e.g. "cudnn_sdpa:engine=3", or for
+  // fp8 "cudnn_sdpa_fp8:engine=5,o=bf16" ("o=fp8" for an e4m3 O).
   const std::string& kernel_source() const { return kernel_source_; }
+  // fp8 only: O is e4m3 (scaled by scale_o) rather than bf16.
+  bool output_fp8() const { return output_fp8_; }
+  // fp8 with an e4m3 O only: why cuDNN refused the bf16-output graph (empty otherwise).
+  const std::string& bf16_output_refusal() const { return bf16_output_refusal_; }
 
   // Binds one set of buffers (and the workspace); returns its index.
   int Bind(const SdpaBuffers& buffers, void* workspace);
@@ -65,10 +107,21 @@ class CudnnSdpa {
 
  private:
   CudnnSdpa() = default;
+  // One output type: for fp8, an e4m3 O when `output_fp8`, else a bf16 O (BuildGraph,
+  // each window form in turn).
+  static std::unique_ptr<CudnnSdpa> BuildOne(const SdpaShape& shape, bool output_fp8, std::string& why,
+                                             bool& unsupported);
+  // One graph: `window_chain` builds a sliding window as its own index chain on the
+  // causal select's output (cudnn-frontend's form), otherwise as a second select on the
+  // causal indices. BuildOne tries the first, then the second.
+  static std::unique_ptr<CudnnSdpa> BuildGraph(const SdpaShape& shape, bool output_fp8, bool window_chain,
+                                               std::string& why, bool& unsupported);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::size_t workspace_bytes_ = 0;
   std::string kernel_source_;
+  bool output_fp8_ = false;
+  std::string bf16_output_refusal_;
 };
 
 // cuDNN's runtime version as "9.14.0".

@@ -423,6 +423,7 @@ struct MmaConfig {
   int warps;            // 16 tokens each: a tile is 16·warps tokens (16, 32 or 64)
   int stages;           // depth of the cp.async ring
   bool table_prefetch;  // page-table entries read 32 pages ahead into registers
+  bool warp_streams;    // each warp copies and reads only its 16 tokens, with its own softmax state
 };
 constexpr int kMmaWarps = 4, kMmaStages = 3;  // the default
 // Page-table prefetch on by default (bf16 and fp8 KV). Two H200 runs of
@@ -562,7 +563,12 @@ struct MmaPageTable<true> {
   }
 };
 
-template <int D, class KvT, int kWarpsC, int kStagesC, bool kTablePrefetch>
+// kWarpStreams: each warp copies only its own 16 tokens of every tile into the ring and
+// keeps its own running max, so the loop has no CTA barrier (a warp waits only for its
+// own copies: cp.async.wait_group, then __syncwarp); the warps' states are merged once
+// at the end. Otherwise all threads copy the whole tile and the warps agree on one
+// running max per tile (two __syncthreads per tile).
+template <int D, class KvT, int kWarpsC, int kStagesC, bool kTablePrefetch, bool kWarpStreams = false>
 __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(DecodeArgs a) {
   constexpr bool kFp8 = std::is_same_v<KvT, __nv_fp8_e4m3>;
   static_assert(kFp8 || std::is_same_v<KvT, __nv_bfloat16>, "bf16 or fp8 e4m3 KV");
@@ -685,6 +691,9 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
   const KvT* k_pool = static_cast<const KvT*>(a.k);
   const KvT* v_pool = static_cast<const KvT*>(a.v);
 
+  // A warp stream copies the 16 rows it reads: 16 rows of pieces over 32 lanes.
+  constexpr int kPiecesPerLane = 16 * kPiecesPerRow / 32;
+  static_assert(16 * kPiecesPerRow % 32 == 0, "whole pieces per lane");
   auto issue_tile = [&](int t) {
     if (t < n_tiles) {
       const std::size_t pool_page = static_cast<std::size_t>(table.Get(t / kTilesPerPage));
@@ -693,8 +702,8 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
       unsigned char* k_dst = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC, kFp8>();
       unsigned char* v_dst = k_dst + kTileBytes;
 #pragma unroll
-      for (int i = 0; i < kPiecesPerThread; ++i) {
-        const int piece = i * kThreadsC + tid;
+      for (int i = 0; i < (kWarpStreams ? kPiecesPerLane : kPiecesPerThread); ++i) {
+        const int piece = kWarpStreams ? warp * 16 * kPiecesPerRow + i * 32 + lane : i * kThreadsC + tid;
         if constexpr (kFp8) {
           const int tok = piece / kPiecesPerRow, c = piece % kPiecesPerRow;
           const std::size_t src = base + static_cast<std::size_t>(tok) * D + c * 16;
@@ -716,7 +725,11 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
 
   for (int t = 0; t < n_tiles; ++t) {
     CopyAsyncWait<kStagesC - 2>();
-    __syncthreads();  // tile t visible to all; everyone is done with tile t - 1's stage
+    // Tile t visible to all (or to the warp, for its rows); all are done with tile t - 1's stage.
+    if constexpr (kWarpStreams)
+      __syncwarp();
+    else
+      __syncthreads();
     issue_tile(t + kStagesC - 1);
     const unsigned char* k_tile = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC, kFp8>();
     const unsigned char* v_tile = k_tile + kTileBytes;
@@ -776,15 +789,17 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
       mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
       mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
     }
-    if (tq == 0) {
-      s_tile_max[t & 1][warp][gq] = mx_lo;
-      s_tile_max[t & 1][warp][gq + 8] = mx_hi;
-    }
-    __syncthreads();
+    if constexpr (!kWarpStreams) {
+      if (tq == 0) {
+        s_tile_max[t & 1][warp][gq] = mx_lo;
+        s_tile_max[t & 1][warp][gq + 8] = mx_hi;
+      }
+      __syncthreads();
 #pragma unroll
-    for (int w = 0; w < kWarpsC; ++w) {
-      mx_lo = fmaxf(mx_lo, s_tile_max[t & 1][w][gq]);
-      mx_hi = fmaxf(mx_hi, s_tile_max[t & 1][w][gq + 8]);
+      for (int w = 0; w < kWarpsC; ++w) {
+        mx_lo = fmaxf(mx_lo, s_tile_max[t & 1][w][gq]);
+        mx_hi = fmaxf(mx_hi, s_tile_max[t & 1][w][gq + 8]);
+      }
     }
     const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
     const float f_lo = new_lo == -INFINITY ? 1.f : exp2f(m_lo - new_lo);
@@ -903,18 +918,41 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
     }
   }
   __shared__ float s_row_max[kMmaRows];
-  if (warp == 0 && tq == 0) {
+  if constexpr (kWarpStreams) {
+    if (tq == 0) {  // each warp's own running max (s_tile_max is free after the loop)
+      s_tile_max[0][warp][gq] = m_lo;
+      s_tile_max[0][warp][gq + 8] = m_hi;
+    }
+  } else if (warp == 0 && tq == 0) {
     s_row_max[gq] = m_lo;
     s_row_max[gq + 8] = m_hi;
   }
   __syncthreads();
+  if constexpr (kWarpStreams) {
+    if (tid < kMmaRows) {
+      float m = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < kWarpsC; ++w) m = fmaxf(m, s_tile_max[0][w][tid]);
+      s_row_max[tid] = m;
+    }
+    __syncthreads();
+  }
   for (int idx = tid; idx < rows * D; idx += kThreadsC) {
     const int r = idx / D, d = idx % D;
     float acc = 0.f, sum = 0.f;
 #pragma unroll
     for (int w = 0; w < kWarpsC; ++w) {
-      acc += s_red[w][r][d];
-      sum += s_row_sum[w][r];
+      if constexpr (kWarpStreams) {
+        // Warp w's sums are relative to its own max: rescale to the row's (a warp that
+        // saw no valid token has max -inf and contributes nothing).
+        const float mw = s_tile_max[0][w][r];
+        const float f = mw == -INFINITY ? 0.f : exp2f(mw - s_row_max[r]);
+        acc += s_red[w][r][d] * f;
+        sum += s_row_sum[w][r] * f;
+      } else {
+        acc += s_red[w][r][d];
+        sum += s_row_sum[w][r];
+      }
     }
     const int h = kvh * a.group + g0 + r;
     const std::size_t bh = static_cast<std::size_t>(b) * a.num_heads + h;
@@ -1014,14 +1052,14 @@ struct MmaVariant {
   int ctas_per_sm64, ctas_per_sm128;  // by shared memory (MmaCtasPerSm)
 };
 
-template <int kWarpsC, int kStagesC, bool kTablePrefetch>
+template <int kWarpsC, int kStagesC, bool kTablePrefetch, bool kWarpStreams = false>
 MmaVariant MakeMmaVariant(const char* name, int split_waves, const char* what) {
   return {name,
           what,
-          MmaConfig{kWarpsC, kStagesC, kTablePrefetch},
+          MmaConfig{kWarpsC, kStagesC, kTablePrefetch, kWarpStreams},
           split_waves,
-          paged_decode_attention_mma<64, __nv_bfloat16, kWarpsC, kStagesC, kTablePrefetch>,
-          paged_decode_attention_mma<128, __nv_bfloat16, kWarpsC, kStagesC, kTablePrefetch>,
+          paged_decode_attention_mma<64, __nv_bfloat16, kWarpsC, kStagesC, kTablePrefetch, kWarpStreams>,
+          paged_decode_attention_mma<128, __nv_bfloat16, kWarpsC, kStagesC, kTablePrefetch, kWarpStreams>,
           MmaSmemBytes<64, kWarpsC, kStagesC>(),
           MmaSmemBytes<128, kWarpsC, kStagesC>(),
           MmaCtasPerSm<64, kWarpsC, kStagesC>(),
@@ -1038,11 +1076,16 @@ const std::vector<MmaVariant>& MmaVariants() {
       MakeMmaVariant<1, 3, true>("t16s3", 1, "one-warp CTAs, quarter-page tiles, 8 CTAs per SM"),
       MakeMmaVariant<1, 6, true>("t16s6", 1, "one-warp CTAs, 6 stages, 4 CTAs per SM"),
       MakeMmaVariant<4, 3, true>("fine_splits", 8, "the default kernel with 8x the CTAs of one resident wave"),
+      MakeMmaVariant<4, 3, true, true>("warp_streams", 1,
+                                       "the default's tiles with no CTA barrier in the loop: each warp copies "
+                                       "and reads its own 16 tokens and keeps its own softmax state"),
+      MakeMmaVariant<2, 4, true, true>("ws_t32s4", 1, "warp streams, half-page tiles, 4 stages, 3 CTAs per SM"),
   };
   return variants;
 }
 
 int g_decode_variant = 0;
+bool g_wave_balanced_splits = true;
 
 const MmaVariant& VariantAt(int variant) {
   const std::vector<MmaVariant>& v = MmaVariants();
@@ -1167,6 +1210,7 @@ std::vector<PagedDecodeVariant> PagedDecodeVariants() {
         std::string(v.what) + ": tile " + std::to_string(tile) + " tokens (" + std::to_string(v.config.warps) +
         (v.config.warps == 1 ? " warp), " : " warps), ") + std::to_string(v.config.stages) + " stages, " +
         (v.config.table_prefetch ? "page table prefetched" : "page table read per tile") +
+        (v.config.warp_streams ? ", warp streams (no CTA barrier in the loop)" : "") +
         "; head dim 128: " + std::to_string(v.smem128 / 1024) + " KiB of stages, " + std::to_string(v.ctas_per_sm128) +
         " CTAs/SM, " + std::to_string(in_flight_kib) + " KiB K+V in flight per CTA (" +
         std::to_string(in_flight_kib * v.ctas_per_sm128) + " per SM); head dim 64: " + std::to_string(v.ctas_per_sm64) +
@@ -1175,6 +1219,8 @@ std::vector<PagedDecodeVariant> PagedDecodeVariants() {
   }
   return out;
 }
+
+void SetPagedDecodeWaveBalancedSplits(bool enabled) { g_wave_balanced_splits = enabled; }
 
 void SetPagedDecodeVariant(int variant) {
   VariantAt(variant);  // throws when out of range
@@ -1232,9 +1278,25 @@ PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, 
   const std::int64_t pages = (s.tokens - 1) / kPagedKvPageSize - first / kPagedKvPageSize + 1;
   const std::int64_t base = s.batch * s.num_kv_heads * p.head_chunks;
   const std::int64_t target = static_cast<std::int64_t>(ctas_per_sm) * std::max(1, multiprocessors);
-  std::int64_t splits = (target + base - 1) / base;
-  splits = std::min<std::int64_t>(splits, (pages + 3) / 4);
-  splits = std::clamp<std::int64_t>(splits, 1, kMaxSplits);
+  const std::int64_t max_splits = std::clamp<std::int64_t>((pages + 3) / 4, 1, kMaxSplits);
+  std::int64_t splits = 1;
+  if (g_wave_balanced_splits) {
+    // The CTAs of one launch run in waves of `target`, and the CTAs are equally long,
+    // so a launch lasts ceil(ctas / target) waves: busy(n) = ctas / (waves · target) is
+    // the share of the slots doing work. Take the fewest splits within 5 points of the
+    // best busy share (fewer splits: less reduce work). E.g. 64 (batch · KV heads) on
+    // 264 slots: 4 splits, 256 CTAs in one wave (97%), where filling every slot at least
+    // once (5 splits, 320 CTAs) took two waves (61%).
+    auto busy = [&](std::int64_t n) {
+      const std::int64_t ctas = base * n;
+      return static_cast<double>(ctas) / static_cast<double>(((ctas + target - 1) / target) * target);
+    };
+    double best = 0.0;
+    for (std::int64_t n = 1; n <= max_splits; ++n) best = std::max(best, busy(n));
+    while (busy(splits) < best - 0.05) ++splits;
+  } else {
+    splits = std::min<std::int64_t>((target + base - 1) / base, max_splits);  // the rule before 2026-12-01
+  }
   p.pages_per_split = (pages + splits - 1) / splits;
   p.splits = static_cast<int>((pages + p.pages_per_split - 1) / p.pages_per_split);
   if (p.splits > 1)
