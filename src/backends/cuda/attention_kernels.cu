@@ -423,7 +423,6 @@ struct MmaConfig {
   int warps;            // 16 tokens each: a tile is 16·warps tokens (16, 32 or 64)
   int stages;           // depth of the cp.async ring
   bool table_prefetch;  // page-table entries read 32 pages ahead into registers
-  bool warp_streams;    // each warp copies and reads only its 16 tokens, with its own softmax state
 };
 constexpr int kMmaWarps = 4, kMmaStages = 3;  // the default
 // Page-table prefetch on by default (bf16 and fp8 KV). Two H200 runs of
@@ -563,12 +562,7 @@ struct MmaPageTable<true> {
   }
 };
 
-// kWarpStreams: each warp copies only its own 16 tokens of every tile into the ring and
-// keeps its own running max, so the loop has no CTA barrier (a warp waits only for its
-// own copies: cp.async.wait_group, then __syncwarp); the warps' states are merged once
-// at the end. Otherwise all threads copy the whole tile and the warps agree on one
-// running max per tile (two __syncthreads per tile).
-template <int D, class KvT, int kWarpsC, int kStagesC, bool kTablePrefetch, bool kWarpStreams = false>
+template <int D, class KvT, int kWarpsC, int kStagesC, bool kTablePrefetch>
 __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(DecodeArgs a) {
   constexpr bool kFp8 = std::is_same_v<KvT, __nv_fp8_e4m3>;
   static_assert(kFp8 || std::is_same_v<KvT, __nv_bfloat16>, "bf16 or fp8 e4m3 KV");
@@ -691,9 +685,6 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
   const KvT* k_pool = static_cast<const KvT*>(a.k);
   const KvT* v_pool = static_cast<const KvT*>(a.v);
 
-  // A warp stream copies the 16 rows it reads: 16 rows of pieces over 32 lanes.
-  constexpr int kPiecesPerLane = 16 * kPiecesPerRow / 32;
-  static_assert(16 * kPiecesPerRow % 32 == 0, "whole pieces per lane");
   auto issue_tile = [&](int t) {
     if (t < n_tiles) {
       const std::size_t pool_page = static_cast<std::size_t>(table.Get(t / kTilesPerPage));
@@ -702,8 +693,8 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
       unsigned char* k_dst = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC, kFp8>();
       unsigned char* v_dst = k_dst + kTileBytes;
 #pragma unroll
-      for (int i = 0; i < (kWarpStreams ? kPiecesPerLane : kPiecesPerThread); ++i) {
-        const int piece = kWarpStreams ? warp * 16 * kPiecesPerRow + i * 32 + lane : i * kThreadsC + tid;
+      for (int i = 0; i < kPiecesPerThread; ++i) {
+        const int piece = i * kThreadsC + tid;
         if constexpr (kFp8) {
           const int tok = piece / kPiecesPerRow, c = piece % kPiecesPerRow;
           const std::size_t src = base + static_cast<std::size_t>(tok) * D + c * 16;
@@ -725,11 +716,7 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
 
   for (int t = 0; t < n_tiles; ++t) {
     CopyAsyncWait<kStagesC - 2>();
-    // Tile t visible to all (or to the warp, for its rows); all are done with tile t - 1's stage.
-    if constexpr (kWarpStreams)
-      __syncwarp();
-    else
-      __syncthreads();
+    __syncthreads();  // tile t visible to all; everyone is done with tile t - 1's stage
     issue_tile(t + kStagesC - 1);
     const unsigned char* k_tile = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC, kFp8>();
     const unsigned char* v_tile = k_tile + kTileBytes;
@@ -789,17 +776,15 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
       mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
       mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
     }
-    if constexpr (!kWarpStreams) {
-      if (tq == 0) {
-        s_tile_max[t & 1][warp][gq] = mx_lo;
-        s_tile_max[t & 1][warp][gq + 8] = mx_hi;
-      }
-      __syncthreads();
+    if (tq == 0) {
+      s_tile_max[t & 1][warp][gq] = mx_lo;
+      s_tile_max[t & 1][warp][gq + 8] = mx_hi;
+    }
+    __syncthreads();
 #pragma unroll
-      for (int w = 0; w < kWarpsC; ++w) {
-        mx_lo = fmaxf(mx_lo, s_tile_max[t & 1][w][gq]);
-        mx_hi = fmaxf(mx_hi, s_tile_max[t & 1][w][gq + 8]);
-      }
+    for (int w = 0; w < kWarpsC; ++w) {
+      mx_lo = fmaxf(mx_lo, s_tile_max[t & 1][w][gq]);
+      mx_hi = fmaxf(mx_hi, s_tile_max[t & 1][w][gq + 8]);
     }
     const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
     const float f_lo = new_lo == -INFINITY ? 1.f : exp2f(m_lo - new_lo);
@@ -918,41 +903,18 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
     }
   }
   __shared__ float s_row_max[kMmaRows];
-  if constexpr (kWarpStreams) {
-    if (tq == 0) {  // each warp's own running max (s_tile_max is free after the loop)
-      s_tile_max[0][warp][gq] = m_lo;
-      s_tile_max[0][warp][gq + 8] = m_hi;
-    }
-  } else if (warp == 0 && tq == 0) {
+  if (warp == 0 && tq == 0) {
     s_row_max[gq] = m_lo;
     s_row_max[gq + 8] = m_hi;
   }
   __syncthreads();
-  if constexpr (kWarpStreams) {
-    if (tid < kMmaRows) {
-      float m = -INFINITY;
-#pragma unroll
-      for (int w = 0; w < kWarpsC; ++w) m = fmaxf(m, s_tile_max[0][w][tid]);
-      s_row_max[tid] = m;
-    }
-    __syncthreads();
-  }
   for (int idx = tid; idx < rows * D; idx += kThreadsC) {
     const int r = idx / D, d = idx % D;
     float acc = 0.f, sum = 0.f;
 #pragma unroll
     for (int w = 0; w < kWarpsC; ++w) {
-      if constexpr (kWarpStreams) {
-        // Warp w's sums are relative to its own max: rescale to the row's (a warp that
-        // saw no valid token has max -inf and contributes nothing).
-        const float mw = s_tile_max[0][w][r];
-        const float f = mw == -INFINITY ? 0.f : exp2f(mw - s_row_max[r]);
-        acc += s_red[w][r][d] * f;
-        sum += s_row_sum[w][r] * f;
-      } else {
-        acc += s_red[w][r][d];
-        sum += s_row_sum[w][r];
-      }
+      acc += s_red[w][r][d];
+      sum += s_row_sum[w][r];
     }
     const int h = kvh * a.group + g0 + r;
     const std::size_t bh = static_cast<std::size_t>(b) * a.num_heads + h;
@@ -1052,14 +1014,14 @@ struct MmaVariant {
   int ctas_per_sm64, ctas_per_sm128;  // by shared memory (MmaCtasPerSm)
 };
 
-template <int kWarpsC, int kStagesC, bool kTablePrefetch, bool kWarpStreams = false>
+template <int kWarpsC, int kStagesC, bool kTablePrefetch>
 MmaVariant MakeMmaVariant(const char* name, int split_waves, const char* what) {
   return {name,
           what,
-          MmaConfig{kWarpsC, kStagesC, kTablePrefetch, kWarpStreams},
+          MmaConfig{kWarpsC, kStagesC, kTablePrefetch},
           split_waves,
-          paged_decode_attention_mma<64, __nv_bfloat16, kWarpsC, kStagesC, kTablePrefetch, kWarpStreams>,
-          paged_decode_attention_mma<128, __nv_bfloat16, kWarpsC, kStagesC, kTablePrefetch, kWarpStreams>,
+          paged_decode_attention_mma<64, __nv_bfloat16, kWarpsC, kStagesC, kTablePrefetch>,
+          paged_decode_attention_mma<128, __nv_bfloat16, kWarpsC, kStagesC, kTablePrefetch>,
           MmaSmemBytes<64, kWarpsC, kStagesC>(),
           MmaSmemBytes<128, kWarpsC, kStagesC>(),
           MmaCtasPerSm<64, kWarpsC, kStagesC>(),
@@ -1076,10 +1038,6 @@ const std::vector<MmaVariant>& MmaVariants() {
       MakeMmaVariant<1, 3, true>("t16s3", 1, "one-warp CTAs, quarter-page tiles, 8 CTAs per SM"),
       MakeMmaVariant<1, 6, true>("t16s6", 1, "one-warp CTAs, 6 stages, 4 CTAs per SM"),
       MakeMmaVariant<4, 3, true>("fine_splits", 8, "the default kernel with 8x the CTAs of one resident wave"),
-      MakeMmaVariant<4, 3, true, true>("warp_streams", 1,
-                                       "the default's tiles with no CTA barrier in the loop: each warp copies "
-                                       "and reads its own 16 tokens and keeps its own softmax state"),
-      MakeMmaVariant<2, 4, true, true>("ws_t32s4", 1, "warp streams, half-page tiles, 4 stages, 3 CTAs per SM"),
   };
   return variants;
 }
@@ -1210,7 +1168,6 @@ std::vector<PagedDecodeVariant> PagedDecodeVariants() {
         std::string(v.what) + ": tile " + std::to_string(tile) + " tokens (" + std::to_string(v.config.warps) +
         (v.config.warps == 1 ? " warp), " : " warps), ") + std::to_string(v.config.stages) + " stages, " +
         (v.config.table_prefetch ? "page table prefetched" : "page table read per tile") +
-        (v.config.warp_streams ? ", warp streams (no CTA barrier in the loop)" : "") +
         "; head dim 128: " + std::to_string(v.smem128 / 1024) + " KiB of stages, " + std::to_string(v.ctas_per_sm128) +
         " CTAs/SM, " + std::to_string(in_flight_kib) + " KiB K+V in flight per CTA (" +
         std::to_string(in_flight_kib * v.ctas_per_sm128) + " per SM); head dim 64: " + std::to_string(v.ctas_per_sm64) +
