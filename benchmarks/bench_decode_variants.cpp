@@ -26,9 +26,9 @@
 // way (max |diff| over 2% of max |reference|, or any non-finite value: an error and
 // no rate). TBps counts the fp8 bytes of the visible K and V.
 //
-// BM_PagedDecodeSplitRule: the split rule that balances waves (rule 0, the default:
-// PlanPagedDecode picks the split count whose last wave of CTAs is fullest) against the
-// rule before it (rule 1: the fewest splits that give every CTA slot one CTA, which can
+// BM_PagedDecodeSplitRule: the split rule's wave model (rule 0, the default:
+// PlanPagedDecode picks the split count that minimizes waves of resident CTAs x (pages
+// per split + a fixed cost) plus the reduce kernel's cost) against the rule before it (rule 1: the fewest splits that give every CTA slot one CTA, which can
 // leave a nearly empty second wave), bf16 (kv 0) and fp8 (kv 1) KV, on small batches
 // with long contexts, where the two differ: 4 x 131072, 16 x 65536 and 16 x 16384 with
 // 32 query heads (groups of 4) and 16 x 65536 with 16 (groups of 2, CUDA-core kernel
@@ -271,7 +271,7 @@ void BM_PagedDecodeFp8(benchmark::State& state) {
           plan.tensor_cores ? sc::PagedDecodeFp8CtasPerSm(kHeadDim) : 0);
 }
 
-// args: rule (0: wave-balanced splits, the default; 1: the rule before), kv (0: bf16,
+// args: rule (0: the wave model, the default; 1: the rule before), kv (0: bf16,
 // 1: fp8 e4m3), batch, KV length, query heads (8 KV heads, head dim 128)
 void BM_PagedDecodeSplitRule(benchmark::State& state) {
   if (!HaveGpu()) {

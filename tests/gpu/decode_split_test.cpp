@@ -1,5 +1,6 @@
-// The paged-decode split rule (PlanPagedDecode, host code): the split count fills the
-// launch's last wave of CTAs best. Needs no GPU (the SM count is an argument), but
+// The paged-decode split rule (PlanPagedDecode, host code): the split count that
+// minimizes the wave model (waves of resident CTAs x (pages per split + a fixed cost),
+// plus the reduce kernel's cost when split). Needs no GPU (the SM count is an argument), but
 // lives with the CUDA backend's tests because the planner is part of that library.
 #include <gtest/gtest.h>
 
@@ -15,9 +16,9 @@ constexpr int kH200Sms = 132;
 
 // batch, query heads, KV heads, head dim, KV length (tokens), window
 sc::PagedDecodePlan Plan(std::int64_t batch, std::int64_t heads, std::int64_t tokens, sc::KvDtype kv,
-                         bool balanced = true) {
+                         bool balanced = true, std::int64_t kv_heads = 8) {
   sc::SetPagedDecodeWaveBalancedSplits(balanced);
-  const sc::PagedDecodeShape s{batch, heads, 8, 128, tokens, 0};
+  const sc::PagedDecodeShape s{batch, heads, kv_heads, 128, tokens, 0};
   sc::PagedDecodePlan p = sc::PlanPagedDecode(s, kH200Sms, kv);
   sc::SetPagedDecodeWaveBalancedSplits(true);
   return p;
@@ -70,4 +71,15 @@ TEST(PagedDecodeSplitRule, LargeBatchAndShortContextsKeepOneSplit) {
   // One sequence, 16384 tokens (256 pages, at most 64 splits): 8 CTAs per split, 32
   // splits fill 256 of 264 slots (97%).
   EXPECT_EQ(Plan(1, 32, 16384, sc::KvDtype::kBf16).splits, 32);
+}
+
+TEST(PagedDecodeSplitRule, FixedCostsKeepShortLaunchesRight) {
+  // Rows the first version of the wave rule (fill the last wave best, ignoring each
+  // split's fixed cost) made slower in run h200-attn4: one sequence, 4/1 heads, 1023
+  // cached tokens (16 pages, 1 CTA per split): it took 1 split (2.1x slower than 4);
+  // the wave model takes 4 (4 CTAs of 4 pages).
+  EXPECT_EQ(Plan(1, 4, 1024, sc::KvDtype::kBf16, true, 1).splits, 4);
+  // 1024 sequences, 4/1 heads, fp8, 16 pages: 1024 CTAs already fill 2.6 waves of 396;
+  // splitting in 3 (as that version did, 1.27x slower) only adds work: 1 split.
+  EXPECT_EQ(Plan(1024, 4, 1024, sc::KvDtype::kFp8E4m3, true, 1).splits, 1);
 }

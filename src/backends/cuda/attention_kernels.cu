@@ -1238,19 +1238,26 @@ PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, 
   const std::int64_t max_splits = std::clamp<std::int64_t>((pages + 3) / 4, 1, kMaxSplits);
   std::int64_t splits = 1;
   if (g_wave_balanced_splits) {
-    // The CTAs of one launch run in waves of `target`, and the CTAs are equally long,
-    // so a launch lasts ceil(ctas / target) waves: busy(n) = ctas / (waves · target) is
-    // the share of the slots doing work. Take the fewest splits within 5 points of the
-    // best busy share (fewer splits: less reduce work). E.g. 64 (batch · KV heads) on
-    // 264 slots: 4 splits, 256 CTAs in one wave (97%), where filling every slot at least
-    // once (5 splits, 320 CTAs) took two waves (61%).
-    auto busy = [&](std::int64_t n) {
-      const std::int64_t ctas = base * n;
-      return static_cast<double>(ctas) / static_cast<double>(((ctas + target - 1) / target) * target);
+    // A launch's CTAs run in waves of `target` (the CTAs resident at once), so with n
+    // splits it lasts about waves(n) · (pages per split + c) + (n > 1 ? c : 0) page
+    // times: c for a CTA's fixed cost (Q, page table, filling the ring, the epilogue)
+    // and again for the reduce kernel, each about one page of bf16 K + V at head dim
+    // 128 (32 KiB: ~2 µs per CTA at one wave's share of the bandwidth), scaled to this
+    // page's bytes. Take the fewest splits within 2% of the fastest. Compared with filling
+    // every slot once: 16 sequences x 8 KV heads on 264 slots take 2 splits (one wave
+    // of 256 CTAs), not 3 (384 CTAs, a second wave of 120); at short lengths or when
+    // one split already fills the waves, the fixed costs keep n small.
+    const double page_bytes = static_cast<double>(kPagedKvPageSize) * static_cast<double>(s.head_dim) *
+                              (fp8 ? 1.0 : 2.0) * 2.0;
+    const double c = 32768.0 / page_bytes;
+    auto cost = [&](std::int64_t n) {
+      const std::int64_t waves = (base * n + target - 1) / target;
+      const std::int64_t per_split = (pages + n - 1) / n;
+      return static_cast<double>(waves) * (static_cast<double>(per_split) + c) + (n > 1 ? c : 0.0);
     };
-    double best = 0.0;
-    for (std::int64_t n = 1; n <= max_splits; ++n) best = std::max(best, busy(n));
-    while (busy(splits) < best - 0.05) ++splits;
+    double best = cost(1);
+    for (std::int64_t n = 2; n <= max_splits; ++n) best = std::min(best, cost(n));
+    while (cost(splits) > best * 1.02) ++splits;  // the fewest within 2% of the best
   } else {
     splits = std::min<std::int64_t>((target + base - 1) / base, max_splits);  // the rule before 2026-12-01
   }

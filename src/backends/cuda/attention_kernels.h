@@ -59,11 +59,11 @@ struct PagedDecodePlan {
 // True when head_dim has a compiled instantiation (64, 128, 256).
 bool PagedDecodeSupportsHeadDim(std::int64_t head_dim);
 
-// The split rule: the KV length is split so that the launch's CTAs (batch · KV heads ·
-// head chunks · splits) fill their last wave best, a wave being the CTAs resident at
-// once (4 per SM; for the tensor-core kernel 2 at head dim 128 with bf16 KV, 3 at 128
-// and 5 at 64 with fp8 KV): the fewest splits within 5 points of the best fill; each
-// split at least 4 pages (256 tokens), at most 256 splits.
+// The split rule: the KV length is split into the number of splits (CTAs along it,
+// each a whole number of pages, at least 4, at most 256) that minimizes a wave model
+// of the launch: waves of resident CTAs (4 per SM; for the tensor-core kernel 2 at head
+// dim 128 with bf16 KV, 3 at 128 and 5 at 64 with fp8 KV) times the pages per split
+// plus a fixed cost per CTA, plus the reduce kernel's when split.
 //
 // Which kernel: the tensor-core one (paged_decode_attention_mma) for head dim 64/128
 // with bf16 KV and groups of 3+ query heads per KV head, or fp8 e4m3 KV and groups of
@@ -85,9 +85,9 @@ void SetPagedDecodeTensorCoresFp8(bool enabled);
 // 5 and 3.
 int PagedDecodeFp8CtasPerSm(std::int64_t head_dim);
 
-// Whether the split rule balances waves (default true, above) or, as before
-// 2026-12-01, takes the fewest splits that give every CTA slot one CTA (which can
-// leave a nearly empty second wave). For A/B measurements (bench_decode_variants).
+// Whether the split rule is the wave model (default true, above) or, as before
+// 2026-12-01, the fewest splits that give every CTA slot one CTA (which can leave a
+// nearly empty second wave). For A/B measurements (bench_decode_variants).
 void SetPagedDecodeWaveBalancedSplits(bool enabled);
 
 // Internal A/B variants of the bf16-KV tensor-core kernel (tile size, ring depth,
