@@ -587,28 +587,37 @@ class AttentionContextOp : public AttentionOpBase {
     }
   }
 
-  // Sampled (batch, head, position) points: the first and the last position, the
-  // window's edges, the rest drawn from `seed`; K and V of a sampled batch entry
-  // are read once.
-  void CheckSampled(const AttnShape& s, const Set& set, std::uint64_t seed, RefCheck& check,
-                    cudaStream_t stream) const {
-    const std::int64_t S = s.isl, N = s.num_heads, KV = s.num_kv_heads, D = s.head_dim, G = s.group();
-    SplitMix64 rng(seed);
+  // The 24 (batch, head, position) points the prefill checks recompute: position 0 of
+  // the first head, the last position of the last head, position 1, the window's two
+  // edges, the rest drawn from `rng` (first or last batch entry).
+  struct SamplePoint {
+    std::int64_t b, h, pos;
+  };
+  static std::vector<SamplePoint> SamplePoints(const AttnShape& s, SplitMix64& rng) {
+    const std::int64_t S = s.isl, N = s.num_heads;
     auto any = [&](std::int64_t n) { return static_cast<std::int64_t>(rng.Below(static_cast<std::uint64_t>(n))); };
-    struct Point {
-      std::int64_t b, h, pos;
-    };
-    std::vector<Point> pts = {{0, 0, 0}, {s.batch - 1, N - 1, S - 1}, {0, any(N), std::min<std::int64_t>(1, S - 1)}};
+    std::vector<SamplePoint> pts = {
+        {0, 0, 0}, {s.batch - 1, N - 1, S - 1}, {0, any(N), std::min<std::int64_t>(1, S - 1)}};
     if (s.window > 0 && s.window < S) {
       pts.push_back({s.batch - 1, any(N), s.window - 1});
       pts.push_back({s.batch - 1, any(N), s.window});
     }
     while (pts.size() < 24) pts.push_back({rng.Below(2) ? 0 : s.batch - 1, any(N), any(S)});
+    return pts;
+  }
+
+  // Sampled points (SamplePoints, from `seed`) recomputed in double precision; K and V
+  // of a sampled batch entry are read once.
+  void CheckSampled(const AttnShape& s, const Set& set, std::uint64_t seed, RefCheck& check,
+                    cudaStream_t stream) const {
+    const std::int64_t S = s.isl, N = s.num_heads, KV = s.num_kv_heads, D = s.head_dim, G = s.group();
+    SplitMix64 rng(seed);
+    const std::vector<SamplePoint> pts = SamplePoints(s, rng);
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
     for (std::int64_t b : {std::int64_t{0}, s.batch - 1}) {
       std::vector<std::uint16_t> k, v;
       bool loaded = false;
-      for (const Point& pt : pts) {
+      for (const SamplePoint& pt : pts) {
         if (pt.b != b) continue;
         if (!loaded) {
           const std::size_t n = static_cast<std::size_t>(S * KV * D), off = static_cast<std::size_t>(b) * n;
@@ -667,15 +676,7 @@ class AttentionContextOp : public AttentionOpBase {
     const std::int64_t S = s.isl, N = s.num_heads, KV = s.num_kv_heads, D = s.head_dim, G = s.group();
     SplitMix64 rng(seed);
     auto any = [&](std::int64_t n) { return static_cast<std::int64_t>(rng.Below(static_cast<std::uint64_t>(n))); };
-    struct Point {
-      std::int64_t b, h, pos;
-    };
-    std::vector<Point> pts = {{0, 0, 0}, {s.batch - 1, N - 1, S - 1}, {0, any(N), std::min<std::int64_t>(1, S - 1)}};
-    if (s.window > 0 && s.window < S) {
-      pts.push_back({s.batch - 1, any(N), s.window - 1});
-      pts.push_back({s.batch - 1, any(N), s.window});
-    }
-    while (pts.size() < 24) pts.push_back({rng.Below(2) ? 0 : s.batch - 1, any(N), any(S)});
+    const std::vector<SamplePoint> pts = SamplePoints(s, rng);
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
     const double q_scale = kFp8QScale, k_scale = kFp8KScale, v_scale = kFp8VScale;
     auto e4m3 = [](std::uint8_t bits) { return static_cast<double>(E4m3ToFloat(bits)); };  // table lookup
@@ -693,7 +694,7 @@ class AttentionContextOp : public AttentionOpBase {
     for (std::int64_t b : {std::int64_t{0}, s.batch - 1}) {
       std::vector<std::uint8_t> k8, v8;
       bool loaded = false;
-      for (const Point& pt : pts) {
+      for (const SamplePoint& pt : pts) {
         if (pt.b != b) continue;
         if (!loaded) {
           const std::size_t n = static_cast<std::size_t>(S * KV * D), off = static_cast<std::size_t>(b) * n;
