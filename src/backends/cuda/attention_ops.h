@@ -2,8 +2,11 @@
 
 // The CUDA backend's attention ops (docs/kernels.md says what each row times):
 //   attention_context     -> context_attention_perf: causal prefill (GQA/MQA/MHA,
-//                            optional sliding window), bf16, cuDNN's fused SDPA
-//                            built through the backend graph API (attention_cudnn.h)
+//                            optional sliding window) after the paged KV-cache
+//                            write (bf16 or fp8 e4m3 cache); bf16 attention through
+//                            cuDNN's fused SDPA, or fp8 (attn_dtype fp8, fp8 cache)
+//                            through its fp8 SDPA graph, both built with the backend
+//                            graph API (attention_cudnn.h)
 //   attention_generation  -> generation_attention_perf: one query token per
 //                            sequence over a paged KV cache (64-token pages), bf16
 //                            or fp8 e4m3 KV, servecast's split-KV decode kernel
