@@ -25,8 +25,11 @@ std::string FaultCases(const std::string& dir) {
 TEST(FaultsE2E, EveryFaultIsIsolatedClassifiedAndLedgered) {
   std::string dir = MakeTempDir("sc_faults_");
   std::string cases = FaultCases(dir);
+  // 5 s per case: long enough that the oom cases (touching ~1 GB until the 1 GB
+  // address-space limit refuses more) finish on a loaded two-core CI machine, where 2 s
+  // once let one of them time out; the hang cases wait it out.
   auto r = RunProcess(CollectArgs(kTestBin,
-                                  {"--ops", "fault", "--timeout-s", "2", "--worker-memory-gb", "1", "--out",
+                                  {"--ops", "fault", "--timeout-s", "5", "--worker-memory-gb", "1", "--out",
                                    dir + "/data", "--run-dir", dir + "/run", "--system", "cpu_host"},
                                   cases),
                       300);
