@@ -262,20 +262,20 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::BuildGraph(const SdpaShape& s, bool output
     const std::vector<std::int64_t> sd = {B, H, S, S}, ss = {H * S * S, S * S, S, 1};
     const std::vector<std::int64_t> rd = {B, H, S, 1}, rs = {H * S, S, 1, 1};
     std::vector<cudnnBackendDescriptor_t> ops;
+    // y = x × the fp8 graph's device scalar `uid`, a new fp32 virtual tensor of x's shape.
+    auto times = [&](cudnnBackendDescriptor_t x, std::int64_t uid, const std::vector<std::int64_t>& dims,
+                     const std::vector<std::int64_t>& strides) {
+      auto y = g.Virtual(CUDNN_DATA_FLOAT, dims, strides);
+      ops.push_back(g.Pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, x, g.DeviceScalar(uid), nullptr, y));
+      return y;
+    };
 
     auto scores = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
     ops.push_back(g.Matmul(q, kt, scores));
     auto scaled = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
     ops.push_back(g.Pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, scores, scale, nullptr, scaled));
-    if (g.fp8) {  // the scores of the fp8 values, dequantized: × descale_q × descale_k
-      auto by_q = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
-      ops.push_back(
-          g.Pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, scaled, g.DeviceScalar(kUidDescaleQ), nullptr, by_q));
-      auto by_k = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
-      ops.push_back(
-          g.Pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, by_q, g.DeviceScalar(kUidDescaleK), nullptr, by_k));
-      scaled = by_k;
-    }
+    if (g.fp8)  // the scores of the fp8 values, dequantized: × descale_q × descale_k
+      scaled = times(times(scaled, kUidDescaleQ, sd, ss), kUidDescaleK, sd, ss);
 
     // Causal: keep row >= col.
     auto row = g.Virtual(CUDNN_DATA_INT32, sd, ss);
@@ -293,25 +293,26 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::BuildGraph(const SdpaShape& s, bool output
     // scores, ADD the by-value FLOAT window along axis 3, CMP_GT, BINARY_SELECT). The
     // earlier graph reused the causal INT32 indices with an INT32 window and ran
     // slower than full causal attention (docs/kernels.md).
-    if (g.has_window && !g.window_chain) {  // the graph before 2026-12-01, kept as the fallback
-      auto window = g.Scalar(kUidWindow, CUDNN_DATA_INT32);
-      auto col_w = g.Virtual(CUDNN_DATA_INT32, sd, ss);
-      ops.push_back(g.Pointwise(CUDNN_POINTWISE_ADD, CUDNN_DATA_INT32, col, window, nullptr, col_w));
+    if (g.has_window) {
+      // The two forms differ in the indices compared: reach = col + window, then
+      // keep reach > row_cmp with a select.
+      cudnnBackendDescriptor_t reach = nullptr, row_cmp = nullptr;
+      if (!g.window_chain) {  // the graph before 2026-12-01, kept as the fallback
+        auto window = g.Scalar(kUidWindow, CUDNN_DATA_INT32);
+        reach = g.Virtual(CUDNN_DATA_INT32, sd, ss);
+        ops.push_back(g.Pointwise(CUDNN_POINTWISE_ADD, CUDNN_DATA_INT32, col, window, nullptr, reach));
+        row_cmp = row;
+      } else {
+        auto window = g.Scalar(kUidWindow, CUDNN_DATA_FLOAT);
+        row_cmp = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
+        ops.push_back(g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, masked, nullptr, nullptr, row_cmp, 2));
+        auto col_i = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
+        ops.push_back(g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, masked, nullptr, nullptr, col_i, 3));
+        reach = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
+        ops.push_back(g.Pointwise(CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, col_i, window, nullptr, reach, 3));
+      }
       auto in_window = g.Virtual(CUDNN_DATA_BOOLEAN, sd, ss);
-      ops.push_back(g.Pointwise(CUDNN_POINTWISE_CMP_GT, CUDNN_DATA_BOOLEAN, col_w, row, nullptr, in_window));
-      auto masked_w = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
-      ops.push_back(g.Pointwise(CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, masked, neg_inf, in_window, masked_w));
-      masked = masked_w;
-    } else if (g.has_window) {
-      auto window = g.Scalar(kUidWindow, CUDNN_DATA_FLOAT);
-      auto row_w = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
-      ops.push_back(g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, masked, nullptr, nullptr, row_w, 2));
-      auto col_i = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
-      ops.push_back(g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, masked, nullptr, nullptr, col_i, 3));
-      auto col_w = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
-      ops.push_back(g.Pointwise(CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, col_i, window, nullptr, col_w, 3));
-      auto in_window = g.Virtual(CUDNN_DATA_BOOLEAN, sd, ss);
-      ops.push_back(g.Pointwise(CUDNN_POINTWISE_CMP_GT, CUDNN_DATA_BOOLEAN, col_w, row_w, nullptr, in_window));
+      ops.push_back(g.Pointwise(CUDNN_POINTWISE_CMP_GT, CUDNN_DATA_BOOLEAN, reach, row_cmp, nullptr, in_window));
       auto masked_w = g.Virtual(CUDNN_DATA_FLOAT, sd, ss);
       ops.push_back(g.Pointwise(CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, masked, neg_inf, in_window, masked_w));
       masked = masked_w;
@@ -345,12 +346,7 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::BuildGraph(const SdpaShape& s, bool output
       const std::vector<std::int64_t> od = {B, H, S, D}, os = {H * S * D, S * D, D, 1};
       auto pv = g.Virtual(CUDNN_DATA_FLOAT, od, os);
       ops.push_back(g.Matmul(probs8, v, pv));
-      auto by_s = g.Virtual(CUDNN_DATA_FLOAT, od, os);
-      ops.push_back(
-          g.Pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, pv, g.DeviceScalar(kUidDescaleS), nullptr, by_s));
-      auto by_v = g.Virtual(CUDNN_DATA_FLOAT, od, os);
-      ops.push_back(
-          g.Pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, by_s, g.DeviceScalar(kUidDescaleV), nullptr, by_v));
+      auto by_v = times(times(pv, kUidDescaleS, od, os), kUidDescaleV, od, os);
       ops.push_back(g.Reduction(CUDNN_REDUCE_TENSOR_AMAX, by_v, g.DeviceScalar(kUidAmaxO)));
       auto scale_o = g.out_fp8 ? g.DeviceScalar(kUidScaleO) : g.Scalar(kUidScaleO, CUDNN_DATA_FLOAT);
       ops.push_back(g.Pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, by_v, scale_o, nullptr, o));
