@@ -75,7 +75,13 @@ enum Uid : std::int64_t {
   kUidVirtual = 100,
 };
 
+SdpaFp8Options g_fp8_options;
+
 }  // namespace
+
+void SetCudnnSdpaFp8Options(const SdpaFp8Options& options) {
+  g_fp8_options = options;
+}
 
 struct CudnnSdpa::Impl {
   std::vector<std::unique_ptr<Desc>> keep;  // every descriptor the plan refers to
@@ -90,6 +96,7 @@ struct CudnnSdpa::Impl {
   bool has_window = false;
   bool fp8 = false;
   bool out_fp8 = false;
+  bool virtual_stats = false;  // the softmax stats not written (SdpaFp8Options)
   std::int64_t next_uid = kUidVirtual;
 
   cudnnBackendDescriptor_t Make(cudnnBackendDescriptorType_t type) {
@@ -255,7 +262,9 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::BuildGraph(const SdpaShape& s, bool output
     auto kt = g.Tensor(kUidK, io, {B, HK, D, S}, {S * HK * D, D, 1, HK * D}, false);
     auto v = g.Tensor(kUidV, io, {B, HK, S, D}, {S * HK * D, D, HK * D, 1}, false);
     auto o = g.Tensor(kUidO, o_type, {B, H, S, D}, {S * H * D, D, H * D, 1}, false);
-    auto stats = g.Tensor(kUidStats, CUDNN_DATA_FLOAT, {B, H, S, 1}, {H * S, S, 1, 1}, false);
+    g.virtual_stats = g.fp8 && g_fp8_options.virtual_stats;
+    auto stats = g.virtual_stats ? g.Virtual(CUDNN_DATA_FLOAT, {B, H, S, 1}, {H * S, S, 1, 1})
+                                 : g.Tensor(kUidStats, CUDNN_DATA_FLOAT, {B, H, S, 1}, {H * S, S, 1, 1}, false);
     auto scale = g.Scalar(kUidScale, CUDNN_DATA_FLOAT);
     auto neg_inf = g.Scalar(kUidNegInf, CUDNN_DATA_FLOAT);
 
@@ -389,6 +398,7 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::BuildGraph(const SdpaShape& s, bool output
         SC_CUDNN_CHECK(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                                                 count, &got, cfgs.data()));
       if (got == 0) tried += std::string(" heuristics mode ") + std::to_string(static_cast<int>(mode)) + ": no engine;";
+      int skip = g.fp8 ? g_fp8_options.skip_configs : 0;
       for (std::int64_t i = 0; i < got; ++i) {
         cudnnBackendDescriptor_t plan = g.Make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
         SC_CUDNN_CHECK(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle));
@@ -397,6 +407,11 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::BuildGraph(const SdpaShape& s, bool output
         st = cudnnBackendFinalize(plan);
         if (st != CUDNN_STATUS_SUCCESS) {
           tried += std::string(" config ") + std::to_string(i) + ": " + cudnnGetErrorString(st) + ";";
+          continue;
+        }
+        if (skip > 0) {  // SdpaFp8Options::skip_configs
+          --skip;
+          tried += std::string(" config ") + std::to_string(i) + ": skipped;";
           continue;
         }
         std::int64_t ws = 0, n = 0;
@@ -431,8 +446,12 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::BuildGraph(const SdpaShape& s, bool output
 
 int CudnnSdpa::Bind(const SdpaBuffers& b, void* workspace) {
   Impl& g = *impl_;
-  std::vector<std::int64_t> uids = {kUidQ, kUidK, kUidV, kUidO, kUidStats, kUidScale, kUidNegInf};
-  std::vector<void*> ptrs = {b.q, b.k, b.v, b.o, b.stats, &g.scale, &g.neg_inf};
+  std::vector<std::int64_t> uids = {kUidQ, kUidK, kUidV, kUidO, kUidScale, kUidNegInf};
+  std::vector<void*> ptrs = {b.q, b.k, b.v, b.o, &g.scale, &g.neg_inf};
+  if (!g.virtual_stats) {
+    uids.push_back(kUidStats);
+    ptrs.push_back(b.stats);
+  }
   if (g.has_window) {
     uids.push_back(kUidWindow);
     ptrs.push_back(g.window_chain ? static_cast<void*>(&g.window) : static_cast<void*>(&g.window_i));

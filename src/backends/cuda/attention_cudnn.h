@@ -124,6 +124,14 @@ class CudnnSdpa {
   std::string bf16_output_refusal_;
 };
 
+// Test hooks for the fp8 graph (GPU tests bisecting its wrong outputs): how the
+// graphs built after the call differ from the default. Not used by the op.
+struct SdpaFp8Options {
+  bool virtual_stats = false;  // the softmax stats a virtual tensor (an inference graph: not written)
+  int skip_configs = 0;        // pass over the first n engine configurations that finalize
+};
+void SetCudnnSdpaFp8Options(const SdpaFp8Options& options);
+
 // cuDNN's runtime version as "9.14.0".
 std::string CudnnVersionString();
 
