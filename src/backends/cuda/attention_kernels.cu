@@ -376,8 +376,8 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention(DecodeArgs a)
 //   O_w += P·V for its 16 tokens (one k-step; V fragments by ldmatrix.trans),
 // so each warp carries a partial O over its own tokens with a shared max; the
 // partials and their row sums are added at the end. K/V tiles arrive through a
-// cp.async ring of kStagesC stages (16-byte chunks of a row XOR-swizzled by the row,
-// MmaBf16Chunk: conflict-free fragment loads, whole-line copies).
+// cp.async ring of kStagesC stages (rows padded by 16 bytes: conflict-free
+// fragment loads).
 //
 // fp8 e4m3 KV (KvT = __nv_fp8_e4m3) runs the same loop on fp16 MMAs
 // (m16n8k16.f32.f16.f16.f32): the ring holds the fp8 bytes as they are in the pool
@@ -413,7 +413,7 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention(DecodeArgs a)
 // Three knobs set the bytes in flight and the occupancy: warps per CTA (hence the
 // tile, 16 tokens per warp), ring depth, and page-table prefetch. kMmaWarps,
 // kMmaStages and kMmaTablePrefetch are what the op runs for bf16 (3 stages of 64
-// tokens: 96 KiB at head dim 128, 2 CTAs per SM), MmaFp8Stages for fp8 (4 stages of
+// tokens: 102 KiB at head dim 128, 2 CTAs per SM), MmaFp8Stages for fp8 (4 stages of
 // 64 tokens at head dim 128: 64 KiB, 3 CTAs per SM; 5 stages, 40 KiB at head dim 64);
 // the other combinations are bf16 A/B variants (SetPagedDecodeVariant,
 // bench_decode_variants). MmaConfig describes one on the host (the kernel takes the
@@ -442,7 +442,7 @@ constexpr float kMmaFp8PLog2Bias = 15.f;
 
 template <int D, bool kFp8 = false>
 constexpr int MmaRowBytes() {
-  return kFp8 ? D : D * 2;
+  return kFp8 ? D : (D + 8) * 2;
 }
 template <int D, int kWarpsC = kMmaWarps, bool kFp8 = false>
 constexpr int MmaStageBytes() {
@@ -520,19 +520,6 @@ __device__ __forceinline__ int MmaFp8Swizzle(int r) {
     return ((r >> 1) & 3) | ((r & 1) << 2);
   else
     return (r >> 1) & 3;
-}
-
-// The bf16 tile's 16-byte chunk swizzle: logical chunk c (columns 8c .. 8c + 7) of
-// tile row r is stored at chunk c ^ (r mod 8) of the row, rows unpadded (head_dim · 2
-// bytes). The 8 rows an MMA fragment load or an ldmatrix reads (r mod 8 = 0..7) then
-// fall in 8 different 4-bank groups, and each 128-byte run of a row that one cp.async
-// warp instruction copies lands, permuted, in one aligned 128-byte line of shared memory.
-// Rows padded by 16 bytes instead (the layout before 2026-12-01) split those copies
-// across two lines: on the H200 the kernel then requested 1.5x the L2 sectors of the
-// bytes it read and was bound by L2 throughput (ncu: 93% L2, 86% DRAM at 256 x 16384,
-// 32/8 heads).
-__device__ __forceinline__ int MmaBf16Chunk(int c, int r) {
-  return c ^ (r & 7);
 }
 
 // The pool page of a split's i-th page (i counted from the split's first page).
@@ -715,11 +702,10 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
           CopyAsync<16>(k_dst + dst, k_pool + src);
           CopyAsync<16>(v_dst + dst, v_pool + src);
         } else {
-          const int tok = piece / kPiecesPerRow, c = piece % kPiecesPerRow;
-          const std::size_t src = base + static_cast<std::size_t>(tok) * D + c * 8;
-          const int dst = tok * kRowBytes + MmaBf16Chunk(c, tok) * 16;
-          CopyAsync<16>(k_dst + dst, k_pool + src);
-          CopyAsync<16>(v_dst + dst, v_pool + src);
+          const int tok = piece / kPiecesPerRow, col = (piece % kPiecesPerRow) * 8;
+          const std::size_t src = base + static_cast<std::size_t>(tok) * D + col;
+          CopyAsync<16>(k_dst + tok * kRowBytes + col * 2, k_pool + src);
+          CopyAsync<16>(v_dst + tok * kRowBytes + col * 2, v_pool + src);
         }
       }
     }
@@ -758,12 +744,11 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
           }
         }
       } else {
-        const int r = warp * 16 + nb * 8 + gq;
-        const unsigned char* k_row = k_tile + r * kRowBytes;
+        const unsigned char* k_row = k_tile + (warp * 16 + nb * 8 + gq) * kRowBytes;
 #pragma unroll
-        for (int kk = 0; kk < kKSteps; ++kk) {  // columns 16kk + 2tq (+1) and 16kk + 8 + 2tq (+1)
-          const unsigned b0 = *reinterpret_cast<const unsigned*>(k_row + MmaBf16Chunk(2 * kk, r) * 16 + tq * 4);
-          const unsigned b1 = *reinterpret_cast<const unsigned*>(k_row + MmaBf16Chunk(2 * kk + 1, r) * 16 + tq * 4);
+        for (int kk = 0; kk < kKSteps; ++kk) {
+          const unsigned b0 = *reinterpret_cast<const unsigned*>(k_row + (kk * 16 + 2 * tq) * 2);
+          const unsigned b1 = *reinterpret_cast<const unsigned*>(k_row + (kk * 16 + 8 + 2 * tq) * 2);
           Mma16816(sc[nb], qa[kk], b0, b1);
         }
       }
@@ -874,11 +859,11 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
       pa[2] = PackBf16(p[1][0], p[1][1]);
       pa[3] = PackBf16(p[1][2], p[1][3]);
       // V fragments two n-blocks per ldmatrix.
-      const int v_chunk = lane >> 4;  // the second 8 columns of the n-block pair
+      const int v_col = (lane >> 4) * 8;
 #pragma unroll
       for (int n = 0; n < kNBlocks; n += 2) {
         unsigned vb[4];
-        LdMatrixX4Trans(vb, v_tile + v_tok * kRowBytes + MmaBf16Chunk(n + v_chunk, v_tok) * 16);
+        LdMatrixX4Trans(vb, v_tile + v_tok * kRowBytes + (n * 8 + v_col) * 2);
         Mma16816(o[n], pa, vb[0], vb[1]);
         Mma16816(o[n + 1], pa, vb[2], vb[3]);
       }
@@ -1236,7 +1221,7 @@ PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, 
                                     : MmaCtasPerSm<64, kMmaWarps, MmaFp8Stages<64>(), true>();
   } else if (p.tensor_cores) {
     p.heads_per_cta = static_cast<int>(std::min<std::int64_t>(g, kMmaRows));
-    if (s.head_dim == 128) ctas_per_sm = 2;  // 96 KiB of stages
+    if (s.head_dim == 128) ctas_per_sm = 2;  // 102 KiB of stages
     p.variant = g_decode_variant;
     if (p.variant != 0) {
       const MmaVariant& v = VariantAt(p.variant);
