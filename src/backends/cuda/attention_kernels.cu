@@ -14,6 +14,7 @@
 // the normalized output is written directly, else (o, log-sum-exp) per split go
 // to a float workspace and paged_decode_reduce combines them.
 
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -421,8 +422,9 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention(DecodeArgs a)
 // template argument).
 struct MmaConfig {
   int warps;            // 16 tokens each: a tile is 16·warps tokens (16, 32 or 64)
-  int stages;           // depth of the cp.async ring
+  int stages;           // depth of the ring
   bool table_prefetch;  // page-table entries read 32 pages ahead into registers
+  bool tma = false;     // the ring filled by the tensor memory accelerator, else by cp.async
 };
 constexpr int kMmaWarps = 4, kMmaStages = 3;  // the default
 // Page-table prefetch on by default (bf16 and fp8 KV). Two H200 runs of
@@ -440,25 +442,29 @@ constexpr int MmaFp8Stages() {
 // log2 of the factor P carries in the fp8 kernel (see above).
 constexpr float kMmaFp8PLog2Bias = 15.f;
 
-template <int D, bool kFp8 = false>
+// Bytes of one tile row in shared memory: bf16 rows padded by 16 bytes (cp.async
+// ring), unpadded and 128-byte swizzled when the tensor memory accelerator writes
+// them (kTma), fp8 rows unpadded (swizzled by MmaFp8Swizzle).
+template <int D, bool kFp8 = false, bool kTma = false>
 constexpr int MmaRowBytes() {
-  return kFp8 ? D : (D + 8) * 2;
+  return kFp8 ? D : kTma ? D * 2 : (D + 8) * 2;
 }
-template <int D, int kWarpsC = kMmaWarps, bool kFp8 = false>
+template <int D, int kWarpsC = kMmaWarps, bool kFp8 = false, bool kTma = false>
 constexpr int MmaStageBytes() {
-  return 2 * 16 * kWarpsC * MmaRowBytes<D, kFp8>();  // K and V tiles
+  return 2 * 16 * kWarpsC * MmaRowBytes<D, kFp8, kTma>();  // K and V tiles
 }
-template <int D, int kWarpsC = kMmaWarps, int kStagesC = kMmaStages, bool kFp8 = false>
+// kTma: 1 KiB more, to align the ring to the 1,024 bytes a 128-byte swizzle pattern spans.
+template <int D, int kWarpsC = kMmaWarps, int kStagesC = kMmaStages, bool kFp8 = false, bool kTma = false>
 constexpr int MmaSmemBytes() {
-  return kStagesC * MmaStageBytes<D, kWarpsC, kFp8>();
+  return kStagesC * MmaStageBytes<D, kWarpsC, kFp8, kTma>() + (kTma ? 1024 : 0);
 }
 // CTAs of a config that fit on one multiprocessor by shared memory (228 KiB per SM
 // on Hopper, 1 KiB reserved per CTA, plus the kernel's static arrays), at most 16;
 // the split rule's CTAs-per-SM target for the variants and the fp8 kernel.
-template <int D, int kWarpsC, int kStagesC, bool kFp8 = false>
+template <int D, int kWarpsC, int kStagesC, bool kFp8 = false, bool kTma = false>
 constexpr int MmaCtasPerSm() {
-  constexpr int kStatic = (3 * kWarpsC + 1) * kMmaRows * 4;
-  constexpr int kPerCta = MmaSmemBytes<D, kWarpsC, kStagesC, kFp8>() + kStatic + 1024;
+  constexpr int kStatic = (3 * kWarpsC + 1) * kMmaRows * 4 + (kTma ? 8 * kStagesC : 0);
+  constexpr int kPerCta = MmaSmemBytes<D, kWarpsC, kStagesC, kFp8, kTma>() + kStatic + 1024;
   return std::min(16, 228 * 1024 / kPerCta);
 }
 static_assert(MmaCtasPerSm<128, kMmaWarps, kMmaStages>() == 2 && MmaCtasPerSm<64, kMmaWarps, kMmaStages>() == 4,
@@ -522,6 +528,51 @@ __device__ __forceinline__ int MmaFp8Swizzle(int r) {
     return (r >> 1) & 3;
 }
 
+// The arguments of the tensor-core kernel: DecodeArgs, and for kTma the K and V pools
+// as 2-D tensors for the tensor memory accelerator (rows of head_dim elements, one
+// row per (pool page, KV head, token); boxes of 64 columns x one tile of rows,
+// 128-byte swizzled). Passed as a __grid_constant__ parameter, so the kernel can hand
+// the maps' addresses to cp.async.bulk.tensor.
+struct MmaArgs {
+  DecodeArgs a;
+  CUtensorMap k_map, v_map;
+};
+
+__device__ __forceinline__ unsigned SmemAddr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void MbarInit(unsigned long long* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(count) : "memory");
+}
+// Arrives once and adds `bytes` to the transaction count the phase waits for.
+__device__ __forceinline__ void MbarArriveExpectTx(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void MbarWait(unsigned long long* bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(SmemAddr(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// One box of `map` at (column x, row y) into shared memory at `dst`, completing on `bar`.
+__device__ __forceinline__ void TmaLoad2d(void* dst, const CUtensorMap* map, int x, int y, unsigned long long* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          SmemAddr(dst)),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(x), "r"(y), "r"(SmemAddr(bar))
+      : "memory");
+}
+// 16-byte chunk c of row r of a 128-byte-swizzled box (rows of 128 bytes from a
+// 1,024-byte-aligned base), as CU_TENSOR_MAP_SWIZZLE_128B lays it out.
+__device__ __forceinline__ int Swizzle128(int c, int r) {
+  return c ^ (r & 7);
+}
+
 // The pool page of a split's i-th page (i counted from the split's first page).
 // Without prefetch: a global load when the tile is issued (the cp.async addresses
 // wait for it). With prefetch: each lane holds one entry of the current chunk of 32
@@ -562,13 +613,16 @@ struct MmaPageTable<true> {
   }
 };
 
-template <int D, class KvT, int kWarpsC, int kStagesC, bool kTablePrefetch>
-__global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(DecodeArgs a) {
+template <int D, class KvT, int kWarpsC, int kStagesC, bool kTablePrefetch, bool kTma = false>
+__global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const __grid_constant__ MmaArgs args) {
+  const DecodeArgs& a = args.a;
   constexpr bool kFp8 = std::is_same_v<KvT, __nv_fp8_e4m3>;
   static_assert(kFp8 || std::is_same_v<KvT, __nv_bfloat16>, "bf16 or fp8 e4m3 KV");
+  static_assert(!(kTma && kFp8), "the TMA ring is for bf16 KV");
   constexpr int kThreadsC = kWarpsC * 32;
   constexpr int kTile = 16 * kWarpsC;
-  constexpr int kRowBytes = MmaRowBytes<D, kFp8>();
+  constexpr int kRowBytes = MmaRowBytes<D, kFp8, kTma>();
+  constexpr int kHalfBytes = kTile * 128;  // kTma: one box, 64 columns of the tile
   constexpr int kTileBytes = kTile * kRowBytes;
   constexpr int kKSteps = D / 16;
   constexpr int kNBlocks = D / 8;
@@ -578,13 +632,17 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
   static_assert(kPagedKvPageSize % kTile == 0, "a tile must not cross a page");
   constexpr int kTilesPerPage = kPagedKvPageSize / kTile;
   static_assert(kStagesC >= 2, "at least double buffering");
-  static_assert(kWarpsC * kMmaRows * D * 4 <= MmaSmemBytes<D, kWarpsC, kStagesC, kFp8>(),
+  static_assert(kWarpsC * kMmaRows * D * 4 <= MmaSmemBytes<D, kWarpsC, kStagesC, kFp8, kTma>(),
                 "the final reduction reuses the stages");
+  static_assert(!kTma || (kHalfBytes % 1024 == 0 && D % 64 == 0), "whole swizzle patterns per box");
   static_assert(!kFp8 || D == 64 || D == 128, "the fp8 fragment layouts assume 64-column chunks, 4 or 8 per row");
 
-  extern __shared__ __align__(16) unsigned char s_stage[];
+  extern __shared__ __align__(16) unsigned char s_dynamic[];
   __shared__ float s_tile_max[2][kWarpsC][kMmaRows];
   __shared__ float s_row_sum[kWarpsC][kMmaRows];
+  __shared__ __align__(8) unsigned long long s_full[kTma ? kStagesC : 1];  // kTma: stage s has landed
+  // The ring (kTma: from the first 1,024-byte boundary).
+  unsigned char* const s_stage = kTma ? s_dynamic + ((1024u - (SmemAddr(s_dynamic) & 1023u)) & 1023u) : s_dynamic;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int gq = lane >> 2, tq = lane & 3;  // MMA fragment coordinates
@@ -685,7 +743,35 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
   const KvT* k_pool = static_cast<const KvT*>(a.k);
   const KvT* v_pool = static_cast<const KvT*>(a.v);
 
+  if constexpr (kTma) {
+    if (tid == 0) {
+      for (int st = 0; st < kStagesC; ++st) MbarInit(&s_full[st], 1);
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+  }
   auto issue_tile = [&](int t) {
+    if constexpr (kTma) {
+      if (t < n_tiles) {
+        const int pool_page = table.Get(t / kTilesPerPage);  // every warp: its page-table lanes stay in step
+        if (tid == 0) {
+          unsigned long long* bar = &s_full[t % kStagesC];
+          unsigned char* k_dst = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC, kFp8, kTma>();
+          unsigned char* v_dst = k_dst + kTileBytes;
+          const int row = (pool_page * a.num_kv_heads + kvh) * kPagedKvPageSize + (t % kTilesPerPage) * kTile;
+          // The generic-proxy reads of this stage (tile t - kStagesC, ordered before by
+          // the loop's __syncthreads) come before the async-proxy writes.
+          asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+          MbarArriveExpectTx(bar, 2 * kTileBytes);
+#pragma unroll
+          for (int h = 0; h < D / 64; ++h) {
+            TmaLoad2d(k_dst + h * kHalfBytes, &args.k_map, 64 * h, row, bar);
+            TmaLoad2d(v_dst + h * kHalfBytes, &args.v_map, 64 * h, row, bar);
+          }
+        }
+      }
+      return;
+    }
     if (t < n_tiles) {
       const std::size_t pool_page = static_cast<std::size_t>(table.Get(t / kTilesPerPage));
       const std::size_t base =
@@ -715,10 +801,13 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
   for (int t = 0; t < kStagesC - 1; ++t) issue_tile(t);
 
   for (int t = 0; t < n_tiles; ++t) {
-    CopyAsyncWait<kStagesC - 2>();
+    if constexpr (kTma)
+      MbarWait(&s_full[t % kStagesC], static_cast<unsigned>(t / kStagesC) & 1u);
+    else
+      CopyAsyncWait<kStagesC - 2>();
     __syncthreads();  // tile t visible to all; everyone is done with tile t - 1's stage
     issue_tile(t + kStagesC - 1);
-    const unsigned char* k_tile = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC, kFp8>();
+    const unsigned char* k_tile = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC, kFp8, kTma>();
     const unsigned char* v_tile = k_tile + kTileBytes;
     const int tile_pos0 = (p_begin + t / kTilesPerPage) * kPagedKvPageSize + (t % kTilesPerPage) * kTile;
 
@@ -744,11 +833,19 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
           }
         }
       } else {
-        const unsigned char* k_row = k_tile + (warp * 16 + nb * 8 + gq) * kRowBytes;
+        const int r = warp * 16 + nb * 8 + gq;
+        const unsigned char* k_row = k_tile + r * kRowBytes;
 #pragma unroll
-        for (int kk = 0; kk < kKSteps; ++kk) {
-          const unsigned b0 = *reinterpret_cast<const unsigned*>(k_row + (kk * 16 + 2 * tq) * 2);
-          const unsigned b1 = *reinterpret_cast<const unsigned*>(k_row + (kk * 16 + 8 + 2 * tq) * 2);
+        for (int kk = 0; kk < kKSteps; ++kk) {  // columns 16kk + 2tq (+1) and 16kk + 8 + 2tq (+1)
+          unsigned b0, b1;
+          if constexpr (kTma) {  // box kk / 4, chunks 2(kk mod 4) and + 1 of its 128-byte row r
+            const unsigned char* box_row = k_tile + (kk >> 2) * kHalfBytes + r * 128 + tq * 4;
+            b0 = *reinterpret_cast<const unsigned*>(box_row + Swizzle128(2 * (kk & 3), r) * 16);
+            b1 = *reinterpret_cast<const unsigned*>(box_row + Swizzle128(2 * (kk & 3) + 1, r) * 16);
+          } else {
+            b0 = *reinterpret_cast<const unsigned*>(k_row + (kk * 16 + 2 * tq) * 2);
+            b1 = *reinterpret_cast<const unsigned*>(k_row + (kk * 16 + 8 + 2 * tq) * 2);
+          }
           Mma16816(sc[nb], qa[kk], b0, b1);
         }
       }
@@ -863,7 +960,11 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
 #pragma unroll
       for (int n = 0; n < kNBlocks; n += 2) {
         unsigned vb[4];
-        LdMatrixX4Trans(vb, v_tile + v_tok * kRowBytes + (n * 8 + v_col) * 2);
+        if constexpr (kTma)  // columns 8n + v_col: box n / 8, chunk (n mod 8) + v_col / 8
+          LdMatrixX4Trans(vb, v_tile + (n >> 3) * kHalfBytes + v_tok * 128 +
+                                  Swizzle128((n & 7) + (v_col >> 3), v_tok) * 16);
+        else
+          LdMatrixX4Trans(vb, v_tile + v_tok * kRowBytes + (n * 8 + v_col) * 2);
         Mma16816(o[n], pa, vb[0], vb[1]);
         Mma16816(o[n + 1], pa, vb[2], vb[3]);
       }
@@ -876,7 +977,7 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(Decod
     l_lo += __shfl_xor_sync(0xffffffffu, l_lo, off);
     l_hi += __shfl_xor_sync(0xffffffffu, l_hi, off);
   }
-  CopyAsyncWait<0>();
+  if constexpr (!kTma) CopyAsyncWait<0>();  // kTma: every tile issued was waited for
   __syncthreads();
   float(*s_red)[kMmaRows][D] = reinterpret_cast<float(*)[kMmaRows][D]>(s_stage);
   if (tq == 0) {
@@ -979,7 +1080,8 @@ __global__ void __launch_bounds__(D)
 // host-side attribute, legal during stream capture); with max_carveout also asks
 // for the largest shared-memory carveout (the A/B variants that aim at more CTAs
 // per multiprocessor than the default).
-void PrepareDecodeKernel(void (*kernel)(DecodeArgs), int smem_bytes, bool max_carveout = false) {
+template <class Args>
+void PrepareDecodeKernel(void (*kernel)(Args), int smem_bytes, bool max_carveout = false) {
   static thread_local std::set<const void*> raised;
   if (raised.insert(reinterpret_cast<const void*>(kernel)).second) {
     SC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
@@ -996,6 +1098,38 @@ void LaunchDecodeKernel(void (*kernel)(DecodeArgs), dim3 grid, const DecodeArgs&
   kernel<<<grid, kThreads, smem_bytes, stream>>>(a);
 }
 
+// A K or V pool as the tensor memory accelerator's 2-D tensor: rows of head_dim
+// bf16 (one per pool page, KV head and token; the pool holds batch · pages_per_seq
+// pages, as the op and the benchmarks allocate it), boxes of 64 columns x `box_rows`
+// rows, 128-byte swizzle.
+CUtensorMap PoolTensorMap(const void* pool, const PagedDecodeShape& s, int box_rows) {
+  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  static const Encode encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    SC_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || !fn)
+      throw Error("paged decode: the driver has no cuTensorMapEncodeTiled (needed by the TMA decode kernel)");
+    return reinterpret_cast<Encode>(fn);
+  }();
+  const cuuint64_t rows =
+      static_cast<cuuint64_t>(s.batch * s.pages_per_seq() * s.num_kv_heads * kPagedKvPageSize);
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(s.head_dim), rows};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(s.head_dim) * 2};
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  CUtensorMap map{};
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(pool), dims, strides, box,
+                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error("paged decode: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) +
+                ") for a pool of " + std::to_string(rows) + " rows x " + std::to_string(s.head_dim));
+  return map;
+}
+
 // ---- the tensor-core kernel's A/B variants -------------------------------------------
 //
 // Each names a config (tile, ring depth, page-table prefetch) and a split target:
@@ -1008,24 +1142,24 @@ struct MmaVariant {
   const char* what;
   MmaConfig config;
   int split_waves;
-  void (*kernel64)(DecodeArgs);
-  void (*kernel128)(DecodeArgs);
+  void (*kernel64)(MmaArgs);
+  void (*kernel128)(MmaArgs);
   int smem64, smem128;                // dynamic shared memory (the K/V ring)
   int ctas_per_sm64, ctas_per_sm128;  // by shared memory (MmaCtasPerSm)
 };
 
-template <int kWarpsC, int kStagesC, bool kTablePrefetch>
+template <int kWarpsC, int kStagesC, bool kTablePrefetch, bool kTma = false>
 MmaVariant MakeMmaVariant(const char* name, int split_waves, const char* what) {
   return {name,
           what,
-          MmaConfig{kWarpsC, kStagesC, kTablePrefetch},
+          MmaConfig{kWarpsC, kStagesC, kTablePrefetch, kTma},
           split_waves,
-          paged_decode_attention_mma<64, __nv_bfloat16, kWarpsC, kStagesC, kTablePrefetch>,
-          paged_decode_attention_mma<128, __nv_bfloat16, kWarpsC, kStagesC, kTablePrefetch>,
-          MmaSmemBytes<64, kWarpsC, kStagesC>(),
-          MmaSmemBytes<128, kWarpsC, kStagesC>(),
-          MmaCtasPerSm<64, kWarpsC, kStagesC>(),
-          MmaCtasPerSm<128, kWarpsC, kStagesC>()};
+          paged_decode_attention_mma<64, __nv_bfloat16, kWarpsC, kStagesC, kTablePrefetch, kTma>,
+          paged_decode_attention_mma<128, __nv_bfloat16, kWarpsC, kStagesC, kTablePrefetch, kTma>,
+          MmaSmemBytes<64, kWarpsC, kStagesC, false, kTma>(),
+          MmaSmemBytes<128, kWarpsC, kStagesC, false, kTma>(),
+          MmaCtasPerSm<64, kWarpsC, kStagesC, false, kTma>(),
+          MmaCtasPerSm<128, kWarpsC, kStagesC, false, kTma>()};
 }
 
 const std::vector<MmaVariant>& MmaVariants() {
@@ -1038,6 +1172,9 @@ const std::vector<MmaVariant>& MmaVariants() {
       MakeMmaVariant<1, 3, true>("t16s3", 1, "one-warp CTAs, quarter-page tiles, 8 CTAs per SM"),
       MakeMmaVariant<1, 6, true>("t16s6", 1, "one-warp CTAs, 6 stages, 4 CTAs per SM"),
       MakeMmaVariant<4, 3, true>("fine_splits", 8, "the default kernel with 8x the CTAs of one resident wave"),
+      MakeMmaVariant<4, 3, true, true>("tma", 1,
+                                       "the default with the ring filled by the tensor memory accelerator (128-byte "
+                                       "swizzled, unpadded rows; one thread issues each tile)"),
   };
   return variants;
 }
@@ -1053,26 +1190,37 @@ const MmaVariant& VariantAt(int variant) {
   return v[static_cast<std::size_t>(variant)];
 }
 
+// Prepares a tensor-core kernel and launches it.
+void LaunchMmaKernel(void (*kernel)(MmaArgs), dim3 grid, int threads, const MmaArgs& args, int smem_bytes,
+                     bool max_carveout, cudaStream_t stream) {
+  PrepareDecodeKernel(kernel, smem_bytes, max_carveout);
+  kernel<<<grid, threads, smem_bytes, stream>>>(args);
+  SC_CUDA_CHECK_LAUNCH();
+}
+
 template <int D, class KvT>
-void LaunchTyped(const DecodeArgs& a, const PagedDecodePlan& plan, std::int64_t batch, cudaStream_t stream) {
+void LaunchTyped(const PagedDecodeShape& s, const DecodeArgs& a, const PagedDecodePlan& plan, cudaStream_t stream) {
+  const std::int64_t batch = s.batch;
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(a.num_kv_heads * plan.head_chunks),
                   static_cast<unsigned>(batch));
   if constexpr (D <= 128) {
     if (plan.tensor_cores) {
+      MmaArgs args{};
+      args.a = a;
       if constexpr (std::is_same_v<KvT, __nv_fp8_e4m3>) {
-        LaunchDecodeKernel(paged_decode_attention_mma<D, KvT, kMmaWarps, MmaFp8Stages<D>(), kMmaTablePrefetch>, grid, a,
-                           stream, MmaSmemBytes<D, kMmaWarps, MmaFp8Stages<D>(), true>());
-        SC_CUDA_CHECK_LAUNCH();
+        LaunchMmaKernel(paged_decode_attention_mma<D, KvT, kMmaWarps, MmaFp8Stages<D>(), kMmaTablePrefetch>, grid,
+                        kMmaWarps * 32, args, MmaSmemBytes<D, kMmaWarps, MmaFp8Stages<D>(), true>(), false, stream);
       } else if (plan.variant == 0) {
-        LaunchDecodeKernel(paged_decode_attention_mma<D, KvT, kMmaWarps, kMmaStages, kMmaTablePrefetch>, grid, a,
-                           stream, MmaSmemBytes<D>());
+        LaunchMmaKernel(paged_decode_attention_mma<D, KvT, kMmaWarps, kMmaStages, kMmaTablePrefetch>, grid,
+                        kMmaWarps * 32, args, MmaSmemBytes<D>(), false, stream);
       } else {
         const MmaVariant& v = VariantAt(plan.variant);
-        void (*kernel)(DecodeArgs) = D == 64 ? v.kernel64 : v.kernel128;
-        const int smem = D == 64 ? v.smem64 : v.smem128;
-        PrepareDecodeKernel(kernel, smem, true);
-        kernel<<<grid, v.config.warps * 32, smem, stream>>>(a);
-        SC_CUDA_CHECK_LAUNCH();
+        if (v.config.tma) {
+          args.k_map = PoolTensorMap(a.k, s, 16 * v.config.warps);
+          args.v_map = PoolTensorMap(a.v, s, 16 * v.config.warps);
+        }
+        LaunchMmaKernel(D == 64 ? v.kernel64 : v.kernel128, grid, v.config.warps * 32, args,
+                        D == 64 ? v.smem64 : v.smem128, true, stream);
       }
       if (plan.splits > 1) {
         paged_decode_reduce<D>
@@ -1107,12 +1255,12 @@ void LaunchTyped(const DecodeArgs& a, const PagedDecodePlan& plan, std::int64_t 
 }
 
 template <int D>
-void LaunchHeadDim(const DecodeArgs& a, const PagedDecodePlan& plan, KvDtype kv, std::int64_t batch,
+void LaunchHeadDim(const PagedDecodeShape& s, const DecodeArgs& a, const PagedDecodePlan& plan, KvDtype kv,
                    cudaStream_t stream) {
   if (kv == KvDtype::kBf16)
-    LaunchTyped<D, __nv_bfloat16>(a, plan, batch, stream);
+    LaunchTyped<D, __nv_bfloat16>(s, a, plan, stream);
   else
-    LaunchTyped<D, __nv_fp8_e4m3>(a, plan, batch, stream);
+    LaunchTyped<D, __nv_fp8_e4m3>(s, a, plan, stream);
 }
 
 __device__ __forceinline__ float HashUniform(std::uint64_t seed, std::size_t i, float scale) {
@@ -1147,7 +1295,7 @@ void SetPagedDecodeTensorCoresFp8(bool enabled) {
 int PagedDecodeFp8CtasPerSm(std::int64_t head_dim) {
   if (head_dim != 64 && head_dim != 128)
     throw Error("paged decode: the tensor-core kernel has head dims 64 and 128, not " + std::to_string(head_dim));
-  void (*kernel)(DecodeArgs) =
+  void (*kernel)(MmaArgs) =
       head_dim == 64 ? paged_decode_attention_mma<64, __nv_fp8_e4m3, kMmaWarps, MmaFp8Stages<64>(), kMmaTablePrefetch>
                      : paged_decode_attention_mma<128, __nv_fp8_e4m3, kMmaWarps, MmaFp8Stages<128>(), kMmaTablePrefetch>;
   const int smem = head_dim == 64 ? MmaSmemBytes<64, kMmaWarps, MmaFp8Stages<64>(), true>()
@@ -1188,7 +1336,7 @@ int PagedDecodeVariantCtasPerSm(int variant, std::int64_t head_dim) {
   const MmaVariant& v = VariantAt(variant);
   if (head_dim != 64 && head_dim != 128)
     throw Error("paged decode: the tensor-core kernel has head dims 64 and 128, not " + std::to_string(head_dim));
-  void (*kernel)(DecodeArgs) = head_dim == 64 ? v.kernel64 : v.kernel128;
+  void (*kernel)(MmaArgs) = head_dim == 64 ? v.kernel64 : v.kernel128;
   const int smem = head_dim == 64 ? v.smem64 : v.smem128;
   PrepareDecodeKernel(kernel, smem, variant != 0);
   int blocks = 0;
@@ -1298,13 +1446,13 @@ void LaunchPagedDecode(const PagedDecodeShape& s, const PagedDecodePlan& plan, K
   a.v_scale = v_scale;
   switch (s.head_dim) {
     case 64:
-      LaunchHeadDim<64>(a, plan, kv_dtype, s.batch, stream);
+      LaunchHeadDim<64>(s, a, plan, kv_dtype, stream);
       break;
     case 128:
-      LaunchHeadDim<128>(a, plan, kv_dtype, s.batch, stream);
+      LaunchHeadDim<128>(s, a, plan, kv_dtype, stream);
       break;
     default:
-      LaunchHeadDim<256>(a, plan, kv_dtype, s.batch, stream);
+      LaunchHeadDim<256>(s, a, plan, kv_dtype, stream);
       break;
   }
 }
