@@ -424,7 +424,8 @@ struct MmaConfig {
   int warps;            // 16 tokens each: a tile is 16·warps tokens (16, 32 or 64)
   int stages;           // depth of the ring
   bool table_prefetch;  // page-table entries read 32 pages ahead into registers
-  bool tma = false;     // the ring filled by the tensor memory accelerator, else by cp.async
+  int tma = 0;          // 0: cp.async ring; 1: TMA, 2-D boxes per 64 columns; 2: TMA, one 3-D box per tile
+  int tma_promotion = 256;  // the tensor maps' L2 promotion, bytes (0: none)
 };
 constexpr int kMmaWarps = 4, kMmaStages = 3;  // the default
 // Page-table prefetch on by default (bf16 and fp8 KV). Two H200 runs of
@@ -567,6 +568,14 @@ __device__ __forceinline__ void TmaLoad2d(void* dst, const CUtensorMap* map, int
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(x), "r"(y), "r"(SmemAddr(bar))
       : "memory");
 }
+// One 3-D box of `map` starting at row y (columns and halves from 0), completing on `bar`.
+__device__ __forceinline__ void TmaLoad3d(void* dst, const CUtensorMap* map, int y, unsigned long long* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];\n" ::"r"(SmemAddr(dst)),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(0), "r"(0), "r"(y), "r"(SmemAddr(bar))
+      : "memory");
+}
 // 16-byte chunk c of row r of a 128-byte-swizzled box (rows of 128 bytes from a
 // 1,024-byte-aligned base), as CU_TENSOR_MAP_SWIZZLE_128B lays it out.
 __device__ __forceinline__ int Swizzle128(int c, int r) {
@@ -613,7 +622,10 @@ struct MmaPageTable<true> {
   }
 };
 
-template <int D, class KvT, int kWarpsC, int kStagesC, bool kTablePrefetch, bool kTma = false>
+// kTma: 0, a cp.async ring (padded rows); 1, TMA boxes of 64 columns (one per half of
+// a head_dim-128 row, each half-tile its own 128-byte-swizzled region); 2, one 3-D TMA
+// box per tile and tensor (rows of head_dim, each 128-byte line swizzled in place).
+template <int D, class KvT, int kWarpsC, int kStagesC, bool kTablePrefetch, int kTma = 0>
 __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const __grid_constant__ MmaArgs args) {
   const DecodeArgs& a = args.a;
   constexpr bool kFp8 = std::is_same_v<KvT, __nv_fp8_e4m3>;
@@ -621,8 +633,8 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
   static_assert(!(kTma && kFp8), "the TMA ring is for bf16 KV");
   constexpr int kThreadsC = kWarpsC * 32;
   constexpr int kTile = 16 * kWarpsC;
-  constexpr int kRowBytes = MmaRowBytes<D, kFp8, kTma>();
-  constexpr int kHalfBytes = kTile * 128;  // kTma: one box, 64 columns of the tile
+  constexpr int kRowBytes = MmaRowBytes<D, kFp8, kTma != 0>();
+  constexpr int kHalves = D / 64;  // kTma: 64-column (128-byte) halves of a row
   constexpr int kTileBytes = kTile * kRowBytes;
   constexpr int kKSteps = D / 16;
   constexpr int kNBlocks = D / 8;
@@ -632,9 +644,15 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
   static_assert(kPagedKvPageSize % kTile == 0, "a tile must not cross a page");
   constexpr int kTilesPerPage = kPagedKvPageSize / kTile;
   static_assert(kStagesC >= 2, "at least double buffering");
-  static_assert(kWarpsC * kMmaRows * D * 4 <= MmaSmemBytes<D, kWarpsC, kStagesC, kFp8, kTma>(),
+  static_assert(kWarpsC * kMmaRows * D * 4 <= MmaSmemBytes<D, kWarpsC, kStagesC, kFp8, kTma != 0>(),
                 "the final reduction reuses the stages");
-  static_assert(!kTma || (kHalfBytes % 1024 == 0 && D % 64 == 0), "whole swizzle patterns per box");
+  static_assert(!kTma || (kTile * 128 % 1024 == 0 && D % 64 == 0), "whole swizzle patterns per box");
+  // kTma: byte offset, from a K or V tile's base, of 16-byte chunk c (0..7) of half h of
+  // tile row r (the tile starts on a 1,024-byte boundary).
+  auto tma_chunk = [](int r, int h, int c) {
+    const int line = kTma == 2 ? r * kHalves + h : h * kTile + r;  // 128-byte lines
+    return line * 128 + Swizzle128(c, line) * 16;
+  };
   static_assert(!kFp8 || D == 64 || D == 128, "the fp8 fragment layouts assume 64-column chunks, 4 or 8 per row");
 
   extern __shared__ __align__(16) unsigned char s_dynamic[];
@@ -756,17 +774,22 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
         const int pool_page = table.Get(t / kTilesPerPage);  // every warp: its page-table lanes stay in step
         if (tid == 0) {
           unsigned long long* bar = &s_full[t % kStagesC];
-          unsigned char* k_dst = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC, kFp8, kTma>();
+          unsigned char* k_dst = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC, kFp8, true>();
           unsigned char* v_dst = k_dst + kTileBytes;
           const int row = (pool_page * a.num_kv_heads + kvh) * kPagedKvPageSize + (t % kTilesPerPage) * kTile;
           // The generic-proxy reads of this stage (tile t - kStagesC, ordered before by
           // the loop's __syncthreads) come before the async-proxy writes.
           asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
           MbarArriveExpectTx(bar, 2 * kTileBytes);
+          if constexpr (kTma == 2) {
+            TmaLoad3d(k_dst, &args.k_map, row, bar);
+            TmaLoad3d(v_dst, &args.v_map, row, bar);
+          } else {
 #pragma unroll
-          for (int h = 0; h < D / 64; ++h) {
-            TmaLoad2d(k_dst + h * kHalfBytes, &args.k_map, 64 * h, row, bar);
-            TmaLoad2d(v_dst + h * kHalfBytes, &args.v_map, 64 * h, row, bar);
+            for (int h = 0; h < kHalves; ++h) {
+              TmaLoad2d(k_dst + h * kTile * 128, &args.k_map, 64 * h, row, bar);
+              TmaLoad2d(v_dst + h * kTile * 128, &args.v_map, 64 * h, row, bar);
+            }
           }
         }
       }
@@ -807,7 +830,7 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
       CopyAsyncWait<kStagesC - 2>();
     __syncthreads();  // tile t visible to all; everyone is done with tile t - 1's stage
     issue_tile(t + kStagesC - 1);
-    const unsigned char* k_tile = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC, kFp8, kTma>();
+    const unsigned char* k_tile = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC, kFp8, kTma != 0>();
     const unsigned char* v_tile = k_tile + kTileBytes;
     const int tile_pos0 = (p_begin + t / kTilesPerPage) * kPagedKvPageSize + (t % kTilesPerPage) * kTile;
 
@@ -838,10 +861,9 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
 #pragma unroll
         for (int kk = 0; kk < kKSteps; ++kk) {  // columns 16kk + 2tq (+1) and 16kk + 8 + 2tq (+1)
           unsigned b0, b1;
-          if constexpr (kTma) {  // box kk / 4, chunks 2(kk mod 4) and + 1 of its 128-byte row r
-            const unsigned char* box_row = k_tile + (kk >> 2) * kHalfBytes + r * 128 + tq * 4;
-            b0 = *reinterpret_cast<const unsigned*>(box_row + Swizzle128(2 * (kk & 3), r) * 16);
-            b1 = *reinterpret_cast<const unsigned*>(box_row + Swizzle128(2 * (kk & 3) + 1, r) * 16);
+          if constexpr (kTma) {  // half kk / 4, chunks 2(kk mod 4) and + 1
+            b0 = *reinterpret_cast<const unsigned*>(k_tile + tma_chunk(r, kk >> 2, 2 * (kk & 3)) + tq * 4);
+            b1 = *reinterpret_cast<const unsigned*>(k_tile + tma_chunk(r, kk >> 2, 2 * (kk & 3) + 1) + tq * 4);
           } else {
             b0 = *reinterpret_cast<const unsigned*>(k_row + (kk * 16 + 2 * tq) * 2);
             b1 = *reinterpret_cast<const unsigned*>(k_row + (kk * 16 + 8 + 2 * tq) * 2);
@@ -960,9 +982,8 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
 #pragma unroll
       for (int n = 0; n < kNBlocks; n += 2) {
         unsigned vb[4];
-        if constexpr (kTma)  // columns 8n + v_col: box n / 8, chunk (n mod 8) + v_col / 8
-          LdMatrixX4Trans(vb, v_tile + (n >> 3) * kHalfBytes + v_tok * 128 +
-                                  Swizzle128((n & 7) + (v_col >> 3), v_tok) * 16);
+        if constexpr (kTma)  // columns 8n + v_col: half n / 8, chunk (n mod 8) + v_col / 8
+          LdMatrixX4Trans(vb, v_tile + tma_chunk(v_tok, n >> 3, (n & 7) + (v_col >> 3)));
         else
           LdMatrixX4Trans(vb, v_tile + v_tok * kRowBytes + (n * 8 + v_col) * 2);
         Mma16816(o[n], pa, vb[0], vb[1]);
@@ -1102,7 +1123,7 @@ void LaunchDecodeKernel(void (*kernel)(DecodeArgs), dim3 grid, const DecodeArgs&
 // bf16 (one per pool page, KV head and token; the pool holds batch · pages_per_seq
 // pages, as the op and the benchmarks allocate it), boxes of 64 columns x `box_rows`
 // rows, 128-byte swizzle.
-CUtensorMap PoolTensorMap(const void* pool, const PagedDecodeShape& s, int box_rows) {
+CUtensorMap PoolTensorMap(const void* pool, const PagedDecodeShape& s, int box_rows, bool box3d, int promotion) {
   using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                               const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                               CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
@@ -1116,14 +1137,23 @@ CUtensorMap PoolTensorMap(const void* pool, const PagedDecodeShape& s, int box_r
   }();
   const cuuint64_t rows =
       static_cast<cuuint64_t>(s.batch * s.pages_per_seq() * s.num_kv_heads * kPagedKvPageSize);
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(s.head_dim), rows};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(s.head_dim) * 2};
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t element_strides[2] = {1, 1};
+  const cuuint64_t halves = static_cast<cuuint64_t>(s.head_dim / 64);
+  const cuuint64_t dims2[2] = {static_cast<cuuint64_t>(s.head_dim), rows};
+  const cuuint64_t strides2[1] = {static_cast<cuuint64_t>(s.head_dim) * 2};
+  const cuuint32_t box2[2] = {64, static_cast<cuuint32_t>(box_rows)};
+  const cuuint64_t dims3[3] = {64, halves, rows};
+  const cuuint64_t strides3[2] = {128, static_cast<cuuint64_t>(s.head_dim) * 2};
+  const cuuint32_t box3[3] = {64, static_cast<cuuint32_t>(halves), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  const CUtensorMapL2promotion promo = promotion >= 256   ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+                                       : promotion >= 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                                       : promotion >= 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
+                                                          : CU_TENSOR_MAP_L2_PROMOTION_NONE;
   CUtensorMap map{};
-  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(pool), dims, strides, box,
-                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r =
+      encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, box3d ? 3 : 2, const_cast<void*>(pool), box3d ? dims3 : dims2,
+             box3d ? strides3 : strides2, box3d ? box3 : box2, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+             CU_TENSOR_MAP_SWIZZLE_128B, promo, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw Error("paged decode: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) +
                 ") for a pool of " + std::to_string(rows) + " rows x " + std::to_string(s.head_dim));
@@ -1148,18 +1178,18 @@ struct MmaVariant {
   int ctas_per_sm64, ctas_per_sm128;  // by shared memory (MmaCtasPerSm)
 };
 
-template <int kWarpsC, int kStagesC, bool kTablePrefetch, bool kTma = false>
-MmaVariant MakeMmaVariant(const char* name, int split_waves, const char* what) {
+template <int kWarpsC, int kStagesC, bool kTablePrefetch, int kTma = 0>
+MmaVariant MakeMmaVariant(const char* name, int split_waves, const char* what, int promotion = 256) {
   return {name,
           what,
-          MmaConfig{kWarpsC, kStagesC, kTablePrefetch, kTma},
+          MmaConfig{kWarpsC, kStagesC, kTablePrefetch, kTma, promotion},
           split_waves,
           paged_decode_attention_mma<64, __nv_bfloat16, kWarpsC, kStagesC, kTablePrefetch, kTma>,
           paged_decode_attention_mma<128, __nv_bfloat16, kWarpsC, kStagesC, kTablePrefetch, kTma>,
-          MmaSmemBytes<64, kWarpsC, kStagesC, false, kTma>(),
-          MmaSmemBytes<128, kWarpsC, kStagesC, false, kTma>(),
-          MmaCtasPerSm<64, kWarpsC, kStagesC, false, kTma>(),
-          MmaCtasPerSm<128, kWarpsC, kStagesC, false, kTma>()};
+          MmaSmemBytes<64, kWarpsC, kStagesC, false, kTma != 0>(),
+          MmaSmemBytes<128, kWarpsC, kStagesC, false, kTma != 0>(),
+          MmaCtasPerSm<64, kWarpsC, kStagesC, false, kTma != 0>(),
+          MmaCtasPerSm<128, kWarpsC, kStagesC, false, kTma != 0>()};
 }
 
 const std::vector<MmaVariant>& MmaVariants() {
@@ -1172,9 +1202,13 @@ const std::vector<MmaVariant>& MmaVariants() {
       MakeMmaVariant<1, 3, true>("t16s3", 1, "one-warp CTAs, quarter-page tiles, 8 CTAs per SM"),
       MakeMmaVariant<1, 6, true>("t16s6", 1, "one-warp CTAs, 6 stages, 4 CTAs per SM"),
       MakeMmaVariant<4, 3, true>("fine_splits", 8, "the default kernel with 8x the CTAs of one resident wave"),
-      MakeMmaVariant<4, 3, true, true>("tma", 1,
-                                       "the default with the ring filled by the tensor memory accelerator (128-byte "
-                                       "swizzled, unpadded rows; one thread issues each tile)"),
+      MakeMmaVariant<4, 3, true, 1>("tma", 1,
+                                    "the default with the ring filled by the tensor memory accelerator (2-D boxes of "
+                                    "64 columns, 128-byte swizzled, unpadded rows; one thread issues each tile)"),
+      MakeMmaVariant<4, 3, true, 2>("tma3d", 1, "tma with one 3-D box per tile and tensor"),
+      MakeMmaVariant<4, 3, true, 2>("tma3d_p128", 1, "tma3d with 128-byte L2 promotion", 128),
+      MakeMmaVariant<4, 3, true, 2>("tma3d_pnone", 1, "tma3d without L2 promotion", 0),
+      MakeMmaVariant<2, 6, true, 2>("tma3d_t32s6", 1, "tma3d with half-page tiles and 6 stages, 2 CTAs per SM"),
   };
   return variants;
 }
@@ -1216,8 +1250,9 @@ void LaunchTyped(const PagedDecodeShape& s, const DecodeArgs& a, const PagedDeco
       } else {
         const MmaVariant& v = VariantAt(plan.variant);
         if (v.config.tma) {
-          args.k_map = PoolTensorMap(a.k, s, 16 * v.config.warps);
-          args.v_map = PoolTensorMap(a.v, s, 16 * v.config.warps);
+          const bool box3d = v.config.tma == 2;
+          args.k_map = PoolTensorMap(a.k, s, 16 * v.config.warps, box3d, v.config.tma_promotion);
+          args.v_map = PoolTensorMap(a.v, s, 16 * v.config.warps, box3d, v.config.tma_promotion);
         }
         LaunchMmaKernel(D == 64 ? v.kernel64 : v.kernel128, grid, v.config.warps * 32, args,
                         D == 64 ? v.smem64 : v.smem128, true, stream);
