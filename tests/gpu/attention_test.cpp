@@ -149,6 +149,7 @@ TEST_P(AttentionGenerationFp8, SmallShapesMatchReference) {
       const std::string source = std::get<std::string>(r.rows[0].Get("kernel_source"));
       EXPECT_NE(source.find("servecast_paged_decode_fp8kv:"), std::string::npos) << source;
       EXPECT_EQ(source.find("mma,") != std::string::npos, tensor_cores) << c.id << ": " << source;
+      EXPECT_EQ(source.find("tma,"), std::string::npos) << source;  // the fp8 kernel's ring is cp.async
       EXPECT_EQ(source.find("variant="), std::string::npos) << source;
     }
   }
@@ -200,6 +201,9 @@ TEST_P(AttentionGenerationVariants, SmallShapesMatchReference) {
       ASSERT_EQ(r.rows.size(), 1u);
       const std::string source = std::get<std::string>(r.rows[0].Get("kernel_source"));
       EXPECT_NE(source.find("mma,"), std::string::npos) << source;
+      // The default and the tma* variants fill the ring by TMA ("mma,tma,"), the others by cp.async.
+      EXPECT_EQ(source.find("mma,tma,") != std::string::npos, variant == 0 || info.name.rfind("tma", 0) == 0)
+          << source;
       if (variant == 0)
         EXPECT_EQ(source.find("variant="), std::string::npos) << source;
       else

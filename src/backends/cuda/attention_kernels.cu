@@ -428,6 +428,13 @@ struct MmaConfig {
   int tma_promotion = 256;  // the tensor maps' L2 promotion, bytes (0: none)
 };
 constexpr int kMmaWarps = 4, kMmaStages = 3;  // the default
+// The default (bf16 KV) ring: filled by the tensor memory accelerator with one 3-D box
+// per tile and tensor, no L2 promotion. On the H200 (bench_decode_variants, 2026-12-01,
+// 8 KV heads, head dim 128, 32 and 64 query heads) it streams 4.42-4.55 TB/s where the
+// cp.async ring read 3.72-4.23: the cp.async copies into padded rows requested 1.5x
+// the L2 sectors of the bytes read (ncu), and 2-D boxes or 128/256-byte promotion
+// kept the L2 fabric busier per DRAM byte (4.11-4.29 TB/s).
+constexpr int kMmaTma = 2, kMmaTmaPromotion = 0;
 // Page-table prefetch on by default (bf16 and fp8 KV). Two H200 runs of
 // bench_decode_variants disagree on whether it helps: 128 x 8192 measured 3.79 -> 4.15
 // TB/s in the first and 4.10 (without) vs 3.89 (with) in the second; run-to-run spread
@@ -468,7 +475,8 @@ constexpr int MmaCtasPerSm() {
   constexpr int kPerCta = MmaSmemBytes<D, kWarpsC, kStagesC, kFp8, kTma>() + kStatic + 1024;
   return std::min(16, 228 * 1024 / kPerCta);
 }
-static_assert(MmaCtasPerSm<128, kMmaWarps, kMmaStages>() == 2 && MmaCtasPerSm<64, kMmaWarps, kMmaStages>() == 4,
+static_assert(MmaCtasPerSm<128, kMmaWarps, kMmaStages, false, kMmaTma != 0>() == 2 &&
+                  MmaCtasPerSm<64, kMmaWarps, kMmaStages, false, kMmaTma != 0>() == 4,
               "the default's split rule (2 CTAs per SM at head dim 128, else 4) is its shared-memory occupancy");
 static_assert(MmaCtasPerSm<128, kMmaWarps, MmaFp8Stages<128>(), true>() == 3 &&
                   MmaCtasPerSm<64, kMmaWarps, MmaFp8Stages<64>(), true>() == 5,
@@ -1194,21 +1202,26 @@ MmaVariant MakeMmaVariant(const char* name, int split_waves, const char* what, i
 
 const std::vector<MmaVariant>& MmaVariants() {
   static const std::vector<MmaVariant> variants = {
-      MakeMmaVariant<kMmaWarps, kMmaStages, kMmaTablePrefetch>("default", 1, "the op's kernel"),
-      MakeMmaVariant<4, 3, false>("no_prefetch", 1, "the default with the page table read per tile (the default until 2026-11-30)"),
-      MakeMmaVariant<2, 3, true>("t32s3", 1, "half-page tiles, 4 CTAs per SM at head dim 128"),
-      MakeMmaVariant<2, 4, true>("t32s4", 1, "half-page tiles, 4 stages, 3 CTAs per SM"),
-      MakeMmaVariant<2, 6, true>("t32s6", 1, "half-page tiles, 6 stages, 2 CTAs per SM (deeper ring)"),
-      MakeMmaVariant<1, 3, true>("t16s3", 1, "one-warp CTAs, quarter-page tiles, 8 CTAs per SM"),
-      MakeMmaVariant<1, 6, true>("t16s6", 1, "one-warp CTAs, 6 stages, 4 CTAs per SM"),
-      MakeMmaVariant<4, 3, true>("fine_splits", 8, "the default kernel with 8x the CTAs of one resident wave"),
-      MakeMmaVariant<4, 3, true, 1>("tma", 1,
-                                    "the default with the ring filled by the tensor memory accelerator (2-D boxes of "
-                                    "64 columns, 128-byte swizzled, unpadded rows; one thread issues each tile)"),
-      MakeMmaVariant<4, 3, true, 2>("tma3d", 1, "tma with one 3-D box per tile and tensor"),
-      MakeMmaVariant<4, 3, true, 2>("tma3d_p128", 1, "tma3d with 128-byte L2 promotion", 128),
-      MakeMmaVariant<4, 3, true, 2>("tma3d_pnone", 1, "tma3d without L2 promotion", 0),
-      MakeMmaVariant<2, 6, true, 2>("tma3d_t32s6", 1, "tma3d with half-page tiles and 6 stages, 2 CTAs per SM"),
+      MakeMmaVariant<kMmaWarps, kMmaStages, kMmaTablePrefetch, kMmaTma>(
+          "default", 1,
+          "the op's kernel: the ring filled by the tensor memory accelerator, one 3-D box (whole rows, 128-byte "
+          "swizzled) per tile and tensor, no L2 promotion (the default since 2026-12-01)",
+          kMmaTmaPromotion),
+      MakeMmaVariant<4, 3, true>("cp_async", 1,
+                                 "a cp.async ring with rows padded by 16 bytes, every thread copying its pieces (the "
+                                 "default until 2026-12-01)"),
+      MakeMmaVariant<4, 3, false>("no_prefetch", 1, "cp_async with the page table read per tile (the default until 2026-11-30)"),
+      MakeMmaVariant<2, 3, true>("t32s3", 1, "cp_async, half-page tiles, 4 CTAs per SM at head dim 128"),
+      MakeMmaVariant<2, 4, true>("t32s4", 1, "cp_async, half-page tiles, 4 stages, 3 CTAs per SM"),
+      MakeMmaVariant<2, 6, true>("t32s6", 1, "cp_async, half-page tiles, 6 stages, 2 CTAs per SM (deeper ring)"),
+      MakeMmaVariant<1, 3, true>("t16s3", 1, "cp_async, one-warp CTAs, quarter-page tiles, 8 CTAs per SM"),
+      MakeMmaVariant<1, 6, true>("t16s6", 1, "cp_async, one-warp CTAs, 6 stages, 4 CTAs per SM"),
+      MakeMmaVariant<4, 3, true>("fine_splits", 8, "cp_async with 8x the CTAs of one resident wave"),
+      MakeMmaVariant<4, 3, true, 1>("tma2d_l2_256", 1,
+                                    "TMA with 2-D boxes of 64 columns (each half-tile its own swizzled region), "
+                                    "256-byte L2 promotion"),
+      MakeMmaVariant<4, 3, true, 2>("tma3d_l2_256", 1, "the default with 256-byte L2 promotion", 256),
+      MakeMmaVariant<4, 3, true, 2>("tma3d_l2_128", 1, "the default with 128-byte L2 promotion", 128),
   };
   return variants;
 }
@@ -1244,10 +1257,7 @@ void LaunchTyped(const PagedDecodeShape& s, const DecodeArgs& a, const PagedDeco
       if constexpr (std::is_same_v<KvT, __nv_fp8_e4m3>) {
         LaunchMmaKernel(paged_decode_attention_mma<D, KvT, kMmaWarps, MmaFp8Stages<D>(), kMmaTablePrefetch>, grid,
                         kMmaWarps * 32, args, MmaSmemBytes<D, kMmaWarps, MmaFp8Stages<D>(), true>(), false, stream);
-      } else if (plan.variant == 0) {
-        LaunchMmaKernel(paged_decode_attention_mma<D, KvT, kMmaWarps, kMmaStages, kMmaTablePrefetch>, grid,
-                        kMmaWarps * 32, args, MmaSmemBytes<D>(), false, stream);
-      } else {
+      } else {  // bf16: the plan's variant (0, the default: TMA, 3-D boxes, no L2 promotion)
         const MmaVariant& v = VariantAt(plan.variant);
         if (v.config.tma) {
           const bool box3d = v.config.tma == 2;
@@ -1380,7 +1390,7 @@ int PagedDecodeVariantCtasPerSm(int variant, std::int64_t head_dim) {
 }
 
 std::string PagedDecodePlan::Describe() const {
-  return std::string(tensor_cores ? "mma," : "") + "splits=" + std::to_string(splits) +
+  return std::string(tensor_cores ? (tma ? "mma,tma," : "mma,") : "") + "splits=" + std::to_string(splits) +
          ",pages_per_split=" + std::to_string(pages_per_split) + ",heads_per_cta=" + std::to_string(heads_per_cta) +
          (variant != 0 ? std::string(",variant=") + VariantAt(variant).name : std::string());
 }
@@ -1406,6 +1416,7 @@ PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, 
     p.heads_per_cta = static_cast<int>(std::min<std::int64_t>(g, kMmaRows));
     if (s.head_dim == 128) ctas_per_sm = 2;  // 102 KiB of stages
     p.variant = g_decode_variant;
+    p.tma = VariantAt(p.variant).config.tma != 0;
     if (p.variant != 0) {
       const MmaVariant& v = VariantAt(p.variant);
       ctas_per_sm = (s.head_dim == 128 ? v.ctas_per_sm128 : v.ctas_per_sm64) * v.split_waves;

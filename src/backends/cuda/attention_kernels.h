@@ -52,7 +52,9 @@ struct PagedDecodePlan {
   std::int64_t pages_per_split = 1;
   std::size_t workspace_bytes = 0;
   int variant = 0;  // the bf16 tensor-core kernel's A/B variant (PagedDecodeVariants); 0: the default (always for fp8)
-  // "splits=8,pages_per_split=16,heads_per_cta=4" (",variant=<name>" appended when not 0)
+  bool tma = false;  // tensor-core kernel: K/V arrive through the tensor memory accelerator (bf16 default), not cp.async
+  // "splits=8,pages_per_split=16,heads_per_cta=4", after "mma," or "mma,tma," for the
+  // tensor-core kernel (",variant=<name>" appended when not 0)
   std::string Describe() const;
 };
 
