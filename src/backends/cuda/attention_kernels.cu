@@ -435,6 +435,13 @@ constexpr int kMmaWarps = 4, kMmaStages = 3;  // the default
 // the L2 sectors of the bytes read (ncu), and 2-D boxes or 128/256-byte promotion
 // kept the L2 fabric busier per DRAM byte (4.11-4.29 TB/s).
 constexpr int kMmaTma = 2, kMmaTmaPromotion = 0;
+// ... for splits of at least this many pages; shorter splits run the cp.async ring
+// (variant kMmaCpAsyncVariant, the same tiles and occupancy). In the h200-attn7 table
+// (TMA for every split) a CTA of one page ran a median 1.12x slower than on the
+// cp.async ring (per-CTA setup: barrier init, one thread issuing after the page-table
+// read), 2-4 pages 0.99-1.00x, 8 pages 0.97x, 16 and more 0.93-0.94x.
+constexpr int kMmaTmaMinPages = 8;
+constexpr int kMmaCpAsyncVariant = 1;
 // Page-table prefetch on by default (bf16 and fp8 KV). Two H200 runs of
 // bench_decode_variants disagree on whether it helps: 128 x 8192 measured 3.79 -> 4.15
 // TB/s in the first and 4.10 (without) vs 3.89 (with) in the second; run-to-run spread
@@ -1223,6 +1230,8 @@ const std::vector<MmaVariant>& MmaVariants() {
       MakeMmaVariant<4, 3, true, 2>("tma3d_l2_256", 1, "the default with 256-byte L2 promotion", 256),
       MakeMmaVariant<4, 3, true, 2>("tma3d_l2_128", 1, "the default with 128-byte L2 promotion", 128),
   };
+  static const bool indexed = std::string(variants[kMmaCpAsyncVariant].name) == "cp_async";
+  if (!indexed) throw Error("paged decode: kMmaCpAsyncVariant does not name the cp_async variant");
   return variants;
 }
 
@@ -1257,8 +1266,8 @@ void LaunchTyped(const PagedDecodeShape& s, const DecodeArgs& a, const PagedDeco
       if constexpr (std::is_same_v<KvT, __nv_fp8_e4m3>) {
         LaunchMmaKernel(paged_decode_attention_mma<D, KvT, kMmaWarps, MmaFp8Stages<D>(), kMmaTablePrefetch>, grid,
                         kMmaWarps * 32, args, MmaSmemBytes<D, kMmaWarps, MmaFp8Stages<D>(), true>(), false, stream);
-      } else {  // bf16: the plan's variant (0, the default: TMA, 3-D boxes, no L2 promotion)
-        const MmaVariant& v = VariantAt(plan.variant);
+      } else {  // bf16: the plan's variant (0, the default: TMA, or the cp.async ring for short splits)
+        const MmaVariant& v = VariantAt(plan.variant == 0 && !plan.tma ? kMmaCpAsyncVariant : plan.variant);
         if (v.config.tma) {
           const bool box3d = v.config.tma == 2;
           args.k_map = PoolTensorMap(a.k, s, 16 * v.config.warps, box3d, v.config.tma_promotion);
@@ -1416,7 +1425,6 @@ PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, 
     p.heads_per_cta = static_cast<int>(std::min<std::int64_t>(g, kMmaRows));
     if (s.head_dim == 128) ctas_per_sm = 2;  // 102 KiB of stages
     p.variant = g_decode_variant;
-    p.tma = VariantAt(p.variant).config.tma != 0;
     if (p.variant != 0) {
       const MmaVariant& v = VariantAt(p.variant);
       ctas_per_sm = (s.head_dim == 128 ? v.ctas_per_sm128 : v.ctas_per_sm64) * v.split_waves;
@@ -1457,6 +1465,8 @@ PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, 
   }
   p.pages_per_split = (pages + splits - 1) / splits;
   p.splits = static_cast<int>((pages + p.pages_per_split - 1) / p.pages_per_split);
+  if (p.tensor_cores && !fp8)
+    p.tma = VariantAt(p.variant).config.tma != 0 && (p.variant != 0 || p.pages_per_split >= kMmaTmaMinPages);
   if (p.splits > 1)
     p.workspace_bytes = static_cast<std::size_t>(s.batch * s.num_heads) * static_cast<std::size_t>(p.splits) *
                         (static_cast<std::size_t>(s.head_dim) + 1) * sizeof(float);

@@ -71,7 +71,9 @@ bool PagedDecodeSupportsHeadDim(std::int64_t head_dim);
 // with bf16 KV and groups of 3+ query heads per KV head, or fp8 e4m3 KV and groups of
 // 2+ (fp16 MMAs on K/V converted from fp8 in the fragment loads, exact); the CUDA-core
 // one (paged_decode_attention) for everything else. Describe() starts with "mma," for
-// the tensor-core kernel.
+// the tensor-core kernel. With bf16 KV its ring is filled by the tensor memory
+// accelerator ("mma,tma,") when a split has at least 8 pages, otherwise by cp.async
+// (shorter splits pay more for the TMA ring's setup than it saves).
 PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, KvDtype kv_dtype);
 
 // Whether PlanPagedDecode may pick the tensor-core variant (default true); false
