@@ -431,9 +431,9 @@ constexpr int kMmaWarps = 4, kMmaStages = 3;  // the default
 // The default (bf16 KV) ring: filled by the tensor memory accelerator with one 3-D box
 // per tile and tensor, no L2 promotion. On the H200 (bench_decode_variants, 2026-12-01,
 // 8 KV heads, head dim 128, 32 and 64 query heads) it streams 4.42-4.55 TB/s where the
-// cp.async ring read 3.72-4.23: the cp.async copies into padded rows requested 1.5x
-// the L2 sectors of the bytes read (ncu), and 2-D boxes or 128/256-byte promotion
-// kept the L2 fabric busier per DRAM byte (4.11-4.29 TB/s).
+// cp.async ring read 3.72-4.24: the cp.async copies into padded rows requested 1.5x
+// the L2 sectors of the bytes read (ncu). 256-byte L2 promotion (2-D or 3-D boxes)
+// read 4.11-4.30 TB/s; 128-byte promotion matched none except at 64 x 131072.
 constexpr int kMmaTma = 2, kMmaTmaPromotion = 0;
 // ... for splits of at least this many pages; shorter splits run the cp.async ring
 // (variant kMmaCpAsyncVariant, the same tiles and occupancy). In the h200-attn7 table
