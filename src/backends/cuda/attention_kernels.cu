@@ -20,6 +20,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <set>
@@ -1152,6 +1153,9 @@ CUtensorMap PoolTensorMap(const void* pool, const PagedDecodeShape& s, int box_r
   }();
   const cuuint64_t rows =
       static_cast<cuuint64_t>(s.batch * s.pages_per_seq() * s.num_kv_heads * kPagedKvPageSize);
+  if (rows > static_cast<cuuint64_t>(INT32_MAX))  // the kernel's box coordinates are signed 32-bit
+    throw Error("paged decode: a pool of " + std::to_string(rows) +
+                " rows is beyond the TMA ring's 32-bit row coordinates");
   const cuuint64_t halves = static_cast<cuuint64_t>(s.head_dim / 64);
   const cuuint64_t dims2[2] = {static_cast<cuuint64_t>(s.head_dim), rows};
   const cuuint64_t strides2[1] = {static_cast<cuuint64_t>(s.head_dim) * 2};

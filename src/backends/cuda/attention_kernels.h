@@ -113,7 +113,10 @@ void SetPagedDecodeVariant(int variant);
 int PagedDecodeVariantCtasPerSm(int variant, std::int64_t head_dim);
 
 // Enqueues the decode (and the reduce when plan.splits > 1) on `stream`.
-// `workspace` holds plan.workspace_bytes (may be null when that is 0).
+// `workspace` holds plan.workspace_bytes (may be null when that is 0). The K and V
+// pools hold batch · pages_per_seq pages (page-table entries in [0, batch ·
+// pages_per_seq)), as the op and the benchmarks allocate them: the TMA ring's tensor
+// maps span exactly that many pages (a page beyond would read as zeros, not fault).
 void LaunchPagedDecode(const PagedDecodeShape& s, const PagedDecodePlan& plan, KvDtype kv_dtype, const void* q,
                        const void* k_pool, const void* v_pool, const std::int32_t* page_table, float k_scale,
                        float v_scale, void* out, void* workspace, cudaStream_t stream);
