@@ -202,10 +202,11 @@ TEST_P(AttentionGenerationVariants, SmallShapesMatchReference) {
       const std::string source = std::get<std::string>(r.rows[0].Get("kernel_source"));
       EXPECT_NE(source.find("mma,"), std::string::npos) << source;
       // The tma* variants fill the ring by TMA ("mma,tma,"), the default too for splits of
-      // 8 pages or more, the others by cp.async.
+      // kPagedDecodeTmaMinPages pages or more (this suite runs on sm_90+), the others by cp.async.
       const std::size_t pps = source.find("pages_per_split=");
       ASSERT_NE(pps, std::string::npos) << source;
-      const bool tma = info.name.rfind("tma", 0) == 0 || (variant == 0 && std::stoi(source.substr(pps + 16)) >= 8);
+      const bool tma = info.name.rfind("tma", 0) == 0 ||
+                       (variant == 0 && std::stoi(source.substr(pps + 16)) >= kPagedDecodeTmaMinPages);
       EXPECT_EQ(source.find("mma,tma,") != std::string::npos, tma) << source;
       if (variant == 0)
         EXPECT_EQ(source.find("variant="), std::string::npos) << source;
@@ -394,6 +395,9 @@ TEST(AttentionContext, Fp8FmhaWrongOutputsOnAttn3ShapesAreCaught) {
                                          {"skip_configs=1", {false, 1}},
                                          {"skip_configs=2", {false, 2}},
                                          {"virtual_stats,skip_configs=1", {true, 1}}};
+  struct RestoreOptions {  // the default graph for the tests after this one, whatever happens
+    ~RestoreOptions() { SetCudnnSdpaFp8Options({}); }
+  } restore;
   for (const Variant& v : variants) {
     SetCudnnSdpaFp8Options(v.options);
     int passed = 0, incorrect = 0;
@@ -419,7 +423,6 @@ TEST(AttentionContext, Fp8FmhaWrongOutputsOnAttn3ShapesAreCaught) {
     }
     std::printf("[fp8 fmha %s] %d passed, %d incorrect, %zu cases\n", v.name, passed, incorrect, cases.size());
   }
-  SetCudnnSdpaFp8Options({});
 }
 
 // Printed, never asserted: fp8 context FMHA against bf16 FMHA (both over an fp8 KV

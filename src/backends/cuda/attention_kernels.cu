@@ -441,7 +441,7 @@ constexpr int kMmaTma = 2, kMmaTmaPromotion = 0;
 // (TMA for every split) a CTA of one page ran a median 1.12x slower than on the
 // cp.async ring (per-CTA setup: barrier init, one thread issuing after the page-table
 // read), 2-4 pages 0.99-1.00x, 8 pages 0.97x, 16 and more 0.93-0.94x.
-constexpr int kMmaTmaMinPages = 8;
+constexpr int kMmaTmaMinPages = kPagedDecodeTmaMinPages;
 constexpr int kMmaCpAsyncVariant = 1;
 // Page-table prefetch on by default (bf16 and fp8 KV). Two H200 runs of
 // bench_decode_variants disagree on whether it helps: 128 x 8192 measured 3.79 -> 4.15
@@ -558,27 +558,42 @@ struct MmaArgs {
 __device__ __forceinline__ unsigned SmemAddr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
+// The TMA ring's PTX needs sm_90 (mbarrier transaction counts, cp.async.bulk.tensor,
+// proxy fences). Built for an older target the helpers trap; PlanPagedDecode plans
+// the TMA ring only on a device of compute capability 9.0 or newer.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define SC_TMA_PTX(...) asm volatile(__VA_ARGS__)
+#else
+#define SC_TMA_PTX(...) __trap()
+#endif
 __device__ __forceinline__ void MbarInit(unsigned long long* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(count) : "memory");
+  SC_TMA_PTX("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(count) : "memory");
+}
+// The barriers' initialization, visible to the async proxy before any TMA uses them.
+__device__ __forceinline__ void FenceMbarrierInit() {
+  SC_TMA_PTX("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// Generic-proxy accesses to shared memory ordered before later async-proxy ones (TMA).
+__device__ __forceinline__ void FenceProxyAsyncShared() {
+  SC_TMA_PTX("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 // Arrives once and adds `bytes` to the transaction count the phase waits for.
 __device__ __forceinline__ void MbarArriveExpectTx(unsigned long long* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(bytes)
-               : "memory");
+  SC_TMA_PTX("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(bytes)
+             : "memory");
 }
 __device__ __forceinline__ void MbarWait(unsigned long long* bar, unsigned parity) {
   unsigned done = 0;
   do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(SmemAddr(bar)), "r"(parity)
-        : "memory");
+    SC_TMA_PTX("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+               : "=r"(done)
+               : "r"(SmemAddr(bar)), "r"(parity)
+               : "memory");
   } while (!done);
 }
 // One box of `map` at (column x, row y) into shared memory at `dst`, completing on `bar`.
 __device__ __forceinline__ void TmaLoad2d(void* dst, const CUtensorMap* map, int x, int y, unsigned long long* bar) {
-  asm volatile(
+  SC_TMA_PTX(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
           SmemAddr(dst)),
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(x), "r"(y), "r"(SmemAddr(bar))
@@ -586,7 +601,7 @@ __device__ __forceinline__ void TmaLoad2d(void* dst, const CUtensorMap* map, int
 }
 // One 3-D box of `map` starting at row y (columns and halves from 0), completing on `bar`.
 __device__ __forceinline__ void TmaLoad3d(void* dst, const CUtensorMap* map, int y, unsigned long long* bar) {
-  asm volatile(
+  SC_TMA_PTX(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
       "[%5];\n" ::"r"(SmemAddr(dst)),
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(0), "r"(0), "r"(y), "r"(SmemAddr(bar))
@@ -660,7 +675,7 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
   static_assert(kPagedKvPageSize % kTile == 0, "a tile must not cross a page");
   constexpr int kTilesPerPage = kPagedKvPageSize / kTile;
   static_assert(kStagesC >= 2, "at least double buffering");
-  static_assert(kWarpsC * kMmaRows * D * 4 <= MmaSmemBytes<D, kWarpsC, kStagesC, kFp8, kTma != 0>(),
+  static_assert(kWarpsC * kMmaRows * D * 4 <= kStagesC * MmaStageBytes<D, kWarpsC, kFp8, kTma != 0>(),
                 "the final reduction reuses the stages");
   static_assert(!kTma || (kTile * 128 % 1024 == 0 && D % 64 == 0), "whole swizzle patterns per box");
   // kTma: byte offset, from a K or V tile's base, of 16-byte chunk c (0..7) of half h of
@@ -780,7 +795,7 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
   if constexpr (kTma) {
     if (tid == 0) {
       for (int st = 0; st < kStagesC; ++st) MbarInit(&s_full[st], 1);
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+      FenceMbarrierInit();
     }
     __syncthreads();
   }
@@ -795,7 +810,7 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
           const int row = (pool_page * a.num_kv_heads + kvh) * kPagedKvPageSize + (t % kTilesPerPage) * kTile;
           // The generic-proxy reads of this stage (tile t - kStagesC, ordered before by
           // the loop's __syncthreads) come before the async-proxy writes.
-          asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+          FenceProxyAsyncShared();
           MbarArriveExpectTx(bar, 2 * kTileBytes);
           if constexpr (kTma == 2) {
             TmaLoad3d(k_dst, &args.k_map, row, bar);
@@ -1396,7 +1411,7 @@ int PagedDecodeVariantCtasPerSm(int variant, std::int64_t head_dim) {
     throw Error("paged decode: the tensor-core kernel has head dims 64 and 128, not " + std::to_string(head_dim));
   void (*kernel)(MmaArgs) = head_dim == 64 ? v.kernel64 : v.kernel128;
   const int smem = head_dim == 64 ? v.smem64 : v.smem128;
-  PrepareDecodeKernel(kernel, smem, variant != 0);
+  PrepareDecodeKernel(kernel, smem, true);  // as LaunchTyped prepares every bf16 tensor-core kernel
   int blocks = 0;
   SC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, v.config.warps * 32, smem));
   return blocks;
@@ -1411,6 +1426,20 @@ std::string PagedDecodePlan::Describe() const {
 bool PagedDecodeSupportsHeadDim(std::int64_t head_dim) {
   return head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
+
+namespace {
+// Whether the current device runs the TMA ring (compute capability 9.0 or newer); false
+// without a device (host-only plans then name the cp.async ring).
+bool TmaRingAvailable() {
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return major >= 9;
+}
+}  // namespace
 
 PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, KvDtype kv_dtype) {
   PagedDecodePlan p;
@@ -1469,8 +1498,15 @@ PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, 
   }
   p.pages_per_split = (pages + splits - 1) / splits;
   p.splits = static_cast<int>((pages + p.pages_per_split - 1) / p.pages_per_split);
-  if (p.tensor_cores && !fp8)
-    p.tma = VariantAt(p.variant).config.tma != 0 && (p.variant != 0 || p.pages_per_split >= kMmaTmaMinPages);
+  if (p.tensor_cores && !fp8 && VariantAt(p.variant).config.tma != 0) {
+    if (p.variant == 0)
+      p.tma = TmaRingAvailable() && p.pages_per_split >= kMmaTmaMinPages;
+    else if (TmaRingAvailable())
+      p.tma = true;
+    else
+      throw Error("paged decode: variant " + std::string(VariantAt(p.variant).name) +
+                  " needs the TMA ring (compute capability 9.0 or newer)");
+  }
   if (p.splits > 1)
     p.workspace_bytes = static_cast<std::size_t>(s.batch * s.num_heads) * static_cast<std::size_t>(p.splits) *
                         (static_cast<std::size_t>(s.head_dim) + 1) * sizeof(float);

@@ -25,6 +25,10 @@
 namespace servecast::cuda {
 
 inline constexpr int kPagedKvPageSize = 64;  // tokens per page
+// The bf16 tensor-core kernel's ring is filled by the tensor memory accelerator for
+// splits of at least this many pages (on compute capability 9.0 and newer), by
+// cp.async below.
+inline constexpr int kPagedDecodeTmaMinPages = 8;
 
 enum class KvDtype { kBf16, kFp8E4m3 };
 
@@ -72,8 +76,9 @@ bool PagedDecodeSupportsHeadDim(std::int64_t head_dim);
 // 2+ (fp16 MMAs on K/V converted from fp8 in the fragment loads, exact); the CUDA-core
 // one (paged_decode_attention) for everything else. Describe() starts with "mma," for
 // the tensor-core kernel. With bf16 KV its ring is filled by the tensor memory
-// accelerator ("mma,tma,") when a split has at least 8 pages, otherwise by cp.async
-// (shorter splits pay more for the TMA ring's setup than it saves).
+// accelerator ("mma,tma,") when a split has at least kPagedDecodeTmaMinPages pages and
+// the device is sm_90 or newer, otherwise by cp.async (shorter splits pay more for the
+// TMA ring's setup than it saves).
 PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, KvDtype kv_dtype);
 
 // Whether PlanPagedDecode may pick the tensor-core variant (default true); false
