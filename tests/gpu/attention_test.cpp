@@ -363,10 +363,12 @@ TEST(AttentionContext, Fp8FmhaPerturbedReferenceIsIncorrect) {
 // Shapes of the h200-attn3 sweep whose fp8 FMHA output failed the reference check
 // (deterministically: garbage such as 20 where 0.026 was expected), run with the
 // default graph and with the SdpaFp8Options variants (the softmax stats virtual, as
-// an inference graph has them; the first one or two engine configurations skipped);
-// each outcome is printed. On the H200 with cuDNN 9.14 (2026-12-01) the default passed
-// 1 of these 8, the variants 1, 1, 0 and 0 (both engine configurations cuDNN offers
-// are engine 2; skipping both leaves none: not_supported). Asserted: whatever cuDNN
+// an inference graph has them; the first one or two engine configurations skipped;
+// O's scale listed before its amax, as cudnn-frontend orders them); each outcome is
+// printed. On the H200 with cuDNN 9.14 (2026-12-01) the default passed 1 of these 8,
+// the first four variants 1, 1, 0 and 0 (both engine configurations cuDNN offers are
+// engine 2; skipping both leaves none: not_supported); the scale_o_first variants
+// were added after that run. Asserted: whatever cuDNN
 // returns, the op's check decides — a case ends passed with one row, incorrect
 // (IncorrectOutput, no row), or, only when every configuration was skipped,
 // not_supported; never failed, never a row from a wrong output. fp8 FMHA stays out
@@ -394,7 +396,9 @@ TEST(AttentionContext, Fp8FmhaWrongOutputsOnAttn3ShapesAreCaught) {
                                          {"virtual_stats", {true, 0}},
                                          {"skip_configs=1", {false, 1}},
                                          {"skip_configs=2", {false, 2}},
-                                         {"virtual_stats,skip_configs=1", {true, 1}}};
+                                         {"virtual_stats,skip_configs=1", {true, 1}},
+                                         {"scale_o_first", {false, 0, true}},
+                                         {"scale_o_first,virtual_stats", {true, 0, true}}};
   struct RestoreOptions {  // the default graph for the tests after this one, whatever happens
     ~RestoreOptions() { SetCudnnSdpaFp8Options({}); }
   } restore;

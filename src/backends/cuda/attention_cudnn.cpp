@@ -356,9 +356,16 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::BuildGraph(const SdpaShape& s, bool output
       auto pv = g.Virtual(CUDNN_DATA_FLOAT, od, os);
       ops.push_back(g.Matmul(probs8, v, pv));
       auto by_v = times(times(pv, kUidDescaleS, od, os), kUidDescaleV, od, os);
-      ops.push_back(g.Reduction(CUDNN_REDUCE_TENSOR_AMAX, by_v, g.DeviceScalar(kUidAmaxO)));
       auto scale_o = g.out_fp8 ? g.DeviceScalar(kUidScaleO) : g.Scalar(kUidScaleO, CUDNN_DATA_FLOAT);
-      ops.push_back(g.Pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, by_v, scale_o, nullptr, o));
+      auto amax_o = g.Reduction(CUDNN_REDUCE_TENSOR_AMAX, by_v, g.DeviceScalar(kUidAmaxO));
+      auto to_o = g.Pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, by_v, scale_o, nullptr, o);
+      if (g_fp8_options.scale_o_first) {  // SdpaFp8Options: cudnn-frontend's matmul_fp8 order
+        ops.push_back(to_o);
+        ops.push_back(amax_o);
+      } else {
+        ops.push_back(amax_o);
+        ops.push_back(to_o);
+      }
     }
 
     cudnnHandle_t handle = Handle();

@@ -129,6 +129,9 @@ class CudnnSdpa {
 struct SdpaFp8Options {
   bool virtual_stats = false;  // the softmax stats a virtual tensor (an inference graph: not written)
   int skip_configs = 0;        // pass over the first n engine configurations that finalize
+  // The O scaling listed before the amax of O in the operation graph (the order
+  // cudnn-frontend's matmul_fp8 node emits them; the same operations either way).
+  bool scale_o_first = false;
 };
 void SetCudnnSdpaFp8Options(const SdpaFp8Options& options);
 
