@@ -425,7 +425,7 @@ struct MmaConfig {
   int warps;            // 16 tokens each: a tile is 16·warps tokens (16, 32 or 64)
   int stages;           // depth of the ring
   bool table_prefetch;  // page-table entries read 32 pages ahead into registers
-  int tma = 0;          // 0: cp.async ring; 1: TMA, 2-D boxes per 64 columns; 2: TMA, one 3-D box per tile
+  bool tma = false;         // the ring filled by the tensor memory accelerator (one 3-D box per tile), else cp.async
   int tma_promotion = 256;  // the tensor maps' L2 promotion, bytes (0: none)
 };
 constexpr int kMmaWarps = 4, kMmaStages = 3;  // the default
@@ -435,7 +435,8 @@ constexpr int kMmaWarps = 4, kMmaStages = 3;  // the default
 // cp.async ring read 3.72-4.24: the cp.async copies into padded rows requested 1.5x
 // the L2 sectors of the bytes read (ncu). 256-byte L2 promotion (2-D or 3-D boxes)
 // read 4.11-4.30 TB/s; 128-byte promotion matched none except at 64 x 131072.
-constexpr int kMmaTma = 2, kMmaTmaPromotion = 0;
+constexpr bool kMmaTma = true;
+constexpr int kMmaTmaPromotion = 0;
 // ... for splits of at least this many pages; shorter splits run the cp.async ring
 // (variant kMmaCpAsyncVariant, the same tiles and occupancy). In the h200-attn7 table
 // (TMA for every split) a CTA of one page ran a median 1.12x slower than on the
@@ -483,8 +484,8 @@ constexpr int MmaCtasPerSm() {
   constexpr int kPerCta = MmaSmemBytes<D, kWarpsC, kStagesC, kFp8, kTma>() + kStatic + 1024;
   return std::min(16, 228 * 1024 / kPerCta);
 }
-static_assert(MmaCtasPerSm<128, kMmaWarps, kMmaStages, false, kMmaTma != 0>() == 2 &&
-                  MmaCtasPerSm<64, kMmaWarps, kMmaStages, false, kMmaTma != 0>() == 4,
+static_assert(MmaCtasPerSm<128, kMmaWarps, kMmaStages, false, kMmaTma>() == 2 &&
+                  MmaCtasPerSm<64, kMmaWarps, kMmaStages, false, kMmaTma>() == 4,
               "the default's split rule (2 CTAs per SM at head dim 128, else 4) is its shared-memory occupancy");
 static_assert(MmaCtasPerSm<128, kMmaWarps, MmaFp8Stages<128>(), true>() == 3 &&
                   MmaCtasPerSm<64, kMmaWarps, MmaFp8Stages<64>(), true>() == 5,
@@ -546,9 +547,8 @@ __device__ __forceinline__ int MmaFp8Swizzle(int r) {
 }
 
 // The arguments of the tensor-core kernel: DecodeArgs, and for kTma the K and V pools
-// as 2-D tensors for the tensor memory accelerator (rows of head_dim elements, one
-// row per (pool page, KV head, token); boxes of 64 columns x one tile of rows,
-// 128-byte swizzled). Passed as a __grid_constant__ parameter, so the kernel can hand
+// as 3-D tensors for the tensor memory accelerator ([rows][head_dim / 64][64], one
+// row per (pool page, KV head, token); a box is one tile of rows, 128-byte swizzled). Passed as a __grid_constant__ parameter, so the kernel can hand
 // the maps' addresses to cp.async.bulk.tensor.
 struct MmaArgs {
   DecodeArgs a;
@@ -590,14 +590,6 @@ __device__ __forceinline__ void MbarWait(unsigned long long* bar, unsigned parit
                : "r"(SmemAddr(bar)), "r"(parity)
                : "memory");
   } while (!done);
-}
-// One box of `map` at (column x, row y) into shared memory at `dst`, completing on `bar`.
-__device__ __forceinline__ void TmaLoad2d(void* dst, const CUtensorMap* map, int x, int y, unsigned long long* bar) {
-  SC_TMA_PTX(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
-          SmemAddr(dst)),
-      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(x), "r"(y), "r"(SmemAddr(bar))
-      : "memory");
 }
 // One 3-D box of `map` starting at row y (columns and halves from 0), completing on `bar`.
 __device__ __forceinline__ void TmaLoad3d(void* dst, const CUtensorMap* map, int y, unsigned long long* bar) {
@@ -653,10 +645,10 @@ struct MmaPageTable<true> {
   }
 };
 
-// kTma: 0, a cp.async ring (padded rows); 1, TMA boxes of 64 columns (one per half of
-// a head_dim-128 row, each half-tile its own 128-byte-swizzled region); 2, one 3-D TMA
-// box per tile and tensor (rows of head_dim, each 128-byte line swizzled in place).
-template <int D, class KvT, int kWarpsC, int kStagesC, bool kTablePrefetch, int kTma = 0>
+// kTma: the ring filled by the tensor memory accelerator, one 3-D box per tile and
+// tensor (rows of head_dim, each 128-byte line swizzled in place); else a cp.async
+// ring of padded rows.
+template <int D, class KvT, int kWarpsC, int kStagesC, bool kTablePrefetch, bool kTma = false>
 __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const __grid_constant__ MmaArgs args) {
   const DecodeArgs& a = args.a;
   constexpr bool kFp8 = std::is_same_v<KvT, __nv_fp8_e4m3>;
@@ -664,7 +656,7 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
   static_assert(!(kTma && kFp8), "the TMA ring is for bf16 KV");
   constexpr int kThreadsC = kWarpsC * 32;
   constexpr int kTile = 16 * kWarpsC;
-  constexpr int kRowBytes = MmaRowBytes<D, kFp8, kTma != 0>();
+  constexpr int kRowBytes = MmaRowBytes<D, kFp8, kTma>();
   constexpr int kHalves = D / 64;  // kTma: 64-column (128-byte) halves of a row
   constexpr int kTileBytes = kTile * kRowBytes;
   constexpr int kKSteps = D / 16;
@@ -675,13 +667,16 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
   static_assert(kPagedKvPageSize % kTile == 0, "a tile must not cross a page");
   constexpr int kTilesPerPage = kPagedKvPageSize / kTile;
   static_assert(kStagesC >= 2, "at least double buffering");
-  static_assert(kWarpsC * kMmaRows * D * 4 <= kStagesC * MmaStageBytes<D, kWarpsC, kFp8, kTma != 0>(),
+  static_assert(kWarpsC * kMmaRows * D * 4 <= kStagesC * MmaStageBytes<D, kWarpsC, kFp8, kTma>(),
                 "the final reduction reuses the stages");
   static_assert(!kTma || (kTile * 128 % 1024 == 0 && D % 64 == 0), "whole swizzle patterns per box");
   // kTma: byte offset, from a K or V tile's base, of 16-byte chunk c (0..7) of half h of
-  // tile row r (the tile starts on a 1,024-byte boundary).
+  // tile row r (the tile starts on a 1,024-byte boundary). At head dim 128 the swizzle
+  // phase repeats every 4 rows, so the fragment loads see 2-way bank conflicts; a
+  // conflict-free layout (the halves as separate regions) was measured only with
+  // 256-byte L2 promotion (benchmarks/RESULTS.md), so whether it gains is open.
   auto tma_chunk = [](int r, int h, int c) {
-    const int line = kTma == 2 ? r * kHalves + h : h * kTile + r;  // 128-byte lines
+    const int line = r * kHalves + h;  // 128-byte lines
     return line * 128 + Swizzle128(c, line) * 16;
   };
   static_assert(!kFp8 || D == 64 || D == 128, "the fp8 fragment layouts assume 64-column chunks, 4 or 8 per row");
@@ -812,16 +807,8 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
           // the loop's __syncthreads) come before the async-proxy writes.
           FenceProxyAsyncShared();
           MbarArriveExpectTx(bar, 2 * kTileBytes);
-          if constexpr (kTma == 2) {
-            TmaLoad3d(k_dst, &args.k_map, row, bar);
-            TmaLoad3d(v_dst, &args.v_map, row, bar);
-          } else {
-#pragma unroll
-            for (int h = 0; h < kHalves; ++h) {
-              TmaLoad2d(k_dst + h * kTile * 128, &args.k_map, 64 * h, row, bar);
-              TmaLoad2d(v_dst + h * kTile * 128, &args.v_map, 64 * h, row, bar);
-            }
-          }
+          TmaLoad3d(k_dst, &args.k_map, row, bar);
+          TmaLoad3d(v_dst, &args.v_map, row, bar);
         }
       }
       return;
@@ -861,7 +848,7 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
       CopyAsyncWait<kStagesC - 2>();
     __syncthreads();  // tile t visible to all; everyone is done with tile t - 1's stage
     issue_tile(t + kStagesC - 1);
-    const unsigned char* k_tile = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC, kFp8, kTma != 0>();
+    const unsigned char* k_tile = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC, kFp8, kTma>();
     const unsigned char* v_tile = k_tile + kTileBytes;
     const int tile_pos0 = (p_begin + t / kTilesPerPage) * kPagedKvPageSize + (t % kTilesPerPage) * kTile;
 
@@ -1150,11 +1137,11 @@ void LaunchDecodeKernel(void (*kernel)(DecodeArgs), dim3 grid, const DecodeArgs&
   kernel<<<grid, kThreads, smem_bytes, stream>>>(a);
 }
 
-// A K or V pool as the tensor memory accelerator's 2-D tensor: rows of head_dim
+// A K or V pool as the tensor memory accelerator's 3-D tensor: rows of head_dim
 // bf16 (one per pool page, KV head and token; the pool holds batch · pages_per_seq
-// pages, as the op and the benchmarks allocate it), boxes of 64 columns x `box_rows`
-// rows, 128-byte swizzle.
-CUtensorMap PoolTensorMap(const void* pool, const PagedDecodeShape& s, int box_rows, bool box3d, int promotion) {
+// pages, as the op and the benchmarks allocate it) as [rows][head_dim / 64][64]; a box
+// is `box_rows` whole rows, 128-byte swizzle.
+CUtensorMap PoolTensorMap(const void* pool, const PagedDecodeShape& s, int box_rows, int promotion) {
   using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                               const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                               CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
@@ -1172,9 +1159,6 @@ CUtensorMap PoolTensorMap(const void* pool, const PagedDecodeShape& s, int box_r
     throw Error("paged decode: a pool of " + std::to_string(rows) +
                 " rows is beyond the TMA ring's 32-bit row coordinates");
   const cuuint64_t halves = static_cast<cuuint64_t>(s.head_dim / 64);
-  const cuuint64_t dims2[2] = {static_cast<cuuint64_t>(s.head_dim), rows};
-  const cuuint64_t strides2[1] = {static_cast<cuuint64_t>(s.head_dim) * 2};
-  const cuuint32_t box2[2] = {64, static_cast<cuuint32_t>(box_rows)};
   const cuuint64_t dims3[3] = {64, halves, rows};
   const cuuint64_t strides3[2] = {128, static_cast<cuuint64_t>(s.head_dim) * 2};
   const cuuint32_t box3[3] = {64, static_cast<cuuint32_t>(halves), static_cast<cuuint32_t>(box_rows)};
@@ -1185,8 +1169,8 @@ CUtensorMap PoolTensorMap(const void* pool, const PagedDecodeShape& s, int box_r
                                                           : CU_TENSOR_MAP_L2_PROMOTION_NONE;
   CUtensorMap map{};
   const CUresult r =
-      encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, box3d ? 3 : 2, const_cast<void*>(pool), box3d ? dims3 : dims2,
-             box3d ? strides3 : strides2, box3d ? box3 : box2, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(pool), dims3, strides3, box3,
+             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
              CU_TENSOR_MAP_SWIZZLE_128B, promo, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw Error("paged decode: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) +
@@ -1212,7 +1196,7 @@ struct MmaVariant {
   int ctas_per_sm64, ctas_per_sm128;  // by shared memory (MmaCtasPerSm)
 };
 
-template <int kWarpsC, int kStagesC, bool kTablePrefetch, int kTma = 0>
+template <int kWarpsC, int kStagesC, bool kTablePrefetch, bool kTma = false>
 MmaVariant MakeMmaVariant(const char* name, int split_waves, const char* what, int promotion = 256) {
   return {name,
           what,
@@ -1220,10 +1204,10 @@ MmaVariant MakeMmaVariant(const char* name, int split_waves, const char* what, i
           split_waves,
           paged_decode_attention_mma<64, __nv_bfloat16, kWarpsC, kStagesC, kTablePrefetch, kTma>,
           paged_decode_attention_mma<128, __nv_bfloat16, kWarpsC, kStagesC, kTablePrefetch, kTma>,
-          MmaSmemBytes<64, kWarpsC, kStagesC, false, kTma != 0>(),
-          MmaSmemBytes<128, kWarpsC, kStagesC, false, kTma != 0>(),
-          MmaCtasPerSm<64, kWarpsC, kStagesC, false, kTma != 0>(),
-          MmaCtasPerSm<128, kWarpsC, kStagesC, false, kTma != 0>()};
+          MmaSmemBytes<64, kWarpsC, kStagesC, false, kTma>(),
+          MmaSmemBytes<128, kWarpsC, kStagesC, false, kTma>(),
+          MmaCtasPerSm<64, kWarpsC, kStagesC, false, kTma>(),
+          MmaCtasPerSm<128, kWarpsC, kStagesC, false, kTma>()};
 }
 
 const std::vector<MmaVariant>& MmaVariants() {
@@ -1243,11 +1227,8 @@ const std::vector<MmaVariant>& MmaVariants() {
       MakeMmaVariant<1, 3, true>("t16s3", 1, "cp_async, one-warp CTAs, quarter-page tiles, 8 CTAs per SM"),
       MakeMmaVariant<1, 6, true>("t16s6", 1, "cp_async, one-warp CTAs, 6 stages, 4 CTAs per SM"),
       MakeMmaVariant<4, 3, true>("fine_splits", 8, "cp_async with 8x the CTAs of one resident wave"),
-      MakeMmaVariant<4, 3, true, 1>("tma2d_l2_256", 1,
-                                    "TMA with 2-D boxes of 64 columns (each half-tile its own swizzled region), "
-                                    "256-byte L2 promotion"),
-      MakeMmaVariant<4, 3, true, 2>("tma3d_l2_256", 1, "the default with 256-byte L2 promotion", 256),
-      MakeMmaVariant<4, 3, true, 2>("tma3d_l2_128", 1, "the default with 128-byte L2 promotion", 128),
+      MakeMmaVariant<4, 3, true, true>("tma3d_l2_256", 1, "the default with 256-byte L2 promotion", 256),
+      MakeMmaVariant<4, 3, true, true>("tma3d_l2_128", 1, "the default with 128-byte L2 promotion", 128),
   };
   static const bool indexed = std::string(variants[kMmaCpAsyncVariant].name) == "cp_async";
   if (!indexed) throw Error("paged decode: kMmaCpAsyncVariant does not name the cp_async variant");
@@ -1288,9 +1269,8 @@ void LaunchTyped(const PagedDecodeShape& s, const DecodeArgs& a, const PagedDeco
       } else {  // bf16: the plan's variant (0, the default: TMA, or the cp.async ring for short splits)
         const MmaVariant& v = VariantAt(plan.variant == 0 && !plan.tma ? kMmaCpAsyncVariant : plan.variant);
         if (v.config.tma) {
-          const bool box3d = v.config.tma == 2;
-          args.k_map = PoolTensorMap(a.k, s, 16 * v.config.warps, box3d, v.config.tma_promotion);
-          args.v_map = PoolTensorMap(a.v, s, 16 * v.config.warps, box3d, v.config.tma_promotion);
+          args.k_map = PoolTensorMap(a.k, s, 16 * v.config.warps, v.config.tma_promotion);
+          args.v_map = PoolTensorMap(a.v, s, 16 * v.config.warps, v.config.tma_promotion);
         }
         LaunchMmaKernel(D == 64 ? v.kernel64 : v.kernel128, grid, v.config.warps * 32, args,
                         D == 64 ? v.smem64 : v.smem128, true, stream);
@@ -1498,14 +1478,13 @@ PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, 
   }
   p.pages_per_split = (pages + splits - 1) / splits;
   p.splits = static_cast<int>((pages + p.pages_per_split - 1) / p.pages_per_split);
-  if (p.tensor_cores && !fp8 && VariantAt(p.variant).config.tma != 0) {
-    if (p.variant == 0)
-      p.tma = TmaRingAvailable() && p.pages_per_split >= kMmaTmaMinPages;
-    else if (TmaRingAvailable())
-      p.tma = true;
-    else
+  if (p.tensor_cores && !fp8 && VariantAt(p.variant).config.tma) {
+    const bool available = TmaRingAvailable();
+    if (!available && p.variant != 0)
       throw Error("paged decode: variant " + std::string(VariantAt(p.variant).name) +
                   " needs the TMA ring (compute capability 9.0 or newer)");
+    // The default takes the cp.async ring for short splits (kMmaTmaMinPages).
+    p.tma = available && (p.variant != 0 || p.pages_per_split >= kMmaTmaMinPages);
   }
   if (p.splits > 1)
     p.workspace_bytes = static_cast<std::size_t>(s.batch * s.num_heads) * static_cast<std::size_t>(p.splits) *
