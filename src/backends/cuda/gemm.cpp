@@ -515,7 +515,10 @@ GemmRunReport RunChecked(const Shape& s, const collect::Case& c, const collect::
   }
   const cublasLtMatmulAlgo_t algo = algos[best];
   rep.kernel_source = AlgoString(algo);
-  if (s.dtype == Dtype::kFp8) rep.kernel_source += "+servecast_quant_fp8_tensor";
+  if (s.dtype == Dtype::kFp8)
+    rep.kernel_source += QuantFp8TensorWindowed(static_cast<std::size_t>(s.rows * s.k))
+                             ? "+servecast_quant_fp8_tensor_windowed"
+                             : "+servecast_quant_fp8_tensor";
   if (s.dtype == Dtype::kFp8Block) rep.kernel_source += "+servecast_quant_fp8_group128";
 
   // The timed region: activation quantization (fp8 dtypes), then the GEMM on copy i % copies.
