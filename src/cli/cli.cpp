@@ -111,7 +111,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   // collect
   collect::CollectOptions co;
   co.worker_exe = exe;
-  std::string gpus, shard, cases_dir, systems_dir;
+  std::string gpus, shard, cases_dir, systems_dir, rerun_where;
   bool smoke = false;
   std::vector<std::string> filters;
   auto* collect_cmd = app.add_subcommand("collect", "benchmark ops over their case plan and write perf tables");
@@ -130,6 +130,13 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   collect_cmd->add_option("--run-dir", co.run_dir, "run folder: journal, plan, log, summary, error ledgers (default runs/<backend>-<time>)");
   collect_cmd->add_flag("--resume", co.resume, "continue the run in --run-dir; finished cases are not re-run");
   collect_cmd->add_flag("--retry-failed", co.retry_failed, "with --resume: re-run the failed cases too");
+  collect_cmd
+      ->add_option("--rerun-where", rerun_where,
+                   "with --resume: also re-run the finished (not failed) cases whose parameters satisfy "
+                   "EXPR, one expression given once, e.g. 'gemm_dtype == \"fp8\" && m * k > 33554432'; "
+                   "a case lacking a parameter EXPR names does not match; failed cases still need "
+                   "--retry-failed; the new records supersede the old ones in the tables")
+      ->type_name("EXPR");
   collect_cmd->add_option("--gpus", gpus, "worker slots, one per device index (cpu backend: one worker per listed core)");
   collect_cmd->add_option("--timeout-s", co.timeout_s, "per-case time limit in seconds (default: the op's own)");
   collect_cmd->add_flag("--measure-power", co.measure_power, "add power columns: mean board power over >= 1 s of replays and the enforced limit (cuda backend; NVML)");
@@ -309,6 +316,13 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
         co.plan.shard_count = n;
       }
       if (co.list && !co.plan_only) throw UsageError("--list needs --plan-only");
+      if (collect_cmd->count("--rerun-where") > 0) {
+        try {
+          co.rerun_where = collect::Expr::Parse(rerun_where);
+        } catch (const Error& e) {
+          throw UsageError("--rerun-where: " + std::string(e.what()));
+        }
+      }
       return collect::Collect(registry, co);
     }
     if (*check_cmd) {

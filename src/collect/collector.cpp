@@ -5,6 +5,8 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -94,6 +96,41 @@ void CheckExistingSchemas(const Registry& registry, const Plan& plan, const std:
   }
 }
 
+// The cases of the plan that --rerun-where selects: those that have every
+// parameter the expression names and satisfy it. A case lacking one of them does
+// not match, but an expression that no case of the plan can match (a typo) is
+// refused, as is one that cannot be evaluated on a case (e.g. ordering a string
+// against a number).
+std::set<std::string> RerunSelection(const Expr& where, const Plan& plan) {
+  std::vector<std::string> names = where.Identifiers();
+  std::set<std::string> selected;
+  std::map<std::string, std::set<std::string>> params_by_op;
+  bool any_has_all = false;
+  for (const auto& c : plan.cases) {
+    bool all = true;
+    for (const auto& n : names) all = all && c.params.Has(n);
+    for (const auto& [k, _] : c.params.items()) params_by_op[c.op].insert(k);
+    if (!all) continue;
+    any_has_all = true;
+    try {
+      if (where.Test(c.params)) selected.insert(c.id);
+    } catch (const Error& e) {
+      throw UsageError("--rerun-where: " + std::string(e.what()) + " (case " + c.id + ")");
+    }
+  }
+  if (any_has_all) return selected;
+  auto join = [](const auto& items) {
+    std::string s;
+    for (const auto& x : items) s += (s.empty() ? "" : ", ") + std::string(x);
+    return s;
+  };
+  std::string ops;
+  for (const auto& [op, params] : params_by_op) ops += (ops.empty() ? "" : "; ") + op + " (" + join(params) + ")";
+  throw UsageError("--rerun-where '" + where.text() + "': no case of this run has " +
+                   (names.size() == 1 ? "the parameter " : "all of the parameters ") + join(names) +
+                   "; the run's ops and their parameters: " + (ops.empty() ? "none (the plan is empty)" : ops));
+}
+
 }  // namespace
 
 int Collect(const Registry& registry, const CollectOptions& opt) {
@@ -104,6 +141,8 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
     throw UsageError("unknown backend '" + opt.plan.backend + "'; expected one of: " + have);
   }
   if (opt.retry_failed && !opt.resume) throw UsageError("--retry-failed needs --resume");
+  if (opt.rerun_where && !opt.resume)
+    throw UsageError("--rerun-where needs --resume: it re-runs finished cases of an existing run (--run-dir)");
   if (opt.format != "csv" && opt.format != "parquet")
     throw UsageError("--format " + opt.format + "; expected csv or parquet");
 
@@ -143,6 +182,8 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
     if (!opt.launched || launch.rank == 0) PrintPlan(plan, opt.list);
     return kExitOk;
   }
+  std::set<std::string> rerun_selected;  // plan cases that --rerun-where matches (finished or not)
+  if (opt.rerun_where) rerun_selected = RerunSelection(*opt.rerun_where, plan);
   const bool lead = !opt.launched || launch.rank == 0;  // writes the journal, summary and tables
   if (opt.launched) {
     if (opt.run_dir.empty())
@@ -175,6 +216,7 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
   header.created_at = UtcNow();
 
   std::unordered_map<std::string, Disposition> done;  // latest status per case id
+  std::size_t records_before = 0;                     // journal records before this invocation
   std::optional<JournalWriter> journal;
   if (!lead) {
     // Another rank of a launch: rank 0 owns the journal and says which cases run.
@@ -186,6 +228,7 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
     if (!diff.empty()) throw StartupError("cannot resume " + journal_path + ": " + diff);
     if (jc.torn_tail) log::Warn(journal_path + ": dropping a torn last record (the previous run died mid-write)");
     for (const auto& r : jc.records) done[r.id] = r.status;
+    records_before = jc.records.size();
     journal.emplace(JournalWriter::Append(journal_path, jc.valid_bytes));
   } else {
     if (PathExists(journal_path))
@@ -200,16 +243,24 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
 
   std::vector<Case> to_run;
   std::size_t skipped_done = 0, skipped_failed = 0;
+  std::set<std::string> rerun_ids;  // finished cases re-run for --rerun-where
   for (const auto& c : plan.cases) {
     auto it = done.find(c.id);
     if (it == done.end()) to_run.push_back(c);
     else if (IsFailure(it->second) && opt.retry_failed) to_run.push_back(c);
     else if (IsFailure(it->second)) ++skipped_failed;
-    else ++skipped_done;
+    else if (!rerun_selected.count(c.id)) ++skipped_done;
+    else {
+      to_run.push_back(c);
+      rerun_ids.insert(c.id);
+    }
   }
   if (opt.resume && lead)
     log::Info("resume: " + std::to_string(skipped_done) + " cases already done, " + std::to_string(skipped_failed) +
               " failed ones kept" + (opt.retry_failed ? "" : " (use --retry-failed to re-run them)") + ", " +
+              (opt.rerun_where ? std::to_string(rerun_ids.size()) + " done ones re-run because --rerun-where '" +
+                                     opt.rerun_where->text() + "' holds for them, "
+                               : std::string()) +
               std::to_string(to_run.size()) + " to run");
 
   g_stop = 0;
@@ -314,13 +365,27 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
   JournalContents all = ReadJournal(journal_path);
   RunSummary summary = Summarize(plan, all.records);
   Json extra{{"interrupted", interrupted}, {"run_dir", run_dir}, {"finished_at", UtcNow()}};
+  // The re-run cases that got a new record in this invocation (an interrupted
+  // invocation may not have reached them all).
+  std::optional<RerunProvenance> rerun;
+  if (opt.rerun_where) {
+    rerun.emplace();
+    rerun->where = opt.rerun_where->text();
+    for (std::size_t i = records_before; i < all.records.size(); ++i)
+      if (rerun_ids.count(all.records[i].id)) rerun->case_ids.insert(all.records[i].id);
+    extra["rerun_where"] = rerun->where;
+    extra["rerun_cases"] = rerun->case_ids.size();
+  }
   WriteSummaryFiles(run_dir, header, plan, summary, extra);
   std::printf("%s", FormatSummary(plan, summary).c_str());
 
-  FinalizeResult fin = Finalize({run_dir}, opt.out_root, opt.format);
-  for (const auto& [t, o] : fin.tables)
-    std::printf("%s: %zu rows (+%zu from this run) -> %s [%s, %zu of %zu planned keys missing]\n", t.c_str(),
-                o.rows_after, o.rows_added, o.path.c_str(), o.status.c_str(), o.missing, o.planned);
+  FinalizeResult fin = Finalize({run_dir}, opt.out_root, opt.format, rerun ? &*rerun : nullptr);
+  for (const auto& [t, o] : fin.tables) {
+    std::string reran =
+        o.rerun_cases > 0 ? ", " + std::to_string(o.rerun_cases) + " cases re-run for --rerun-where" : "";
+    std::printf("%s: %zu rows (+%zu from this run%s) -> %s [%s, %zu of %zu planned keys missing]\n", t.c_str(),
+                o.rows_after, o.rows_added, reran.c_str(), o.path.c_str(), o.status.c_str(), o.missing, o.planned);
+  }
   std::printf("summary: %s/collection_summary_%s.json\n", run_dir.c_str(), rt.backend.c_str());
   log::CloseFile();
   if (interrupted) {

@@ -1,8 +1,10 @@
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "collect/expr.h"
 #include "collect/plan.h"
 #include "collect/registry.h"
 
@@ -19,6 +21,9 @@ struct CollectOptions {
   bool list = false;
   bool resume = false;
   bool retry_failed = false;
+  // With resume: also re-run the finished (non-failed) cases whose parameters
+  // satisfy this expression; the new records supersede the old ones.
+  std::optional<Expr> rerun_where;
   std::vector<int> devices;  // empty: the backend's default
   double timeout_s = 0;
   bool measure_power = false;

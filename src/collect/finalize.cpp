@@ -131,7 +131,7 @@ PlanFile ReadPlanFile(const std::string& path) {
 }
 
 FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::string& out_root,
-                        const std::string& format) {
+                        const std::string& format, const RerunProvenance* rerun) {
   if (format != "csv" && format != "parquet") throw UsageError("format '" + format + "'; expected csv or parquet");
   if (run_dirs.empty()) throw UsageError("finalize needs at least one run dir");
   FinalizeResult result;
@@ -178,12 +178,22 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
   // New rows per table, and per-table case counts.
   std::map<std::string, std::vector<Params>> new_rows;
   std::map<std::string, std::map<std::string, std::size_t>> counts;  // table -> status -> n
+  // Cases whose newest record is not passed: table -> (row identity, record).
+  std::map<std::string, std::vector<std::pair<std::string, const JournalRecord*>>> not_passed;
   bool with_power = false, power_known = false;
   for (const auto& [id, r] : latest) {
     auto it = op_table.find(r.op);
     if (it == op_table.end()) throw DataError("journal case '" + id + "' belongs to no op of the plan");
     counts[it->second][std::string(ToString(r.status))]++;
-    if (r.status != Disposition::kPassed) continue;
+    if (r.status != Disposition::kPassed) {
+      const TableSpec* spec = FindTableSpec(it->second);
+      Params key = r.params;
+      key.Set("op_name", r.op);
+      bool keyed = true;
+      for (const auto& name : spec->IdentityColumns()) keyed = keyed && key.Has(name);
+      if (keyed) not_passed[it->second].emplace_back(RowIdentity(*spec, key), &r);
+      continue;
+    }
     for (const auto& row : r.rows) {
       bool p = row.Has("power");
       if (power_known && p != with_power) throw DataError("journal mixes rows with and without power columns");
@@ -192,6 +202,15 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
       new_rows[it->second].push_back(row);
     }
   }
+
+  std::map<std::string, std::size_t> rerun_by_table;
+  if (rerun)
+    for (const auto& id : rerun->case_ids) {
+      auto r = latest.find(id);
+      if (r == latest.end()) continue;
+      auto t = op_table.find(r->second.op);
+      if (t != op_table.end()) ++rerun_by_table[t->second];
+    }
 
   for (const auto& [table_name, keys] : planned) {
     const TableSpec* spec = FindTableSpec(table_name);
@@ -222,6 +241,22 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
       by_key[RowIdentity(*spec, row)] = std::move(cells);
       ++outcome.rows_added;
     }
+    // A row kept from the existing table whose case's newest record here is not
+    // passed (e.g. a re-run that now fails) is not this run's measurement: say so.
+    std::size_t stale = 0;
+    const JournalRecord* example = nullptr;
+    for (const auto& [identity, r] : not_passed[table_name])
+      if (by_key.count(identity)) {
+        ++stale;
+        if (!example || r->id < example->id) example = r;
+      }
+    if (stale > 0)
+      log::Warn(table_name + ": " + std::to_string(stale) +
+                " row(s) kept from the existing table although the newest journal record of their case is not "
+                "passed (e.g. " +
+                example->id + ": " + std::string(ToString(example->status)) +
+                "); the run's summary counts those cases by that record");
+    outcome.rerun_cases = rerun_by_table[table_name];
     // Sorted by identity so that the committed CSV diffs cleanly.
     std::vector<std::vector<Value>> rows;
     for (auto& [_, cells] : by_key) rows.push_back(std::move(cells));
@@ -285,6 +320,13 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
     t["status"] = outcome.status;
     if (partial_selection && outcome.status == "partial")
       t["note"] = "the run was narrowed by --limit/--smoke/--model/--case-filter; the table does not cover the full plan";
+    if (outcome.rerun_cases > 0) {
+      t["rerun_where"] = rerun->where;
+      t["rerun_cases"] = static_cast<long long>(outcome.rerun_cases);
+    } else {
+      t.remove("rerun_where");
+      t.remove("rerun_cases");
+    }
     YAML::Emitter em;
     em << meta;
     WriteFileAtomic(meta_path, std::string("# Provenance of the perf tables in this folder; written by servecast.\n") +

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,12 +38,20 @@ struct TableOutcome {
   std::size_t rows_before = 0, rows_added = 0, rows_after = 0;
   std::size_t planned = 0, missing = 0;
   std::size_t selected = 0, missing_selected = 0;  // of the cases this run set out to collect
+  std::size_t rerun_cases = 0;  // finished cases of this table re-run by --rerun-where in this invocation
   std::string status;  // complete | partial
 };
 
 struct FinalizeResult {
   std::string data_dir;
   std::map<std::string, TableOutcome> tables;
+};
+
+// A `collect --resume --rerun-where` invocation, for the provenance of the
+// tables it re-measured.
+struct RerunProvenance {
+  std::string where;               // the expression as given
+  std::set<std::string> case_ids;  // finished cases it re-ran that got a new record
 };
 
 // Merges the rows of the runs' journals into the tables under
@@ -53,7 +62,11 @@ struct FinalizeResult {
 // from this run's (e.g. power measured in one and not the other).
 // `format` is "csv" or "parquet"; a table already stored in the other format in
 // the target folder is refused (one format per table).
+// With `rerun`, each table that holds re-run cases records `rerun_where` and
+// `rerun_cases` in its collection_meta.yaml entry; without it (or for a table
+// with none) those two fields are removed, since the entry describes the latest
+// write of the table.
 FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::string& out_root,
-                        const std::string& format = "csv");
+                        const std::string& format = "csv", const RerunProvenance* rerun = nullptr);
 
 }  // namespace servecast::collect

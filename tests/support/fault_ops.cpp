@@ -97,6 +97,11 @@ class FaultOp : public collect::Op {
     if (mode == "incorrect")
       return CaseResult::Failure(Disposition::kIncorrect, FailureClass::kCollectorBug, "IncorrectOutput",
                                  "fault op reports a mismatch on purpose");
+    // Passes, except in a run whose environment sets SERVECAST_TEST_FAIL_NOW (a
+    // kernel that broke between two runs).
+    if (mode == "fail_on_env" && std::getenv("SERVECAST_TEST_FAIL_NOW"))
+      return CaseResult::Failure(Disposition::kFailed, FailureClass::kFrameworkBug, "Broken",
+                                 "fault op fails on purpose (SERVECAST_TEST_FAIL_NOW is set)");
     return TimedSum(c, ctx, table(), name(), true);
   }
 };

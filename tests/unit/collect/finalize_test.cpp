@@ -221,6 +221,73 @@ TEST_F(FinalizeTest, ASecondFinalizeMergesAndItsRowsWin) {
   EXPECT_EQ(files, (std::vector<std::string>{"collection_meta.yaml", "gemm_perf.csv"}));
 }
 
+TEST_F(FinalizeTest, ARerunRecordsItsExpressionAndCountUntilTheNextWrite) {
+  // A finished run, then a --rerun-where invocation that re-ran m=2 and m=10: the
+  // newest records win, the table stays complete, and the meta names the rerun.
+  std::string run = RunDir("run1", {Pass(1, 1.0), Pass(2, 2.0), Pass(10, 3.0)});
+  Finalize({run}, out_.path());
+  {
+    JournalWriter w = JournalWriter::Append(run + "/journal.jsonl", ReadJournal(run + "/journal.jsonl").valid_bytes);
+    w.Add(Pass(2, 20.0));
+    w.Add(Pass(10, 30.0));
+    w.Commit();
+  }
+  RerunProvenance rerun{"m >= 2", {CaseWithM(2).id, CaseWithM(10).id}};
+  FinalizeResult res = Finalize({run}, out_.path(), "csv", &rerun);
+  const TableOutcome& o = res.tables.at("gemm_perf");
+  EXPECT_EQ(o.rerun_cases, 2u);
+  EXPECT_EQ(o.status, "complete");
+  Table t = Table::ReadCsv(TablePath());
+  ASSERT_EQ(t.num_rows(), 3u);
+  EXPECT_DOUBLE_EQ(LatencyOf(t, 1), 1.0);
+  EXPECT_DOUBLE_EQ(LatencyOf(t, 2), 20.0);
+  EXPECT_DOUBLE_EQ(LatencyOf(t, 10), 30.0);
+  YAML::Node tm = Meta()["tables"]["gemm_perf"];
+  EXPECT_EQ(tm["rerun_where"].as<std::string>(), "m >= 2");
+  EXPECT_EQ(tm["rerun_cases"].as<int>(), 2);
+  EXPECT_EQ(tm["status"].as<std::string>(), "complete");
+  EXPECT_EQ(tm["selection"].as<std::string>(), "full");
+  EXPECT_EQ(tm["planned"].as<int>(), 3);
+  EXPECT_EQ(tm["cases"]["passed"].as<int>(), 3);  // cases, not records
+  EXPECT_FALSE(tm["note"].IsDefined());
+
+  // The entry describes the latest write: a finalize without a rerun drops the fields.
+  Finalize({run}, out_.path());
+  tm = Meta()["tables"]["gemm_perf"];
+  EXPECT_FALSE(tm["rerun_where"].IsDefined());
+  EXPECT_FALSE(tm["rerun_cases"].IsDefined());
+  EXPECT_EQ(tm["status"].as<std::string>(), "complete");
+}
+
+TEST_F(FinalizeTest, ARerunThatReachedNoCaseOfTheTableRecordsNothing) {
+  std::string run = RunDir("run1", {Pass(1, 1.0), Pass(2, 2.0), Pass(10, 3.0)});
+  RerunProvenance rerun{"m > 100", {}};
+  FinalizeResult res = Finalize({run}, out_.path(), "csv", &rerun);
+  EXPECT_EQ(res.tables.at("gemm_perf").rerun_cases, 0u);
+  EXPECT_FALSE(Meta()["tables"]["gemm_perf"]["rerun_where"].IsDefined());
+}
+
+TEST_F(FinalizeTest, ARowWhoseCaseNowFailsIsKeptWithAWarning) {
+  // A passed case re-run that now fails: the table keeps the earlier row (finalize
+  // never deletes data) and says so; the meta counts the case as failed.
+  std::string run = RunDir("run1", {Pass(1, 1.0), Pass(2, 2.0), Pass(10, 3.0)});
+  Finalize({run}, out_.path());
+  {
+    JournalWriter w = JournalWriter::Append(run + "/journal.jsonl", ReadJournal(run + "/journal.jsonl").valid_bytes);
+    w.Add(Fail(2));
+    w.Commit();
+  }
+  ::testing::internal::CaptureStderr();
+  FinalizeResult res = Finalize({run}, out_.path());
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(HasText(err, "gemm_perf: 1 row(s) kept from the existing table")) << err;
+  EXPECT_TRUE(HasText(err, CaseWithM(2).id + ": failed")) << err;
+  EXPECT_EQ(res.tables.at("gemm_perf").rows_after, 3u);
+  YAML::Node tm = Meta()["tables"]["gemm_perf"];
+  EXPECT_EQ(tm["cases"]["passed"].as<int>(), 2);
+  EXPECT_EQ(tm["cases"]["failed"].as<int>(), 1);
+}
+
 TEST_F(FinalizeTest, SecondFinalizeKeepsTextColumnsThatLookNumeric) {
   rt_.version = "12.0";  // a library stack version that happens to parse as a number
   std::string run1 = RunDir("run1", {Pass(1, 1.0), Pass(2, 2.0), Pass(10, 3.0)});

@@ -144,6 +144,53 @@ TEST(SummarizeTest, APassThatLaterFailedIsAnError) {
   EXPECT_EQ(s.failures, 2u);  // the error and the op without rows
 }
 
+TEST(SummarizeTest, APassRerunThatPassesAgainIsNeitherTransientNorAnError) {
+  // --rerun-where appends a second passed record: the newest counts, once.
+  Plan plan = MakePlan({{"gemm", 2}});
+  const auto& c = plan.cases;
+  RunSummary s = Summarize(plan, {Passed(c[0]), Passed(c[1]), Passed(c[1], 2)});
+  const OpSummary& o = s.ops.at("gemm");
+  EXPECT_EQ(Count(o.by_status, "passed"), 2u);
+  EXPECT_EQ(o.rows, 3u);  // the newest record's rows only (1 + 2)
+  EXPECT_TRUE(o.transient.empty());
+  EXPECT_EQ(Count(o.errors_by_class, "transient"), 0u);
+  EXPECT_TRUE(o.errors.empty());
+  EXPECT_TRUE(s.ok());
+}
+
+TEST(SummarizeTest, APassRerunThatNowFailsIsAFailureAndPassingOnRetryIsTransient) {
+  Plan plan = MakePlan({{"gemm", 2}});
+  const auto& c = plan.cases;
+  std::vector<JournalRecord> records = {Passed(c[0]), Passed(c[1]), Failed(c[1])};
+  RunSummary s = Summarize(plan, records);
+  const OpSummary& o = s.ops.at("gemm");
+  EXPECT_EQ(Count(o.by_status, "passed"), 1u);
+  EXPECT_EQ(Count(o.by_status, "failed"), 1u);
+  ASSERT_EQ(o.errors.size(), 1u);
+  EXPECT_EQ(o.errors[0]->id, c[1].id);
+  EXPECT_TRUE(o.transient.empty());
+  EXPECT_EQ(s.failures, 1u);
+  // --retry-failed then passes it: the failure was transient.
+  records.push_back(Passed(c[1]));
+  s = Summarize(plan, records);
+  EXPECT_TRUE(s.ok());
+  ASSERT_EQ(s.ops.at("gemm").transient.size(), 1u);
+  EXPECT_EQ(s.ops.at("gemm").transient[0]->id, c[1].id);
+}
+
+TEST(SummarizeTest, ATransientCaseStaysTransientWhenARerunPassesItAgain) {
+  // failed, passed on retry, passed again in a rerun: its history still holds the
+  // failure, so the ledger keeps it as transient (never as an error).
+  Plan plan = MakePlan({{"gemm", 1}});
+  const auto& c = plan.cases;
+  RunSummary s =
+      Summarize(plan, {Failed(c[0], Disposition::kTimeout, FailureClass::kTimeout), Passed(c[0]), Passed(c[0])});
+  const OpSummary& o = s.ops.at("gemm");
+  EXPECT_EQ(o.transient.size(), 1u);
+  EXPECT_TRUE(o.errors.empty());
+  EXPECT_TRUE(s.ok());
+}
+
 TEST(SummarizeTest, PlanTimeDropsAndCapacitySkipsAreCountedWithReasons) {
   Plan plan = MakePlan({{"gemm", 2}});
   plan.dropped.push_back({MakeCase("gemm", 10), "skips", "kernel rejects it (source: issue 1)"});

@@ -1,0 +1,261 @@
+// `collect --resume --rerun-where EXPR` on the real binary: exactly the matching
+// finished cases get a second journal record, the tables take the new rows, the
+// provenance names the rerun, a re-run that now fails is a failure, and the flag's
+// usage errors exit 2.
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <map>
+
+#include "e2e_common.h"
+
+namespace servecast::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Three float32 GEMMs (gemm_perf) and three RMSNorms (elementwise_perf).
+std::string SmallCases(const std::string& dir) {
+  std::string cases = dir + "/cases";
+  WriteText(cases + "/base_ops/gemm.yaml",
+            "op: gemm\nsweeps:\n  - backends: [cpu]\n    axes:\n      gemm_dtype: [float32]\n      m: [1, 4, 16]\n"
+            "    profiles:\n      - {n: 64, k: 64}\n");
+  WriteText(cases + "/base_ops/rmsnorm.yaml",
+            "op: rmsnorm\nsweeps:\n  - backends: [cpu]\n    axes:\n      dtype: [float32]\n"
+            "      num_tokens: [1, 16, 128]\n      hidden_size: [1024]\n");
+  return cases;
+}
+
+std::vector<nlohmann::json> JournalRecords(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::string text = ReadText(path);
+  std::size_t pos = text.find('\n') + 1;  // after the header
+  while (pos < text.size()) {
+    std::size_t nl = text.find('\n', pos);
+    out.push_back(nlohmann::json::parse(text.substr(pos, nl - pos)));
+    pos = nl + 1;
+  }
+  return out;
+}
+
+std::map<std::string, int> RecordsPerCase(const std::vector<nlohmann::json>& records) {
+  std::map<std::string, int> n;
+  for (const auto& r : records) n[r["id"].get<std::string>()]++;
+  return n;
+}
+
+// The table under `data` whose file name is `name`.
+std::string TableNamed(const std::string& data, const std::string& name) {
+  for (const auto& t : FindTables(data))
+    if (fs::path(t).filename() == name) return t;
+  ADD_FAILURE() << "no " << name << " under " << data;
+  return "";
+}
+
+double LatencyWhere(const Table& t, const std::string& column, std::int64_t value) {
+  for (std::size_t r = 0; r < t.num_rows(); ++r)
+    if (t.GetInt(r, t.ColumnIndex(column)) == value) return t.GetDouble(r, t.ColumnIndex("latency"));
+  ADD_FAILURE() << "no row with " << column << "=" << value;
+  return -1;
+}
+
+const std::string kGemm4 = "gemm:gemm_dtype=float32,m=4,n=64,k=64";
+const std::string kGemm16 = "gemm:gemm_dtype=float32,m=16,n=64,k=64";
+const std::string kExpr = "gemm_dtype == \"float32\" && m >= 4";
+
+TEST(RerunE2E, ReRunsExactlyTheMatchingFinishedCasesAndTheTablesTakeTheirNewRows) {
+  std::string dir = MakeTempDir("sc_rerun_");
+  std::string cases = SmallCases(dir);
+  std::vector<std::string> common = {"--ops", "gemm",        "rmsnorm",   "--timing-budget-s", "0.02",
+                                     "--out", dir + "/data", "--run-dir", dir + "/run"};
+  auto first = RunProcess(CollectArgs(kBin, common, cases));
+  ASSERT_EQ(first.exit_code, 0) << Describe(first);
+
+  // Mark every first-run row (latency 1000 ms) so that the tables show which
+  // record each row came from.
+  std::string journal = dir + "/run/journal.jsonl";
+  {
+    std::string text = ReadText(journal);
+    std::size_t header_end = text.find('\n') + 1;
+    std::string out = text.substr(0, header_end);
+    for (auto r : JournalRecords(journal)) {
+      for (auto& row : r["rows"]) row["latency"] = 1000.0;
+      out += r.dump() + "\n";
+    }
+    WriteText(journal, out);
+  }
+  ASSERT_EQ(JournalRecords(journal).size(), 6u);
+
+  auto args = common;
+  args.insert(args.end(), {"--resume", "--rerun-where", kExpr});
+  auto rerun = RunProcess(CollectArgs(kBin, args, cases));
+  ASSERT_EQ(rerun.exit_code, 0) << Describe(rerun);
+  EXPECT_NE(rerun.err.find("resume: 4 cases already done, 0 failed ones kept (use --retry-failed to re-run them), 2 "
+                           "done ones re-run because --rerun-where '" +
+                           kExpr + "' holds for them, 2 to run"),
+            std::string::npos)
+      << rerun.err;
+  EXPECT_NE(rerun.out.find("2 cases re-run for --rerun-where"), std::string::npos) << rerun.out;
+
+  // Exactly the two matching GEMMs got a second record; the RMSNorms lack
+  // gemm_dtype and m, so they do not match (and are no error).
+  auto records = JournalRecords(journal);
+  ASSERT_EQ(records.size(), 8u);
+  auto per_case = RecordsPerCase(records);
+  ASSERT_EQ(per_case.size(), 6u);
+  for (const auto& [id, n] : per_case) EXPECT_EQ(n, id == kGemm4 || id == kGemm16 ? 2 : 1) << id;
+  std::map<std::string, double> new_latency;
+  for (std::size_t i = 6; i < records.size(); ++i) {
+    EXPECT_EQ(records[i]["status"], "passed");
+    new_latency[records[i]["id"]] = records[i]["rows"][0]["latency"].get<double>();
+  }
+
+  // The GEMM table holds the new rows for m=4 and m=16, the first run's for m=1.
+  Table gemm = Table::ReadCsv(TableNamed(dir + "/data", "gemm_perf.csv"));
+  ASSERT_EQ(gemm.num_rows(), 3u);
+  EXPECT_EQ(LatencyWhere(gemm, "m", 1), 1000.0);
+  for (auto [m, id] : {std::pair<std::int64_t, std::string>{4, kGemm4}, {16, kGemm16}}) {
+    double lat = LatencyWhere(gemm, "m", m);
+    EXPECT_LT(lat, 1.0) << m;  // a real measurement, not the marked old row
+    EXPECT_NEAR(lat, new_latency.at(id), 1e-9 * new_latency.at(id)) << m;
+  }
+  Table norm = Table::ReadCsv(TableNamed(dir + "/data", "elementwise_perf.csv"));
+  ASSERT_EQ(norm.num_rows(), 3u);
+  for (std::size_t r = 0; r < norm.num_rows(); ++r) EXPECT_EQ(norm.GetDouble(r, norm.ColumnIndex("latency")), 1000.0);
+
+  // Provenance: the GEMM table names the rerun; the plan did not change, so it is
+  // still complete and full. The RMSNorm table was not re-measured.
+  std::string gemm_dir = fs::path(TableNamed(dir + "/data", "gemm_perf.csv")).parent_path();
+  std::string norm_dir = fs::path(TableNamed(dir + "/data", "elementwise_perf.csv")).parent_path();
+  YAML::Node tm = YAML::LoadFile(gemm_dir + "/collection_meta.yaml")["tables"]["gemm_perf"];
+  EXPECT_EQ(tm["rerun_where"].as<std::string>(), kExpr);
+  EXPECT_EQ(tm["rerun_cases"].as<int>(), 2);
+  EXPECT_EQ(tm["status"].as<std::string>(), "complete");
+  EXPECT_EQ(tm["selection"].as<std::string>(), "full");
+  EXPECT_EQ(tm["planned"].as<int>(), 3);
+  EXPECT_EQ(tm["missing"].as<int>(), 0);
+  EXPECT_EQ(tm["cases"]["passed"].as<int>(), 3);
+  YAML::Node nm = YAML::LoadFile(norm_dir + "/collection_meta.yaml")["tables"]["elementwise_perf"];
+  EXPECT_FALSE(nm["rerun_where"].IsDefined());
+  EXPECT_EQ(nm["status"].as<std::string>(), "complete");
+
+  auto summary = ReadJson(dir + "/run/collection_summary_cpu.json");
+  EXPECT_EQ(summary["summary"]["rerun_where"], kExpr);
+  EXPECT_EQ(summary["summary"]["rerun_cases"], 2);
+  EXPECT_EQ(summary["summary"]["failures"], 0);
+  EXPECT_EQ(summary["ops"]["gemm"]["cases"]["passed"], 3);
+  EXPECT_TRUE(summary["ops"]["gemm"]["errors_by_class"].empty());  // no "transient" for passed -> passed
+  EXPECT_FALSE(fs::exists(dir + "/run/errors_cpu.gemm.json"));
+
+  // A plain resume afterwards runs nothing and rewrites the provenance without the rerun.
+  auto plain = common;
+  plain.push_back("--resume");
+  auto again = RunProcess(CollectArgs(kBin, plain, cases));
+  ASSERT_EQ(again.exit_code, 0) << Describe(again);
+  EXPECT_EQ(JournalRecords(journal).size(), 8u);
+  EXPECT_FALSE(YAML::LoadFile(gemm_dir + "/collection_meta.yaml")["tables"]["gemm_perf"]["rerun_where"].IsDefined());
+  fs::remove_all(dir);
+}
+
+TEST(RerunE2E, APassedCaseThatNowFailsIsAFailureAndFailedOnesStillNeedRetryFailed) {
+  std::string dir = MakeTempDir("sc_rerun_fail_");
+  std::string cases = dir + "/cases";
+  WriteText(cases + "/base_ops/fault.yaml",
+            "op: fault\nsweeps:\n  - backends: [cpu]\n    axes:\n      mode: [ok, fail_on_env]\n      i: [0, 1]\n");
+  std::vector<std::string> common = {"--ops",     "fault",      "--out",    dir + "/data",
+                                     "--run-dir", dir + "/run", "--system", "cpu_host"};
+  std::string journal = dir + "/run/journal.jsonl";
+  auto first = RunProcess(CollectArgs(kTestBin, common, cases));
+  ASSERT_EQ(first.exit_code, 0) << Describe(first);
+
+  // The "kernel" broke: re-measuring one of its cases now fails.
+  auto broken = common;
+  broken.insert(broken.end(), {"--resume", "--rerun-where", "mode == 'fail_on_env' && i == 0"});
+  auto argv = CollectArgs(kTestBin, broken, cases);
+  argv.insert(argv.begin(), {"/usr/bin/env", "SERVECAST_TEST_FAIL_NOW=1"});
+  auto r = RunProcess(argv);
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  EXPECT_NE(r.err.find("1 row(s) kept from the existing table"), std::string::npos) << r.err;
+  EXPECT_EQ(JournalRecords(journal).size(), 5u);
+  auto summary = ReadJson(dir + "/run/collection_summary_cpu.json");
+  EXPECT_EQ(summary["ops"]["fault"]["cases"]["passed"], 3);
+  EXPECT_EQ(summary["ops"]["fault"]["cases"]["failed"], 1);
+  EXPECT_EQ(summary["summary"]["failures"], 1);
+  EXPECT_EQ(summary["summary"]["rerun_cases"], 1);
+  auto ledger = ReadJson(dir + "/run/errors_cpu.fault.json");
+  ASSERT_EQ(ledger.size(), 1u) << ledger.dump(2);
+  EXPECT_EQ(ledger[0]["case_id"], "fault:mode=fail_on_env,i=0");
+  EXPECT_EQ(ledger[0]["status"], "failed");
+  EXPECT_EQ(ledger[0]["classification"], "framework_bug");
+  std::string fault_dir = fs::path(TableNamed(dir + "/data", "fault_perf.csv")).parent_path();
+  YAML::Node tm = YAML::LoadFile(fault_dir + "/collection_meta.yaml")["tables"]["fault_perf"];
+  EXPECT_EQ(tm["cases"]["failed"].as<int>(), 1);
+  EXPECT_EQ(tm["rerun_cases"].as<int>(), 1);
+
+  // A --rerun-where that matches the failed case does not re-run it without
+  // --retry-failed; the passed one it matches is re-run.
+  auto again = common;
+  again.insert(again.end(), {"--resume", "--rerun-where", "i == 0"});
+  auto a = RunProcess(CollectArgs(kTestBin, again, cases));
+  EXPECT_EQ(a.exit_code, 1) << Describe(a);
+  EXPECT_NE(a.err.find("1 failed ones kept (use --retry-failed to re-run them), 1 done ones re-run"), std::string::npos)
+      << a.err;
+  auto per_case = RecordsPerCase(JournalRecords(journal));
+  EXPECT_EQ(per_case["fault:mode=ok,i=0"], 2);
+  EXPECT_EQ(per_case["fault:mode=fail_on_env,i=0"], 2);
+  EXPECT_EQ(per_case["fault:mode=ok,i=1"], 1);
+
+  // Fixed, --retry-failed passes it: the failure is ledgered as transient.
+  auto retry = common;
+  retry.insert(retry.end(), {"--resume", "--retry-failed"});
+  auto f = RunProcess(CollectArgs(kTestBin, retry, cases));
+  EXPECT_EQ(f.exit_code, 0) << Describe(f);
+  ledger = ReadJson(dir + "/run/errors_cpu.fault.json");
+  ASSERT_EQ(ledger.size(), 1u) << ledger.dump(2);
+  EXPECT_EQ(ledger[0]["classification"], "transient");
+  fs::remove_all(dir);
+}
+
+TEST(RerunE2E, UsageErrorsExitTwoAndLeaveTheJournalAlone) {
+  std::string dir = MakeTempDir("sc_rerun_usage_");
+  std::string cases = SmallCases(dir);
+  std::vector<std::string> common = {"--ops", "gemm",        "rmsnorm",   "--timing-budget-s", "0.02",
+                                     "--out", dir + "/data", "--run-dir", dir + "/run"};
+  auto first = RunProcess(CollectArgs(kBin, common, cases));
+  ASSERT_EQ(first.exit_code, 0) << Describe(first);
+  std::string journal = ReadText(dir + "/run/journal.jsonl");
+  auto with = [&](std::vector<std::string> extra) {
+    auto a = common;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return RunProcess(CollectArgs(kBin, a, cases));
+  };
+
+  auto no_resume = with({"--rerun-where", "m > 1"});
+  EXPECT_EQ(no_resume.exit_code, 2) << Describe(no_resume);
+  EXPECT_NE(no_resume.err.find("--rerun-where needs --resume"), std::string::npos) << no_resume.err;
+
+  auto syntax = with({"--resume", "--rerun-where", "m > > 1"});
+  EXPECT_EQ(syntax.exit_code, 2) << Describe(syntax);
+  EXPECT_NE(syntax.err.find("--rerun-where: expression 'm > > 1': unexpected '>' at column 5"), std::string::npos)
+      << syntax.err;
+
+  auto typo = with({"--resume", "--rerun-where", "gemm_dtype == \"float32\" && mm > 1"});
+  EXPECT_EQ(typo.exit_code, 2) << Describe(typo);
+  EXPECT_NE(typo.err.find("no case of this run has all of the parameters gemm_dtype, mm"), std::string::npos)
+      << typo.err;
+  EXPECT_NE(typo.err.find("gemm (gemm_dtype, k, m, n); rmsnorm (dtype, hidden_size, num_tokens)"), std::string::npos)
+      << typo.err;
+
+  auto type = with({"--resume", "--rerun-where", "gemm_dtype > 1"});
+  EXPECT_EQ(type.exit_code, 2) << Describe(type);
+  EXPECT_NE(type.err.find("cannot order 'float32' against '1'"), std::string::npos) << type.err;
+
+  auto twice = with({"--resume", "--rerun-where", "m > 1", "--rerun-where", "m > 2"});
+  EXPECT_EQ(twice.exit_code, 2) << Describe(twice);
+
+  EXPECT_EQ(ReadText(dir + "/run/journal.jsonl"), journal);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace servecast::testing
