@@ -115,7 +115,6 @@ TEST(Fp8QuantCheck, CatchesWrongScalesAndValues) {
   EXPECT_FALSE(CheckGroupQuant(hx, hgq, k, swapped, rows, all).ok());
 }
 
-
 // The fused one-kernel dynamic quantization gives the same scale and the same bytes as
 // the two-kernel path (amax, then apply), on tensors with a tail (n % 8), smaller
 // than one CTA's threads, one vector per thread, and beyond what the grid keeps on
@@ -126,9 +125,9 @@ TEST(QuantFp8Fused, SameScaleAndBytesAsTwoKernels) {
   std::printf("[fused quant] grid %d CTAs\n", QuantFp8TensorFusedGrid());
   // On 132 SMs (264 CTAs of 512 threads): 1 vector per thread up to 1 << 20, 8 and 20
   // (registers and shared memory only, nothing re-read) for the next two, 47 and 63 beyond.
-  for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{4099}, std::size_t{1} << 20,
-                        (std::size_t{1} << 23) + 3, (std::size_t{5} << 22) + 1, (std::size_t{3} << 24) + 5,
-                        std::size_t{8192} * 8192}) {
+  for (std::size_t n :
+       {std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{4099}, std::size_t{1} << 20,
+        (std::size_t{1} << 23) + 3, (std::size_t{5} << 22) + 1, (std::size_t{3} << 24) + 5, std::size_t{8192} * 8192}) {
     DeviceBuffer x(n * 2), q2(n), qf(n), st2(8), stf(12), s2(4), sf(4);
     SC_CUDA_CHECK(cudaMemsetAsync(st2.get(), 0, 8, dc.stream));
     SC_CUDA_CHECK(cudaMemsetAsync(stf.get(), 0, 12, dc.stream));
@@ -194,31 +193,29 @@ TEST(QuantFp8Windowed, SameScaleAndBytesAsGridStride) {
     SC_CUDA_CHECK(cudaMemcpyAsync(a.data(), q_ref.get(), n, cudaMemcpyDeviceToHost, dc.stream));
     SC_CUDA_CHECK(cudaStreamSynchronize(dc.stream));
     ASSERT_EQ(sa, std::max(amax / kFp8E4m3Max, kFp8MinScale)) << "n=" << n;
-    for (const auto apply : {QuantFp8TensorPath::kWindowed, QuantFp8TensorPath::kWindowedStoreEvictFirst})
-      for (int call = 0; call < 2; ++call) {
-        FillPoison(q.get(), n, dc.stream);
-        FillPoison(s.get(), 4, dc.stream);
-        QuantFp8TensorAmax(x.get(), n, state.as<unsigned>(), s.as<float>(), dc.stream, QuantFp8TensorPath::kWindowed);
-        QuantFp8TensorApply(x.get(), n, s.as<float>(), q.get(), dc.stream, apply);
-        float sb = 0;
-        unsigned words[2] = {1, 1};
-        SC_CUDA_CHECK(cudaMemcpyAsync(b.data(), q.get(), n, cudaMemcpyDeviceToHost, dc.stream));
-        SC_CUDA_CHECK(cudaMemcpyAsync(&sb, s.get(), 4, cudaMemcpyDeviceToHost, dc.stream));
-        SC_CUDA_CHECK(cudaMemcpyAsync(words, state.get(), 8, cudaMemcpyDeviceToHost, dc.stream));
-        SC_CUDA_CHECK(cudaStreamSynchronize(dc.stream));
-        const std::string what = "n=" + std::to_string(n) + " path " + std::to_string(static_cast<int>(apply)) +
-                                 " call " + std::to_string(call);
-        EXPECT_EQ(sa, sb) << what;
-        std::size_t diff = 0, first = n;
-        for (std::size_t i = 0; i < n; ++i)
-          if (a[i] != b[i]) {
-            ++diff;
-            first = std::min(first, i);
-          }
-        EXPECT_EQ(diff, 0u) << what << ": " << diff << " bytes differ, first at " << first;
-        EXPECT_EQ(words[0], 0u) << what;
-        EXPECT_EQ(words[1], 0u) << what;
-      }
+    for (int call = 0; call < 2; ++call) {
+      FillPoison(q.get(), n, dc.stream);
+      FillPoison(s.get(), 4, dc.stream);
+      QuantFp8TensorAmax(x.get(), n, state.as<unsigned>(), s.as<float>(), dc.stream, QuantFp8TensorPath::kWindowed);
+      QuantFp8TensorApply(x.get(), n, s.as<float>(), q.get(), dc.stream, QuantFp8TensorPath::kWindowed);
+      float sb = 0;
+      unsigned words[2] = {1, 1};
+      SC_CUDA_CHECK(cudaMemcpyAsync(b.data(), q.get(), n, cudaMemcpyDeviceToHost, dc.stream));
+      SC_CUDA_CHECK(cudaMemcpyAsync(&sb, s.get(), 4, cudaMemcpyDeviceToHost, dc.stream));
+      SC_CUDA_CHECK(cudaMemcpyAsync(words, state.get(), 8, cudaMemcpyDeviceToHost, dc.stream));
+      SC_CUDA_CHECK(cudaStreamSynchronize(dc.stream));
+      const std::string what = "n=" + std::to_string(n) + " call " + std::to_string(call);
+      EXPECT_EQ(sa, sb) << what;
+      std::size_t diff = 0, first = n;
+      for (std::size_t i = 0; i < n; ++i)
+        if (a[i] != b[i]) {
+          ++diff;
+          first = std::min(first, i);
+        }
+      EXPECT_EQ(diff, 0u) << what << ": " << diff << " bytes differ, first at " << first;
+      EXPECT_EQ(words[0], 0u) << what;
+      EXPECT_EQ(words[1], 0u) << what;
+    }
   }
 }
 

@@ -31,8 +31,8 @@ enum class QuantFp8TensorPath {
   kAuto,        // kWindowed when the bf16 tensor (2n bytes) exceeds the device's L2, else kGridStride
   kGridStride,  // quant_fp8_tensor_amax / quant_fp8_tensor_apply: grids sized by the work (apply: up to 16 blocks per SM)
   kWindowed,    // quant_fp8_tensor_amax_windowed / quant_fp8_tensor_apply_windowed: one resident wave,
-                // amax forward with 8 loads in flight per thread, apply backward (reads what amax left in L2 first)
-  kWindowedStoreEvictFirst,  // apply only: kWindowed with the e4m3 stores marked L2 evict-first (an A/B variant)
+                // amax forward with 8 loads in flight per thread, apply backward (reads what amax left in L2
+                // first) with its e4m3 stores marked L2 evict-first
 };
 // True when kAuto (or `path`) picks the windowed kernels for n values.
 bool QuantFp8TensorWindowed(std::size_t n, QuantFp8TensorPath path = QuantFp8TensorPath::kAuto);
