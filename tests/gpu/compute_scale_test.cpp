@@ -115,6 +115,7 @@ TEST(Fp8QuantCheck, CatchesWrongScalesAndValues) {
   EXPECT_FALSE(CheckGroupQuant(hx, hgq, k, swapped, rows, all).ok());
 }
 
+
 // The fused one-kernel dynamic quantization gives the same scale and the same bytes as
 // the two-kernel path (amax, then apply), on tensors with a tail (n % 8), smaller
 // than one CTA's threads, one vector per thread, and beyond what the grid keeps on
@@ -125,9 +126,9 @@ TEST(QuantFp8Fused, SameScaleAndBytesAsTwoKernels) {
   std::printf("[fused quant] grid %d CTAs\n", QuantFp8TensorFusedGrid());
   // On 132 SMs (264 CTAs of 512 threads): 1 vector per thread up to 1 << 20, 8 and 20
   // (registers and shared memory only, nothing re-read) for the next two, 47 and 63 beyond.
-  for (std::size_t n :
-       {std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{4099}, std::size_t{1} << 20,
-        (std::size_t{1} << 23) + 3, (std::size_t{5} << 22) + 1, (std::size_t{3} << 24) + 5, std::size_t{8192} * 8192}) {
+  for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{4099}, std::size_t{1} << 20,
+                        (std::size_t{1} << 23) + 3, (std::size_t{5} << 22) + 1, (std::size_t{3} << 24) + 5,
+                        std::size_t{8192} * 8192}) {
     DeviceBuffer x(n * 2), q2(n), qf(n), st2(8), stf(12), s2(4), sf(4);
     SC_CUDA_CHECK(cudaMemsetAsync(st2.get(), 0, 8, dc.stream));
     SC_CUDA_CHECK(cudaMemsetAsync(stf.get(), 0, 12, dc.stream));
@@ -159,62 +160,6 @@ TEST(QuantFp8Fused, SameScaleAndBytesAsTwoKernels) {
       EXPECT_EQ(words[0], 0u) << "n=" << n;
       EXPECT_EQ(words[1], 0u) << "n=" << n;
       EXPECT_EQ(words[2], static_cast<unsigned>(call + 1)) << "n=" << n;
-    }
-  }
-}
-
-// The windowed kernels (one resident wave; amax forward, apply backward) against the
-// grid-stride ones: the same scale, the same bytes and the state words left zero, on
-// tensors with a tail (n % 8), smaller than one block, smaller than the grid, and past
-// L2 (where kAuto picks them); twice on the same state words. The scale also equals
-// max(amax / 448, min) with the amax of the reference kernel.
-TEST(QuantFp8Windowed, SameScaleAndBytesAsGridStride) {
-  SC_REQUIRE_GPU();
-  auto& dc = Context();
-  const std::size_t past_l2 = dc.l2_bytes / 2 + 1;  // bf16 values: 2 bytes each
-  std::printf("[windowed quant] L2 %zu bytes: the windowed kernels from %zu bf16 values\n", dc.l2_bytes, past_l2);
-  EXPECT_FALSE(QuantFp8TensorWindowed(dc.l2_bytes / 2));
-  EXPECT_TRUE(QuantFp8TensorWindowed(past_l2));
-  EXPECT_FALSE(QuantFp8TensorWindowed(past_l2, QuantFp8TensorPath::kGridStride));
-  EXPECT_TRUE(QuantFp8TensorWindowed(7, QuantFp8TensorPath::kWindowed));
-  for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{4099}, std::size_t{1} << 20,
-                        (std::size_t{1} << 23) + 3, past_l2 + 5, std::size_t{8192} * 8192}) {
-    DeviceBuffer x(n * 2), q_ref(n), q(n), state(8), s_ref(4), s(4), scratch(4);
-    SC_CUDA_CHECK(cudaMemsetAsync(state.get(), 0, 8, dc.stream));
-    FillUniformBf16(x.get(), n, 4321 + n, 3.0f, dc.stream);
-    if (n >= 4096) ScaleBf16ByBlockPattern(x.get(), static_cast<std::int64_t>(n / 4096), 4096, 3, 2, dc.stream);
-    QuantFp8TensorAmax(x.get(), n, state.as<unsigned>(), s_ref.as<float>(), dc.stream, QuantFp8TensorPath::kGridStride);
-    QuantFp8TensorApply(x.get(), n, s_ref.as<float>(), q_ref.get(), dc.stream, QuantFp8TensorPath::kGridStride);
-    AmaxBf16Reference(x.get(), n, scratch.as<float>(), dc.stream);
-    float amax = 0, sa = 0;
-    SC_CUDA_CHECK(cudaMemcpyAsync(&amax, scratch.get(), 4, cudaMemcpyDeviceToHost, dc.stream));
-    SC_CUDA_CHECK(cudaMemcpyAsync(&sa, s_ref.get(), 4, cudaMemcpyDeviceToHost, dc.stream));
-    std::vector<std::uint8_t> a(n), b(n);
-    SC_CUDA_CHECK(cudaMemcpyAsync(a.data(), q_ref.get(), n, cudaMemcpyDeviceToHost, dc.stream));
-    SC_CUDA_CHECK(cudaStreamSynchronize(dc.stream));
-    ASSERT_EQ(sa, std::max(amax / kFp8E4m3Max, kFp8MinScale)) << "n=" << n;
-    for (int call = 0; call < 2; ++call) {
-      FillPoison(q.get(), n, dc.stream);
-      FillPoison(s.get(), 4, dc.stream);
-      QuantFp8TensorAmax(x.get(), n, state.as<unsigned>(), s.as<float>(), dc.stream, QuantFp8TensorPath::kWindowed);
-      QuantFp8TensorApply(x.get(), n, s.as<float>(), q.get(), dc.stream, QuantFp8TensorPath::kWindowed);
-      float sb = 0;
-      unsigned words[2] = {1, 1};
-      SC_CUDA_CHECK(cudaMemcpyAsync(b.data(), q.get(), n, cudaMemcpyDeviceToHost, dc.stream));
-      SC_CUDA_CHECK(cudaMemcpyAsync(&sb, s.get(), 4, cudaMemcpyDeviceToHost, dc.stream));
-      SC_CUDA_CHECK(cudaMemcpyAsync(words, state.get(), 8, cudaMemcpyDeviceToHost, dc.stream));
-      SC_CUDA_CHECK(cudaStreamSynchronize(dc.stream));
-      const std::string what = "n=" + std::to_string(n) + " call " + std::to_string(call);
-      EXPECT_EQ(sa, sb) << what;
-      std::size_t diff = 0, first = n;
-      for (std::size_t i = 0; i < n; ++i)
-        if (a[i] != b[i]) {
-          ++diff;
-          first = std::min(first, i);
-        }
-      EXPECT_EQ(diff, 0u) << what << ": " << diff << " bytes differ, first at " << first;
-      EXPECT_EQ(words[0], 0u) << what;
-      EXPECT_EQ(words[1], 0u) << what;
     }
   }
 }

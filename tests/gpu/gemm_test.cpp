@@ -125,39 +125,6 @@ TEST(GemmOp, EmitsOneTimedRowPerDtype) {
   }
 }
 
-// The wave-filling candidates (problems of >= 2^39 FLOPs): with and without them, each
-// twice, timed like a table row (the collector's default timing). Every run must pass
-// the output check, and kernel_source must say `search=waves` exactly when the search
-// ran (never below the threshold). Prints ms and TFLOP/s per run: the A/B of
-// docs/kernels.md.
-TEST(GemmWaveSearch, LargeShapesPassAndNameTheSearch) {
-  SC_REQUIRE_GPU();
-  collect::RunContext ctx;
-  ctx.runtime = &Runtime();
-  const std::vector<std::tuple<std::string, Shape>> shapes = {{"fp8", {8192, 8192, 8192}},
-                                                              {"fp8", {4096, 8192, 8192}},
-                                                              {"bfloat16", {8192, 8192, 8192}},
-                                                              {"fp8_block", {8192, 8192, 8192}},
-                                                              {"fp8", {2048, 8192, 8192}}};
-  for (const auto& [dtype, sh] : shapes) {
-    const double flops = 2.0 * static_cast<double>(sh.m) * static_cast<double>(sh.n) * static_cast<double>(sh.k);
-    for (int round = 0; round < 2; ++round)
-      for (bool waves : {false, true}) {
-        GemmRunOptions opt;
-        opt.wave_search = waves;
-        const GemmRunReport rep = RunGemmCase(GemmCase(dtype, sh.m, sh.n, sh.k), ctx, opt);
-        ASSERT_EQ(rep.result.disposition, Disposition::kPassed) << Describe(rep);
-        ASSERT_EQ(rep.result.rows.size(), 1u);
-        const bool named = rep.kernel_source.find(",search=waves") != std::string::npos;
-        EXPECT_EQ(named, waves && flops >= kWaveSearchMinFlops) << rep.kernel_source;
-        const double ms = rep.result.rows[0].Num("latency");
-        std::printf("[gemm waves] %s %lldx%lldx%lld search=%d round %d: %.4f ms, %.0f TFLOP/s, %s\n", dtype.c_str(),
-                    static_cast<long long>(sh.m), static_cast<long long>(sh.n), static_cast<long long>(sh.k),
-                    waves ? 1 : 0, round, ms, flops / (ms * 1e-3) / 1e12, rep.kernel_source.c_str());
-      }
-  }
-}
-
 TEST(GemmOp, RejectsUnknownDtypeWithoutTouchingTheGpu) {
   SC_REQUIRE_GPU();
   const GemmRunReport rep = RunGemmCase(GemmCase("fp7", 1, 32, 32), QuickContext(), GemmRunOptions{});

@@ -126,10 +126,8 @@ ComputeScaleReport RunChecked(const collect::Case& c, const collect::RunContext&
   row.p90_ms = std::max(0.0, dyn.p90_ms - stat.p90_ms);
   row.throttled = dyn.throttled || stat.throttled;
   rep.result = CaseResult::Passed(
-      {collect::MakeRow(*table, *ctx.runtime, "compute_scale",
-                        QuantFp8TensorWindowed(n) ? "servecast_quant_fp8_tensor_windowed:dynamic-static"
-                                                  : "servecast_quant_fp8_tensor:dynamic-static",
-                        c.params, row, ctx.measure_power)});
+      {collect::MakeRow(*table, *ctx.runtime, "compute_scale", "servecast_quant_fp8_tensor:dynamic-static", c.params,
+                        row, ctx.measure_power)});
   return rep;
 }
 

@@ -51,11 +51,7 @@ struct Shape {
   std::int64_t kg = 0;    // 128-wide K groups (fp8_block)
   std::int64_t kbp = 0;   // K blocks padded to a multiple of 4: the weight scales' leading dimension
   std::int64_t nb = 0;    // 128-row weight blocks
-  double Flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
 };
-
-// Wave-filling candidates autotuned beside the heuristic's (problems >= kWaveSearchMinFlops).
-constexpr std::size_t kWaveCandidates = 6;
 
 std::int64_t RoundUp(std::int64_t v, std::int64_t to) {
   return (v + to - 1) / to * to;
@@ -87,73 +83,6 @@ T AlgoAttr(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_
   std::size_t written = 0;
   SC_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written));
   return v;
-}
-
-template <class T>
-void SetAlgoAttr(cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr, T v) {
-  SC_CUBLAS_CHECK(cublasLtMatmulAlgoConfigSetAttribute(&algo, attr, &v, sizeof(v)));
-}
-
-// The fraction of the last wave's slots that hold work, from cuBLASLt's own count of
-// waves (tiles / concurrently resident tiles): 1 when the tiles fill whole waves.
-double LastWaveFill(float waves) {
-  if (!(waves > 0)) return 0;
-  return static_cast<double>(waves) / std::ceil(static_cast<double>(waves));
-}
-
-// Wave-filling candidates: the heuristic's first algorithm (same algorithm id, stages,
-// swizzle, split-K) with each tile shape its capabilities list and cluster shapes
-// auto, 1x1, 2x1 and 1x2, kept when cublasLtMatmulAlgoCheck accepts the configuration
-// within the workspace and its last wave is fuller than the first choice's; the
-// `keep` with the fewest waves (the biggest tiles). On large problems the
-// heuristic's tile can leave most of its last wave idle (8192^3 fp8: 256x128 tiles,
-// 15.5 waves on 132 SMs), which a config the heuristic does not return avoids
-// (bench_gemm_configs measured 176x128 1.3% faster there, and 17% at 4096 x 8192 x 8192).
-std::vector<cublasLtMatmulAlgo_t> WaveCandidates(const LtMatmul& mm, const cublasLtMatmulHeuristicResult_t& first,
-                                                 std::size_t keep) {
-  DeviceContext& dc = Context();
-  std::size_t bytes = 0;
-  std::vector<std::uint32_t> tiles;
-  if (cublasLtMatmulAlgoCapGetAttribute(&first.algo, CUBLASLT_ALGO_CAP_TILE_IDS, nullptr, 0, &bytes) !=
-          CUBLAS_STATUS_SUCCESS ||
-      bytes == 0)
-    return {};
-  tiles.resize(bytes / sizeof(std::uint32_t));
-  SC_CUBLAS_CHECK(cublasLtMatmulAlgoCapGetAttribute(&first.algo, CUBLASLT_ALGO_CAP_TILE_IDS, tiles.data(),
-                                                    tiles.size() * sizeof(std::uint32_t), &bytes));
-  const auto first_tile = AlgoAttr<std::uint32_t>(first.algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
-  const auto first_cluster = AlgoAttr<std::uint16_t>(first.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
-  const double first_fill = LastWaveFill(first.wavesCount);
-  struct Scored {
-    cublasLtMatmulAlgo_t algo;
-    double fill;
-    float waves;
-  };
-  std::vector<Scored> found;
-  const std::uint16_t clusters[] = {CUBLASLT_CLUSTER_SHAPE_AUTO, CUBLASLT_CLUSTER_SHAPE_1x1x1,
-                                    CUBLASLT_CLUSTER_SHAPE_2x1x1, CUBLASLT_CLUSTER_SHAPE_1x2x1};
-  for (std::uint32_t tile : tiles) {
-    if (tile == CUBLASLT_MATMUL_TILE_UNDEFINED) continue;
-    for (std::uint16_t cluster : clusters) {
-      if (tile == first_tile && cluster == first_cluster) continue;
-      cublasLtMatmulAlgo_t a = first.algo;
-      SetAlgoAttr(a, CUBLASLT_ALGO_CONFIG_TILE_ID, tile);
-      SetAlgoAttr(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, cluster);
-      cublasLtMatmulHeuristicResult_t r{};
-      if (cublasLtMatmulAlgoCheck(dc.lt, mm.desc, mm.a, mm.b, mm.d, mm.d, &a, &r) != CUBLAS_STATUS_SUCCESS) continue;
-      if (r.state != CUBLAS_STATUS_SUCCESS || r.workspaceSize > dc.workspace_bytes) continue;
-      const double fill = LastWaveFill(r.wavesCount);
-      if (fill > first_fill) found.push_back({a, fill, r.wavesCount});
-    }
-  }
-  // Fewest waves first (the biggest tiles: small tiles fill waves easily but run each
-  // FLOP slower); ties: the fuller last wave.
-  std::stable_sort(found.begin(), found.end(), [](const Scored& x, const Scored& y) {
-    return x.waves != y.waves ? x.waves < y.waves : x.fill > y.fill;
-  });
-  std::vector<cublasLtMatmulAlgo_t> out;
-  for (std::size_t i = 0; i < found.size() && out.size() < keep; ++i) out.push_back(found[i].algo);
-  return out;
 }
 
 }  // namespace
@@ -540,27 +469,20 @@ GemmRunReport RunChecked(const Shape& s, const collect::Case& c, const collect::
   QuantizeActivations(s, b, st);
   SC_CUDA_CHECK(cudaStreamSynchronize(st));
 
-  // Candidates that run at all (one eager call each): the heuristic's, then (large
-  // problems) the wave-filling ones.
-  const bool wave_search = opt.wave_search && s.Flops() >= kWaveSearchMinFlops;
-  std::vector<cublasLtMatmulAlgo_t> tried;
-  for (int i = 0; i < returned; ++i)
-    if (heur[static_cast<std::size_t>(i)].state == CUBLAS_STATUS_SUCCESS)
-      tried.push_back(heur[static_cast<std::size_t>(i)].algo);
-  const std::size_t from_heuristic = tried.size();
-  if (wave_search && !tried.empty())
-    for (const auto& a : WaveCandidates(mm, heur[0], kWaveCandidates)) tried.push_back(a);
+  // Candidates that run at all (one eager call each).
   std::vector<cublasLtMatmulAlgo_t> algos;
   std::string rejected;
   bool all_not_supported = true;
-  for (std::size_t i = 0; i < tried.size(); ++i) {
-    const cublasStatus_t ms = Matmul(mm, tried[i], b.w[0].get(), b, st);
+  for (int i = 0; i < returned; ++i) {
+    if (heur[static_cast<std::size_t>(i)].state != CUBLAS_STATUS_SUCCESS) continue;
+    const cublasStatus_t ms = Matmul(mm, heur[static_cast<std::size_t>(i)].algo, b.w[0].get(), b, st);
     SC_CUDA_CHECK(cudaStreamSynchronize(st));
     SC_CUDA_CHECK(cudaGetLastError());
     if (ms == CUBLAS_STATUS_SUCCESS) {
-      algos.push_back(tried[i]);
-    } else if (i < from_heuristic) {  // a wave candidate that does not launch is just not used
-      rejected += (rejected.empty() ? "" : ", ") + AlgoString(tried[i]) + ": " + StatusName(ms);
+      algos.push_back(heur[static_cast<std::size_t>(i)].algo);
+    } else {
+      rejected +=
+          (rejected.empty() ? "" : ", ") + AlgoString(heur[static_cast<std::size_t>(i)].algo) + ": " + StatusName(ms);
       all_not_supported = all_not_supported && ms == CUBLAS_STATUS_NOT_SUPPORTED;
     }
   }
@@ -593,11 +515,7 @@ GemmRunReport RunChecked(const Shape& s, const collect::Case& c, const collect::
   }
   const cublasLtMatmulAlgo_t algo = algos[best];
   rep.kernel_source = AlgoString(algo);
-  if (wave_search) rep.kernel_source += ",search=waves";
-  if (s.dtype == Dtype::kFp8)
-    rep.kernel_source += QuantFp8TensorWindowed(static_cast<std::size_t>(s.rows * s.k))
-                             ? "+servecast_quant_fp8_tensor_windowed"
-                             : "+servecast_quant_fp8_tensor";
+  if (s.dtype == Dtype::kFp8) rep.kernel_source += "+servecast_quant_fp8_tensor";
   if (s.dtype == Dtype::kFp8Block) rep.kernel_source += "+servecast_quant_fp8_group128";
 
   // The timed region: activation quantization (fp8 dtypes), then the GEMM on copy i % copies.

@@ -92,15 +92,7 @@ struct GemmRunOptions {
   // (1 + perturb_reference); any non-zero value must make the case incorrect.
   double perturb_reference = 0;
   int algo_candidates = 4;  // heuristic results autotuned on the real shape (1 = heuristic top-1)
-  // On problems of at least kWaveSearchMinFlops, also autotune the heuristic's first
-  // algorithm with other tile and cluster shapes whose waves fill the GPU better
-  // (WaveCandidates in gemm.cpp). false: the heuristic's results only (A/B).
-  bool wave_search = true;
 };
-
-// 2·m·n·k from which the gemm op adds wave-filling tile candidates (8192 x 8192 x 4096
-// and up, e.g. 8192^3 and 4096 x 8192 x 8192).
-inline constexpr double kWaveSearchMinFlops = 549755813888.0;  // 2^39
 
 struct GemmRunReport {
   collect::CaseResult result;

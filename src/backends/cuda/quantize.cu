@@ -32,24 +32,6 @@ __device__ __forceinline__ float BlockMax(float v) {
   return v;
 }
 
-// Block max, then across the grid: every block folds its max into state[0]; the last
-// block to finish writes the scale and re-zeroes the two state words for the next call.
-__device__ __forceinline__ void FinishAmax(float m, unsigned* __restrict__ state, float* __restrict__ scale) {
-  m = BlockMax(m);
-  if (threadIdx.x == 0) {
-    // amax >= 0, so its float bits order like unsigned integers.
-    atomicMax(&state[0], __float_as_uint(m));
-    __threadfence();
-    const unsigned done = atomicAdd(&state[1], 1u);
-    if (done == gridDim.x - 1) {  // the last block: every block's max is in
-      __threadfence();
-      const float amax = __uint_as_float(atomicExch(&state[0], 0u));
-      atomicExch(&state[1], 0u);
-      *scale = ScaleFromAmax(amax);
-    }
-  }
-}
-
 __global__ void __launch_bounds__(kThreads)
     quant_fp8_tensor_amax(const __nv_bfloat16* __restrict__ x, std::size_t n, unsigned* __restrict__ state,
                           float* __restrict__ scale) {
@@ -67,7 +49,19 @@ __global__ void __launch_bounds__(kThreads)
   }
   for (; i < n8; i += stride) m = fmaxf(m, AbsMax8(__ldg(x8 + i)));
   for (std::size_t t = n8 * 8 + tid; t < n; t += stride) m = fmaxf(m, fabsf(__bfloat162float(x[t])));
-  FinishAmax(m, state, scale);
+  m = BlockMax(m);
+  if (threadIdx.x == 0) {
+    // amax >= 0, so its float bits order like unsigned integers.
+    atomicMax(&state[0], __float_as_uint(m));
+    __threadfence();
+    const unsigned done = atomicAdd(&state[1], 1u);
+    if (done == gridDim.x - 1) {  // the last block: every block's max is in
+      __threadfence();
+      const float amax = __uint_as_float(atomicExch(&state[0], 0u));
+      atomicExch(&state[1], 0u);
+      *scale = ScaleFromAmax(amax);
+    }
+  }
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -91,76 +85,6 @@ __global__ void __launch_bounds__(kThreads)
     q8[j3] = Quantize8(d, inv);
   }
   for (; i < n8; i += stride) q8[n8 - 1 - i] = Quantize8(__ldg(x8 + (n8 - 1 - i)), inv);
-  for (std::size_t t = n8 * 8 + tid; t < n; t += stride) q[t] = QuantizeOne(__bfloat162float(x[t]), inv);
-}
-
-// --- the windowed path (tensors larger than L2) ---------------------------------
-// One resident wave of blocks walks the tensor as a window: every thread keeps kUnroll
-// 16-byte loads in flight (the last, partial step predicated, not serialized). The
-// amax kernel walks forward, so it ends with the tensor's last ~kUnroll x grid x 16
-// bytes in L2; the apply kernel walks backward and reads those first. With the
-// grid-stride kernels above, whose apply grid is two waves, the second wave starts
-// from the end again after the first has streamed through the whole tensor. The apply
-// kernel's e4m3 stores are marked L2 evict-first, so that they do not push out the
-// bf16 lines the walk reads next (measured on an H200 at 4096 x 8192: 44.9 us for
-// amax + apply with the hint, 46.2 without; 8192 x 8192: 80.9 and 81.5).
-constexpr int kAmaxUnroll = 8;
-constexpr int kApplyUnroll = 4;
-
-// An 8-byte store that L2 evicts before lines of normal priority.
-__device__ __forceinline__ void StoreEvictFirst(uint2* p, uint2 v, std::uint64_t policy) {
-  asm volatile("st.global.L2::cache_hint.v2.u32 [%0], {%1, %2}, %3;" ::"l"(p), "r"(v.x), "r"(v.y), "l"(policy)
-               : "memory");
-}
-
-__global__ void __launch_bounds__(kThreads)
-    quant_fp8_tensor_amax_windowed(const __nv_bfloat16* __restrict__ x, std::size_t n, unsigned* __restrict__ state,
-                                   float* __restrict__ scale) {
-  const std::size_t tid = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  const std::size_t n8 = n / 8;
-  const uint4* x8 = reinterpret_cast<const uint4*>(x);
-  float m = 0.0f;
-  for (std::size_t base = tid; base < n8; base += kAmaxUnroll * stride) {
-    uint4 v[kAmaxUnroll];
-#pragma unroll
-    for (int u = 0; u < kAmaxUnroll; ++u) {
-      const std::size_t i = base + u * stride;
-      v[u] = i < n8 ? __ldg(x8 + i) : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < kAmaxUnroll; ++u) m = fmaxf(m, AbsMax8(v[u]));
-  }
-  for (std::size_t t = n8 * 8 + tid; t < n; t += stride) m = fmaxf(m, fabsf(__bfloat162float(x[t])));
-  FinishAmax(m, state, scale);
-}
-
-__global__ void __launch_bounds__(kThreads)
-    quant_fp8_tensor_apply_windowed(const __nv_bfloat16* __restrict__ x, std::size_t n, const float* __restrict__ scale,
-                                    unsigned char* __restrict__ q) {
-  const float inv = 1.0f / *scale;
-  const std::size_t tid = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  const std::size_t n8 = n / 8;
-  const uint4* x8 = reinterpret_cast<const uint4*>(x);
-  uint2* q8 = reinterpret_cast<uint2*>(q);
-  std::uint64_t policy;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  // Walks from the end: element j = n8 - 1 - i.
-  for (std::size_t base = tid; base < n8; base += kApplyUnroll * stride) {
-    uint4 v[kApplyUnroll];
-#pragma unroll
-    for (int u = 0; u < kApplyUnroll; ++u) {
-      const std::size_t i = base + u * stride;
-      if (i < n8) v[u] = __ldg(x8 + (n8 - 1 - i));
-    }
-#pragma unroll
-    for (int u = 0; u < kApplyUnroll; ++u) {
-      const std::size_t i = base + u * stride;
-      if (i >= n8) break;
-      StoreEvictFirst(q8 + (n8 - 1 - i), Quantize8(v[u], inv), policy);
-    }
-  }
   for (std::size_t t = n8 * 8 + tid; t < n; t += stride) q[t] = QuantizeOne(__bfloat162float(x[t]), inv);
 }
 
@@ -255,16 +179,6 @@ __global__ void scale_bf16_by_block_pattern(__nv_bfloat16* __restrict__ x, std::
   }
 }
 
-// One resident wave of `kernel` (kThreads per block, no dynamic shared memory) on the
-// current device: blocks per SM by the occupancy calculator, times the SM count.
-template <typename Kernel>
-unsigned ResidentGrid(Kernel kernel) {
-  int per_sm = 0;
-  SC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
-  if (per_sm < 1) throw Error("quantize: no block of " + std::to_string(kThreads) + " threads fits on an SM");
-  return static_cast<unsigned>(per_sm * Context().prop.multiProcessorCount);
-}
-
 unsigned GridFor(std::size_t work_items, int per_sm) {
   const int sms = Context().prop.multiProcessorCount;
   std::size_t blocks = (work_items + kThreads - 1) / kThreads;
@@ -274,33 +188,15 @@ unsigned GridFor(std::size_t work_items, int per_sm) {
 
 }  // namespace
 
-bool QuantFp8TensorWindowed(std::size_t n, QuantFp8TensorPath path) {
-  if (path == QuantFp8TensorPath::kAuto) return 2 * static_cast<double>(n) > static_cast<double>(Context().l2_bytes);
-  return path != QuantFp8TensorPath::kGridStride;
-}
-
-void QuantFp8TensorAmax(const void* x_bf16, std::size_t n, unsigned* state, float* scale, cudaStream_t stream,
-                        QuantFp8TensorPath path) {
-  const auto* x = static_cast<const __nv_bfloat16*>(x_bf16);
-  if (QuantFp8TensorWindowed(n, path)) {
-    static const unsigned grid = ResidentGrid(quant_fp8_tensor_amax_windowed);
-    quant_fp8_tensor_amax_windowed<<<grid, kThreads, 0, stream>>>(x, n, state, scale);
-  } else {
-    quant_fp8_tensor_amax<<<GridFor((n + 7) / 8, 8), kThreads, 0, stream>>>(x, n, state, scale);
-  }
+void QuantFp8TensorAmax(const void* x_bf16, std::size_t n, unsigned* state, float* scale, cudaStream_t stream) {
+  quant_fp8_tensor_amax<<<GridFor((n + 7) / 8, 8), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x_bf16), n,
+                                                                          state, scale);
   SC_CUDA_CHECK_LAUNCH();
 }
 
-void QuantFp8TensorApply(const void* x_bf16, std::size_t n, const float* scale, void* q_e4m3, cudaStream_t stream,
-                         QuantFp8TensorPath path) {
-  const auto* x = static_cast<const __nv_bfloat16*>(x_bf16);
-  auto* q = static_cast<unsigned char*>(q_e4m3);
-  if (QuantFp8TensorWindowed(n, path)) {
-    static const unsigned grid = ResidentGrid(quant_fp8_tensor_apply_windowed);
-    quant_fp8_tensor_apply_windowed<<<grid, kThreads, 0, stream>>>(x, n, scale, q);
-  } else {
-    quant_fp8_tensor_apply<<<GridFor((n + 7) / 8, 16), kThreads, 0, stream>>>(x, n, scale, q);
-  }
+void QuantFp8TensorApply(const void* x_bf16, std::size_t n, const float* scale, void* q_e4m3, cudaStream_t stream) {
+  quant_fp8_tensor_apply<<<GridFor((n + 7) / 8, 16), kThreads, 0, stream>>>(
+      static_cast<const __nv_bfloat16*>(x_bf16), n, scale, static_cast<unsigned char*>(q_e4m3));
   SC_CUDA_CHECK_LAUNCH();
 }
 

@@ -25,30 +25,14 @@ inline constexpr float kFp8MinScale = 1.0f / (448.0f * 512.0f);
 
 // --- per-tensor (the `fp8` GEMM row and compute_scale) ---------------------------
 
-// How the two per-tensor kernels walk the tensor. Every path gives the same scale and
-// the same bytes; they differ in speed only.
-enum class QuantFp8TensorPath {
-  kAuto,        // kWindowed when the bf16 tensor (2n bytes) exceeds the device's L2, else kGridStride
-  kGridStride,  // quant_fp8_tensor_amax / quant_fp8_tensor_apply: grids sized by the work (apply: up to 16 blocks per SM)
-  kWindowed,    // quant_fp8_tensor_amax_windowed / quant_fp8_tensor_apply_windowed: one resident wave,
-                // amax forward with 8 loads in flight per thread, apply backward (reads what amax left in L2
-                // first) with its e4m3 stores marked L2 evict-first
-};
-// True when kAuto (or `path`) picks the windowed kernels for n values.
-bool QuantFp8TensorWindowed(std::size_t n, QuantFp8TensorPath path = QuantFp8TensorPath::kAuto);
-
 // Dynamic per-tensor scale: amax of the n bf16 values of `x` -> *scale. `state` is two
 // device words that must be zero before the first call (cudaMemset at set-up); the
 // kernel's last block consumes and re-zeroes them, so calls need no memset in between.
-// One kernel: quant_fp8_tensor_amax, or quant_fp8_tensor_amax_windowed (see the path).
-void QuantFp8TensorAmax(const void* x_bf16, std::size_t n, unsigned* state, float* scale, cudaStream_t stream,
-                        QuantFp8TensorPath path = QuantFp8TensorPath::kAuto);
+// One kernel: quant_fp8_tensor_amax.
+void QuantFp8TensorAmax(const void* x_bf16, std::size_t n, unsigned* state, float* scale, cudaStream_t stream);
 // Static per-tensor quantization with the device scale `*scale`: q = e4m3(x / scale).
-// One kernel: quant_fp8_tensor_apply, or quant_fp8_tensor_apply_windowed (see the path).
-// Run after QuantFp8TensorAmax on the same tensor, the windowed path finds the
-// tensor's end in L2.
-void QuantFp8TensorApply(const void* x_bf16, std::size_t n, const float* scale, void* q_e4m3, cudaStream_t stream,
-                         QuantFp8TensorPath path = QuantFp8TensorPath::kAuto);
+// One kernel: quant_fp8_tensor_apply.
+void QuantFp8TensorApply(const void* x_bf16, std::size_t n, const float* scale, void* q_e4m3, cudaStream_t stream);
 
 // Dynamic per-tensor quantization in one kernel (quantize_fused.cu): the same scale
 // and the same bytes as QuantFp8TensorAmax then QuantFp8TensorApply, reading the
