@@ -111,7 +111,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   // collect
   collect::CollectOptions co;
   co.worker_exe = exe;
-  std::string gpus, shard, cases_dir, systems_dir, rerun_where;
+  std::string gpus, shard, cases_dir, systems_dir, rerun_where, rerun_before;
   bool smoke = false;
   std::vector<std::string> filters;
   auto* collect_cmd = app.add_subcommand("collect", "benchmark ops over their case plan and write perf tables");
@@ -137,6 +137,13 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
                    "a case lacking a parameter EXPR names does not match; failed cases still need "
                    "--retry-failed; the new records supersede the old ones in the tables")
       ->type_name("EXPR");
+  collect_cmd
+      ->add_option("--rerun-before", rerun_before,
+                   "with --rerun-where: re-run a matching case only if its newest journal record is older than "
+                   "TIME, a UTC time YYYY-MM-DDTHH:MM:SSZ (e.g. 2026-11-30T09:38:40Z); give the time the first "
+                   "rerun call started, and repeating the call with the same TIME continues an interrupted rerun "
+                   "without re-measuring the cases it already re-ran")
+      ->type_name("TIME");
   collect_cmd->add_option("--gpus", gpus, "worker slots, one per device index (cpu backend: one worker per listed core)");
   collect_cmd->add_option("--timeout-s", co.timeout_s, "per-case time limit in seconds (default: the op's own)");
   collect_cmd->add_flag("--measure-power", co.measure_power, "add power columns: mean board power over >= 1 s of replays and the enforced limit (cuda backend; NVML)");
@@ -322,6 +329,10 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
         } catch (const Error& e) {
           throw UsageError("--rerun-where: " + std::string(e.what()));
         }
+      }
+      if (collect_cmd->count("--rerun-before") > 0) {
+        collect::ParseRerunBefore(rerun_before);  // the format, before anything runs
+        co.rerun_before = rerun_before;
       }
       return collect::Collect(registry, co);
     }

@@ -133,6 +133,14 @@ std::set<std::string> RerunSelection(const Expr& where, const Plan& plan) {
 
 }  // namespace
 
+std::int64_t ParseRerunBefore(const std::string& time) {
+  std::optional<std::int64_t> s = ParseUtcSeconds(time);
+  if (!s)
+    throw UsageError("--rerun-before '" + time +
+                     "': expected a UTC time YYYY-MM-DDTHH:MM:SSZ as the journal writes it, e.g. 2026-11-30T09:38:40Z");
+  return *s;
+}
+
 int Collect(const Registry& registry, const CollectOptions& opt) {
   const Backend* backend = registry.FindBackend(opt.plan.backend);
   if (!backend) {
@@ -143,6 +151,12 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
   if (opt.retry_failed && !opt.resume) throw UsageError("--retry-failed needs --resume");
   if (opt.rerun_where && !opt.resume)
     throw UsageError("--rerun-where needs --resume: it re-runs finished cases of an existing run (--run-dir)");
+  if (opt.rerun_before && !opt.rerun_where)
+    throw UsageError(
+        "--rerun-before needs --rerun-where: it narrows the cases that expression re-runs to those "
+        "recorded before TIME");
+  std::optional<std::int64_t> rerun_before_s;
+  if (opt.rerun_before) rerun_before_s = ParseRerunBefore(*opt.rerun_before);
   if (opt.format != "csv" && opt.format != "parquet")
     throw UsageError("--format " + opt.format + "; expected csv or parquet");
 
@@ -214,8 +228,11 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
   header.shard_count = opt.plan.shard_count;
   header.servecast_commit = std::string(BuildCommit());
   header.created_at = UtcNow();
+  // Every record this invocation writes is stamped at or after this time.
+  const std::string invocation_started_at = header.created_at;
 
   std::unordered_map<std::string, Disposition> done;  // latest status per case id
+  std::unordered_map<std::string, std::string> done_at;  // `at` of the latest record per case id
   std::size_t records_before = 0;                     // journal records before this invocation
   std::optional<JournalWriter> journal;
   if (!lead) {
@@ -227,7 +244,10 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
     std::string diff = jc.header.Mismatch(header);
     if (!diff.empty()) throw StartupError("cannot resume " + journal_path + ": " + diff);
     if (jc.torn_tail) log::Warn(journal_path + ": dropping a torn last record (the previous run died mid-write)");
-    for (const auto& r : jc.records) done[r.id] = r.status;
+    for (const auto& r : jc.records) {
+      done[r.id] = r.status;
+      done_at[r.id] = r.at;
+    }
     records_before = jc.records.size();
     journal.emplace(JournalWriter::Append(journal_path, jc.valid_bytes));
   } else {
@@ -244,22 +264,54 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
   std::vector<Case> to_run;
   std::size_t skipped_done = 0, skipped_failed = 0;
   std::set<std::string> rerun_ids;  // finished cases re-run for --rerun-where
+  // Finished cases --rerun-where matches that --rerun-before keeps (counted in
+  // skipped_done too): newest record at or after TIME, or with an unreadable time.
+  std::size_t rerun_recorded_since = 0, rerun_unreadable_at = 0;
+  std::string unreadable_example;
+  // Whether a matching finished case's newest record is older than --rerun-before.
+  auto recorded_before = [&](const std::string& id) {
+    if (!rerun_before_s) return true;
+    const std::string& at = done_at[id];
+    std::optional<std::int64_t> at_s = ParseUtcSeconds(at);
+    if (!at_s) {
+      if (rerun_unreadable_at++ == 0) unreadable_example = id + " has at '" + at + "'";
+      return false;
+    }
+    if (*at_s >= *rerun_before_s) ++rerun_recorded_since;
+    return *at_s < *rerun_before_s;
+  };
   for (const auto& c : plan.cases) {
     auto it = done.find(c.id);
     if (it == done.end()) to_run.push_back(c);
     else if (IsFailure(it->second) && opt.retry_failed) to_run.push_back(c);
     else if (IsFailure(it->second)) ++skipped_failed;
-    else if (!rerun_selected.count(c.id)) ++skipped_done;
+    else if (!rerun_selected.count(c.id) || !recorded_before(c.id))
+      ++skipped_done;
     else {
       to_run.push_back(c);
       rerun_ids.insert(c.id);
     }
   }
+  if (rerun_unreadable_at > 0 && lead)
+    log::Warn(std::to_string(rerun_unreadable_at) + " case(s) that --rerun-where matches are not re-run: the time of " +
+              "their newest journal record is not a UTC time YYYY-MM-DDTHH:MM:SSZ, so --rerun-before " +
+              *opt.rerun_before + " cannot tell whether it is earlier (e.g. " + unreadable_example +
+              "); without --rerun-before they would be re-run");
+  std::string rerun_before_note;  // the --rerun-before part of the resume line
+  if (opt.rerun_before) {
+    const std::string& t = *opt.rerun_before;
+    rerun_before_note =
+        " and their newest record is before " + t + " (" + std::to_string(rerun_recorded_since) +
+        " matching ones skipped: already recorded at or after " + t +
+        (rerun_unreadable_at > 0 ? "; " + std::to_string(rerun_unreadable_at) + " more with an unreadable record time"
+                                 : std::string()) +
+        ")";
+  }
   if (opt.resume && lead)
     log::Info("resume: " + std::to_string(skipped_done) + " cases already done, " + std::to_string(skipped_failed) +
               " failed ones kept" + (opt.retry_failed ? "" : " (use --retry-failed to re-run them)") + ", " +
               (opt.rerun_where ? std::to_string(rerun_ids.size()) + " done ones re-run because --rerun-where '" +
-                                     opt.rerun_where->text() + "' holds for them, "
+                                     opt.rerun_where->text() + "' holds for them" + rerun_before_note + ", "
                                : std::string()) +
               std::to_string(to_run.size()) + " to run");
 
@@ -371,9 +423,11 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
   if (opt.rerun_where) {
     rerun.emplace();
     rerun->where = opt.rerun_where->text();
+    rerun->before = opt.rerun_before.value_or("");
     for (std::size_t i = records_before; i < all.records.size(); ++i)
       if (rerun_ids.count(all.records[i].id)) rerun->case_ids.insert(all.records[i].id);
     extra["rerun_where"] = rerun->where;
+    if (opt.rerun_before) extra["rerun_before"] = *opt.rerun_before;
     extra["rerun_cases"] = rerun->case_ids.size();
   }
   WriteSummaryFiles(run_dir, header, plan, summary, extra);
@@ -389,7 +443,12 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
   std::printf("summary: %s/collection_summary_%s.json\n", run_dir.c_str(), rt.backend.c_str());
   log::CloseFile();
   if (interrupted) {
-    std::fprintf(stderr, "interrupted: finished cases are saved; continue with --resume --run-dir %s\n", run_dir.c_str());
+    std::string rerun_hint;  // the same rerun, without the cases re-run since it started
+    if (opt.rerun_where)
+      rerun_hint = " --rerun-where '" + opt.rerun_where->text() + "' --rerun-before " +
+                   opt.rerun_before.value_or(invocation_started_at);
+    std::fprintf(stderr, "interrupted: finished cases are saved; continue with --resume --run-dir %s%s\n",
+                 run_dir.c_str(), rerun_hint.c_str());
     return kExitCaseFailures;
   }
   return summary.ok() ? kExitOk : kExitCaseFailures;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,11 @@ struct CollectOptions {
   // With resume: also re-run the finished (non-failed) cases whose parameters
   // satisfy this expression; the new records supersede the old ones.
   std::optional<Expr> rerun_where;
+  // With rerun_where: re-run a matching case only if its newest journal record
+  // is older than this UTC time (YYYY-MM-DDTHH:MM:SSZ, the journal's `at`), so
+  // that repeating an interrupted rerun with the same time skips the cases it
+  // already re-ran.
+  std::optional<std::string> rerun_before;
   std::vector<int> devices;  // empty: the backend's default
   double timeout_s = 0;
   bool measure_power = false;
@@ -46,5 +52,9 @@ inline constexpr int kExitCannotStart = 3;
 // returns the exit code. Usage and configuration errors are thrown (the CLI maps
 // them to 2), as are StartupErrors (3).
 int Collect(const Registry& registry, const CollectOptions& options);
+
+// --rerun-before's TIME in seconds since the epoch; a UsageError naming the
+// expected format for anything but YYYY-MM-DDTHH:MM:SSZ.
+std::int64_t ParseRerunBefore(const std::string& time);
 
 }  // namespace servecast::collect

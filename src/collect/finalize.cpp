@@ -322,9 +322,14 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
       t["note"] = "the run was narrowed by --limit/--smoke/--model/--case-filter; the table does not cover the full plan";
     if (outcome.rerun_cases > 0) {
       t["rerun_where"] = rerun->where;
+      if (!rerun->before.empty())
+        t["rerun_before"] = rerun->before;
+      else
+        t.remove("rerun_before");
       t["rerun_cases"] = static_cast<long long>(outcome.rerun_cases);
     } else {
       t.remove("rerun_where");
+      t.remove("rerun_before");
       t.remove("rerun_cases");
     }
     YAML::Emitter em;

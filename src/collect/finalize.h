@@ -52,6 +52,7 @@ struct FinalizeResult {
 struct RerunProvenance {
   std::string where;               // the expression as given
   std::set<std::string> case_ids;  // finished cases it re-ran that got a new record
+  std::string before;              // its --rerun-before TIME; empty without one
 };
 
 // Merges the rows of the runs' journals into the tables under
@@ -62,10 +63,10 @@ struct RerunProvenance {
 // from this run's (e.g. power measured in one and not the other).
 // `format` is "csv" or "parquet"; a table already stored in the other format in
 // the target folder is refused (one format per table).
-// With `rerun`, each table that holds re-run cases records `rerun_where` and
-// `rerun_cases` in its collection_meta.yaml entry; without it (or for a table
-// with none) those two fields are removed, since the entry describes the latest
-// write of the table.
+// With `rerun`, each table that holds re-run cases records `rerun_where`,
+// `rerun_before` (when given) and `rerun_cases` in its collection_meta.yaml
+// entry; without it (or for a table with none) those fields are removed, since
+// the entry describes the latest write of the table.
 FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::string& out_root,
                         const std::string& format = "csv", const RerunProvenance* rerun = nullptr);
 

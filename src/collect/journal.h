@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "collect/case.h"
@@ -99,5 +101,9 @@ JournalRecord MakeRecord(const Case& c, Disposition status, FailureClass cls, st
 Json ParamsToJson(const Params& p);
 Params ParamsFromJson(const Json& j, const std::string& where);
 std::string UtcNow();  // ISO 8601, seconds
+// Seconds since the epoch of a time in UtcNow's format, YYYY-MM-DDTHH:MM:SSZ
+// exactly (a real calendar date, hours 00-23, minutes and seconds 00-59);
+// nothing for anything else.
+std::optional<std::int64_t> ParseUtcSeconds(std::string_view text);
 
 }  // namespace servecast::collect

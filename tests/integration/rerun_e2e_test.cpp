@@ -1,7 +1,8 @@
 // `collect --resume --rerun-where EXPR` on the real binary: exactly the matching
 // finished cases get a second journal record, the tables take the new rows, the
-// provenance names the rerun, a re-run that now fails is a failure, and the flag's
-// usage errors exit 2.
+// provenance names the rerun, a re-run that now fails is a failure,
+// `--rerun-before TIME` skips the cases recorded at or after TIME (continuing an
+// interrupted rerun), and the flags' usage errors exit 2.
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
@@ -36,6 +37,18 @@ std::vector<nlohmann::json> JournalRecords(const std::string& path) {
     pos = nl + 1;
   }
   return out;
+}
+
+// Rewrites every case record of the journal with `edit` (the header is kept).
+template <typename Edit>
+void EditRecords(const std::string& path, Edit edit) {
+  std::string text = ReadText(path);
+  std::string out = text.substr(0, text.find('\n') + 1);
+  for (auto r : JournalRecords(path)) {
+    edit(r);
+    out += r.dump() + "\n";
+  }
+  WriteText(path, out);
 }
 
 std::map<std::string, int> RecordsPerCase(const std::vector<nlohmann::json>& records) {
@@ -74,16 +87,9 @@ TEST(RerunE2E, ReRunsExactlyTheMatchingFinishedCasesAndTheTablesTakeTheirNewRows
   // Mark every first-run row (latency 1000 ms) so that the tables show which
   // record each row came from.
   std::string journal = dir + "/run/journal.jsonl";
-  {
-    std::string text = ReadText(journal);
-    std::size_t header_end = text.find('\n') + 1;
-    std::string out = text.substr(0, header_end);
-    for (auto r : JournalRecords(journal)) {
-      for (auto& row : r["rows"]) row["latency"] = 1000.0;
-      out += r.dump() + "\n";
-    }
-    WriteText(journal, out);
-  }
+  EditRecords(journal, [](nlohmann::json& r) {
+    for (auto& row : r["rows"]) row["latency"] = 1000.0;
+  });
   ASSERT_EQ(JournalRecords(journal).size(), 6u);
 
   auto args = common;
@@ -216,6 +222,98 @@ TEST(RerunE2E, APassedCaseThatNowFailsIsAFailureAndFailedOnesStillNeedRetryFaile
   fs::remove_all(dir);
 }
 
+// The first run's records are stamped at kOld, a second before kBefore; every
+// record a later invocation writes is stamped now, long after kBefore.
+const std::string kOld = "2000-01-01T00:00:00Z";
+const std::string kBefore = "2000-01-01T00:00:01Z";
+
+TEST(RerunE2E, RerunBeforeReRunsTheCasesRecordedBeforeItAndRepeatingItReRunsNothing) {
+  std::string dir = MakeTempDir("sc_rerun_before_");
+  std::string cases = SmallCases(dir);
+  std::vector<std::string> common = {"--ops", "gemm",        "rmsnorm",   "--timing-budget-s", "0.02",
+                                     "--out", dir + "/data", "--run-dir", dir + "/run"};
+  auto first = RunProcess(CollectArgs(kBin, common, cases));
+  ASSERT_EQ(first.exit_code, 0) << Describe(first);
+  std::string journal = dir + "/run/journal.jsonl";
+  EditRecords(journal, [](nlohmann::json& r) { r["at"] = kOld; });
+
+  // The first call of a rerun, TIME after the records: both matching cases re-run.
+  auto args = common;
+  args.insert(args.end(), {"--resume", "--rerun-where", kExpr, "--rerun-before", kBefore});
+  auto rerun = RunProcess(CollectArgs(kBin, args, cases));
+  ASSERT_EQ(rerun.exit_code, 0) << Describe(rerun);
+  EXPECT_NE(rerun.err.find("resume: 4 cases already done, 0 failed ones kept (use --retry-failed to re-run them), 2 "
+                           "done ones re-run because --rerun-where '" +
+                           kExpr + "' holds for them and their newest record is before " + kBefore +
+                           " (0 matching ones skipped: already recorded at or after " + kBefore + "), 2 to run"),
+            std::string::npos)
+      << rerun.err;
+  auto per_case = RecordsPerCase(JournalRecords(journal));
+  for (const auto& [id, n] : per_case) EXPECT_EQ(n, id == kGemm4 || id == kGemm16 ? 2 : 1) << id;
+  std::string gemm_dir = fs::path(TableNamed(dir + "/data", "gemm_perf.csv")).parent_path();
+  YAML::Node tm = YAML::LoadFile(gemm_dir + "/collection_meta.yaml")["tables"]["gemm_perf"];
+  EXPECT_EQ(tm["rerun_where"].as<std::string>(), kExpr);
+  EXPECT_EQ(tm["rerun_before"].as<std::string>(), kBefore);
+  EXPECT_EQ(tm["rerun_cases"].as<int>(), 2);
+  auto summary = ReadJson(dir + "/run/collection_summary_cpu.json");
+  EXPECT_EQ(summary["summary"]["rerun_before"], kBefore);
+  EXPECT_EQ(summary["summary"]["rerun_cases"], 2);
+
+  // The same call again (as after an interruption): the re-run cases' newest
+  // records are newer than TIME, so nothing runs, and the log says why.
+  auto again = RunProcess(CollectArgs(kBin, args, cases));
+  ASSERT_EQ(again.exit_code, 0) << Describe(again);
+  EXPECT_NE(again.err.find("resume: 6 cases already done, 0 failed ones kept (use --retry-failed to re-run them), 0 "
+                           "done ones re-run because --rerun-where '" +
+                           kExpr + "' holds for them and their newest record is before " + kBefore +
+                           " (2 matching ones skipped: already recorded at or after " + kBefore + "), 0 to run"),
+            std::string::npos)
+      << again.err;
+  EXPECT_EQ(JournalRecords(journal).size(), 8u);
+  summary = ReadJson(dir + "/run/collection_summary_cpu.json");
+  EXPECT_EQ(summary["summary"]["rerun_before"], kBefore);
+  EXPECT_EQ(summary["summary"]["rerun_cases"], 0);
+  fs::remove_all(dir);
+}
+
+TEST(RerunE2E, RerunBeforeSkipsRecordsAtTimeOrWithAnUnreadableTimeAndWarnsOnce) {
+  // An interrupted rerun left m=4 re-measured exactly at TIME; m=16's record has a
+  // time that does not parse; m=1 is older. Only m=1 runs.
+  std::string dir = MakeTempDir("sc_rerun_before_edge_");
+  std::string cases = SmallCases(dir);
+  std::vector<std::string> common = {"--ops", "gemm",        "rmsnorm",   "--timing-budget-s", "0.02",
+                                     "--out", dir + "/data", "--run-dir", dir + "/run"};
+  auto first = RunProcess(CollectArgs(kBin, common, cases));
+  ASSERT_EQ(first.exit_code, 0) << Describe(first);
+  std::string journal = dir + "/run/journal.jsonl";
+  EditRecords(journal, [](nlohmann::json& r) {
+    r["at"] = r["id"] == kGemm4 ? kBefore : r["id"] == kGemm16 ? "2000-01-01 00:00:00" : kOld;
+  });
+
+  const std::string all_gemms = "gemm_dtype == \"float32\"";
+  auto args = common;
+  args.insert(args.end(), {"--resume", "--rerun-where", all_gemms, "--rerun-before", kBefore});
+  auto r = RunProcess(CollectArgs(kBin, args, cases));
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_NE(r.err.find("5 cases already done, 0 failed ones kept (use --retry-failed to re-run them), 1 done ones "
+                       "re-run because --rerun-where '" +
+                       all_gemms + "' holds for them and their newest record is before " + kBefore +
+                       " (1 matching ones skipped: already recorded at or after " + kBefore +
+                       "; 1 more with an unreadable record time), 1 to run"),
+            std::string::npos)
+      << r.err;
+  const std::string warning = "1 case(s) that --rerun-where matches are not re-run";
+  std::size_t at = r.err.find(warning);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(warning, at + 1), std::string::npos) << r.err;  // once
+  EXPECT_NE(r.err.find("(e.g. " + kGemm16 + " has at '2000-01-01 00:00:00')"), std::string::npos) << r.err;
+  auto per_case = RecordsPerCase(JournalRecords(journal));
+  EXPECT_EQ(per_case["gemm:gemm_dtype=float32,m=1,n=64,k=64"], 2);
+  EXPECT_EQ(per_case[kGemm4], 1);
+  EXPECT_EQ(per_case[kGemm16], 1);
+  fs::remove_all(dir);
+}
+
 TEST(RerunE2E, UsageErrorsExitTwoAndLeaveTheJournalAlone) {
   std::string dir = MakeTempDir("sc_rerun_usage_");
   std::string cases = SmallCases(dir);
@@ -252,6 +350,17 @@ TEST(RerunE2E, UsageErrorsExitTwoAndLeaveTheJournalAlone) {
 
   auto twice = with({"--resume", "--rerun-where", "m > 1", "--rerun-where", "m > 2"});
   EXPECT_EQ(twice.exit_code, 2) << Describe(twice);
+
+  auto before_alone = with({"--resume", "--rerun-before", "2026-11-30T09:38:40Z"});
+  EXPECT_EQ(before_alone.exit_code, 2) << Describe(before_alone);
+  EXPECT_NE(before_alone.err.find("--rerun-before needs --rerun-where"), std::string::npos) << before_alone.err;
+
+  for (std::string bad : {"2026-11-30 09:38:40", "2026-11-30T09:38:40+00:00", "2026-02-30T00:00:00Z", "yesterday"}) {
+    auto r = with({"--resume", "--rerun-where", "m > 1", "--rerun-before", bad});
+    EXPECT_EQ(r.exit_code, 2) << Describe(r);
+    EXPECT_NE(r.err.find("--rerun-before '" + bad + "': expected a UTC time YYYY-MM-DDTHH:MM:SSZ"), std::string::npos)
+        << r.err;
+  }
 
   EXPECT_EQ(ReadText(dir + "/run/journal.jsonl"), journal);
   fs::remove_all(dir);

@@ -232,7 +232,7 @@ TEST_F(FinalizeTest, ARerunRecordsItsExpressionAndCountUntilTheNextWrite) {
     w.Add(Pass(10, 30.0));
     w.Commit();
   }
-  RerunProvenance rerun{"m >= 2", {CaseWithM(2).id, CaseWithM(10).id}};
+  RerunProvenance rerun{"m >= 2", {CaseWithM(2).id, CaseWithM(10).id}, "2026-11-30T09:38:40Z"};
   FinalizeResult res = Finalize({run}, out_.path(), "csv", &rerun);
   const TableOutcome& o = res.tables.at("gemm_perf");
   EXPECT_EQ(o.rerun_cases, 2u);
@@ -244,6 +244,7 @@ TEST_F(FinalizeTest, ARerunRecordsItsExpressionAndCountUntilTheNextWrite) {
   EXPECT_DOUBLE_EQ(LatencyOf(t, 10), 30.0);
   YAML::Node tm = Meta()["tables"]["gemm_perf"];
   EXPECT_EQ(tm["rerun_where"].as<std::string>(), "m >= 2");
+  EXPECT_EQ(tm["rerun_before"].as<std::string>(), "2026-11-30T09:38:40Z");
   EXPECT_EQ(tm["rerun_cases"].as<int>(), 2);
   EXPECT_EQ(tm["status"].as<std::string>(), "complete");
   EXPECT_EQ(tm["selection"].as<std::string>(), "full");
@@ -251,17 +252,26 @@ TEST_F(FinalizeTest, ARerunRecordsItsExpressionAndCountUntilTheNextWrite) {
   EXPECT_EQ(tm["cases"]["passed"].as<int>(), 3);  // cases, not records
   EXPECT_FALSE(tm["note"].IsDefined());
 
-  // The entry describes the latest write: a finalize without a rerun drops the fields.
+  // The entry describes the latest write: a rerun without --rerun-before drops
+  // that field, a finalize without a rerun all of them.
+  RerunProvenance unbounded{"m >= 2", {CaseWithM(2).id}, ""};
+  Finalize({run}, out_.path(), "csv", &unbounded);
+  tm = Meta()["tables"]["gemm_perf"];
+  EXPECT_EQ(tm["rerun_where"].as<std::string>(), "m >= 2");
+  EXPECT_FALSE(tm["rerun_before"].IsDefined());
+  EXPECT_EQ(tm["rerun_cases"].as<int>(), 1);
+  Finalize({run}, out_.path(), "csv", &rerun);
   Finalize({run}, out_.path());
   tm = Meta()["tables"]["gemm_perf"];
   EXPECT_FALSE(tm["rerun_where"].IsDefined());
+  EXPECT_FALSE(tm["rerun_before"].IsDefined());
   EXPECT_FALSE(tm["rerun_cases"].IsDefined());
   EXPECT_EQ(tm["status"].as<std::string>(), "complete");
 }
 
 TEST_F(FinalizeTest, ARerunThatReachedNoCaseOfTheTableRecordsNothing) {
   std::string run = RunDir("run1", {Pass(1, 1.0), Pass(2, 2.0), Pass(10, 3.0)});
-  RerunProvenance rerun{"m > 100", {}};
+  RerunProvenance rerun{"m > 100", {}, ""};
   FinalizeResult res = Finalize({run}, out_.path(), "csv", &rerun);
   EXPECT_EQ(res.tables.at("gemm_perf").rerun_cases, 0u);
   EXPECT_FALSE(Meta()["tables"]["gemm_perf"]["rerun_where"].IsDefined());

@@ -357,6 +357,25 @@ TEST(JournalTest, UtcNowIsIso8601Seconds) {
   EXPECT_EQ(t[4], '-');
   EXPECT_EQ(t[10], 'T');
   EXPECT_EQ(t[19], 'Z');
+  EXPECT_TRUE(ParseUtcSeconds(t).has_value()) << t;
+}
+
+TEST(JournalTest, ParseUtcSecondsReadsUtcNowsFormatOnly) {
+  EXPECT_EQ(ParseUtcSeconds("1970-01-01T00:00:00Z"), 0);
+  EXPECT_EQ(ParseUtcSeconds("1970-01-02T00:00:01Z"), 86401);
+  EXPECT_EQ(ParseUtcSeconds("2000-03-01T00:00:00Z"), 951868800);  // after a 400-year leap day
+  EXPECT_EQ(ParseUtcSeconds("2026-11-30T09:38:40Z"), 1796031520);
+  EXPECT_EQ(ParseUtcSeconds("1969-12-31T23:59:59Z"), -1);
+  EXPECT_EQ(*ParseUtcSeconds("2024-02-29T12:00:00Z") + 86400, ParseUtcSeconds("2024-03-01T12:00:00Z"));
+  EXPECT_EQ(*ParseUtcSeconds("2026-11-30T09:38:40Z") + 1, ParseUtcSeconds("2026-11-30T09:38:41Z"));
+  // Anything else is no time: other layouts, offsets, fractions, impossible dates.
+  for (const char* bad :
+       {"", "2026-11-30", "2026-11-30T09:38:40", "2026-11-30 09:38:40Z", "2026-11-30T09:38:40z",
+        "2026-11-30T09:38:40+00:00", "2026-11-30T09:38:40.5Z", "2026-11-30T9:38:40Z", "+026-11-30T09:38:40Z",
+        "2026-13-01T00:00:00Z", "2026-00-01T00:00:00Z", "2026-11-31T00:00:00Z", "2026-02-29T00:00:00Z",
+        "1900-02-29T00:00:00Z", "2026-11-30T24:00:00Z", "2026-11-30T09:60:00Z", "2026-11-30T09:38:60Z",
+        " 2026-11-30T09:38:40Z"})
+    EXPECT_FALSE(ParseUtcSeconds(bad).has_value()) << bad;
 }
 
 }  // namespace
