@@ -27,6 +27,11 @@ std::string SmallCases(const std::string& dir) {
   return cases;
 }
 
+// The flags of a first run over SmallCases (and of its resumes, with more flags added).
+std::vector<std::string> SmallRunArgs(const std::string& dir) {
+  return {"--ops", "gemm", "rmsnorm", "--timing-budget-s", "0.02", "--out", dir + "/data", "--run-dir", dir + "/run"};
+}
+
 std::vector<nlohmann::json> JournalRecords(const std::string& path) {
   std::vector<nlohmann::json> out;
   std::string text = ReadText(path);
@@ -72,21 +77,36 @@ double LatencyWhere(const Table& t, const std::string& column, std::int64_t valu
   return -1;
 }
 
+// A temporary folder with SmallCases and one finished run over them (flags `common`).
+struct SmallRun {
+  std::string dir, cases, journal;
+  std::vector<std::string> common;
+  bool ok = false;
+};
+SmallRun StartSmallRun(const std::string& prefix) {
+  SmallRun r;
+  r.dir = MakeTempDir(prefix);
+  r.cases = SmallCases(r.dir);
+  r.common = SmallRunArgs(r.dir);
+  r.journal = r.dir + "/run/journal.jsonl";
+  auto first = RunProcess(CollectArgs(kBin, r.common, r.cases));
+  r.ok = first.exit_code == 0;
+  if (!r.ok) ADD_FAILURE() << Describe(first);
+  return r;
+}
+
 const std::string kGemm4 = "gemm:gemm_dtype=float32,m=4,n=64,k=64";
 const std::string kGemm16 = "gemm:gemm_dtype=float32,m=16,n=64,k=64";
 const std::string kExpr = "gemm_dtype == \"float32\" && m >= 4";
 
 TEST(RerunE2E, ReRunsExactlyTheMatchingFinishedCasesAndTheTablesTakeTheirNewRows) {
-  std::string dir = MakeTempDir("sc_rerun_");
-  std::string cases = SmallCases(dir);
-  std::vector<std::string> common = {"--ops", "gemm",        "rmsnorm",   "--timing-budget-s", "0.02",
-                                     "--out", dir + "/data", "--run-dir", dir + "/run"};
-  auto first = RunProcess(CollectArgs(kBin, common, cases));
-  ASSERT_EQ(first.exit_code, 0) << Describe(first);
+  const SmallRun run = StartSmallRun("sc_rerun_");
+  ASSERT_TRUE(run.ok);
+  const std::string &dir = run.dir, &cases = run.cases, &journal = run.journal;
+  const std::vector<std::string>& common = run.common;
 
   // Mark every first-run row (latency 1000 ms) so that the tables show which
   // record each row came from.
-  std::string journal = dir + "/run/journal.jsonl";
   EditRecords(journal, [](nlohmann::json& r) {
     for (auto& row : r["rows"]) row["latency"] = 1000.0;
   });
@@ -228,13 +248,10 @@ const std::string kOld = "2000-01-01T00:00:00Z";
 const std::string kBefore = "2000-01-01T00:00:01Z";
 
 TEST(RerunE2E, RerunBeforeReRunsTheCasesRecordedBeforeItAndRepeatingItReRunsNothing) {
-  std::string dir = MakeTempDir("sc_rerun_before_");
-  std::string cases = SmallCases(dir);
-  std::vector<std::string> common = {"--ops", "gemm",        "rmsnorm",   "--timing-budget-s", "0.02",
-                                     "--out", dir + "/data", "--run-dir", dir + "/run"};
-  auto first = RunProcess(CollectArgs(kBin, common, cases));
-  ASSERT_EQ(first.exit_code, 0) << Describe(first);
-  std::string journal = dir + "/run/journal.jsonl";
+  const SmallRun run = StartSmallRun("sc_rerun_before_");
+  ASSERT_TRUE(run.ok);
+  const std::string &dir = run.dir, &cases = run.cases, &journal = run.journal;
+  const std::vector<std::string>& common = run.common;
   EditRecords(journal, [](nlohmann::json& r) { r["at"] = kOld; });
 
   // The first call of a rerun, TIME after the records: both matching cases re-run.
@@ -279,13 +296,10 @@ TEST(RerunE2E, RerunBeforeReRunsTheCasesRecordedBeforeItAndRepeatingItReRunsNoth
 TEST(RerunE2E, RerunBeforeSkipsRecordsAtTimeOrWithAnUnreadableTimeAndWarnsOnce) {
   // An interrupted rerun left m=4 re-measured exactly at TIME; m=16's record has a
   // time that does not parse; m=1 is older. Only m=1 runs.
-  std::string dir = MakeTempDir("sc_rerun_before_edge_");
-  std::string cases = SmallCases(dir);
-  std::vector<std::string> common = {"--ops", "gemm",        "rmsnorm",   "--timing-budget-s", "0.02",
-                                     "--out", dir + "/data", "--run-dir", dir + "/run"};
-  auto first = RunProcess(CollectArgs(kBin, common, cases));
-  ASSERT_EQ(first.exit_code, 0) << Describe(first);
-  std::string journal = dir + "/run/journal.jsonl";
+  const SmallRun run = StartSmallRun("sc_rerun_before_edge_");
+  ASSERT_TRUE(run.ok);
+  const std::string &dir = run.dir, &cases = run.cases, &journal = run.journal;
+  const std::vector<std::string>& common = run.common;
   EditRecords(journal, [](nlohmann::json& r) {
     r["at"] = r["id"] == kGemm4 ? kBefore : r["id"] == kGemm16 ? "2000-01-01 00:00:00" : kOld;
   });
@@ -315,13 +329,11 @@ TEST(RerunE2E, RerunBeforeSkipsRecordsAtTimeOrWithAnUnreadableTimeAndWarnsOnce) 
 }
 
 TEST(RerunE2E, UsageErrorsExitTwoAndLeaveTheJournalAlone) {
-  std::string dir = MakeTempDir("sc_rerun_usage_");
-  std::string cases = SmallCases(dir);
-  std::vector<std::string> common = {"--ops", "gemm",        "rmsnorm",   "--timing-budget-s", "0.02",
-                                     "--out", dir + "/data", "--run-dir", dir + "/run"};
-  auto first = RunProcess(CollectArgs(kBin, common, cases));
-  ASSERT_EQ(first.exit_code, 0) << Describe(first);
-  std::string journal = ReadText(dir + "/run/journal.jsonl");
+  const SmallRun run = StartSmallRun("sc_rerun_usage_");
+  ASSERT_TRUE(run.ok);
+  const std::string &dir = run.dir, &cases = run.cases;
+  const std::vector<std::string>& common = run.common;
+  std::string journal = ReadText(run.journal);
   auto with = [&](std::vector<std::string> extra) {
     auto a = common;
     a.insert(a.end(), extra.begin(), extra.end());
