@@ -125,6 +125,35 @@ TEST(GemmOp, EmitsOneTimedRowPerDtype) {
   }
 }
 
+// Printed A/B of what the fp8 8192^3 row spends where: the row (quantization, then the
+// GEMM), the GEMM alone and the quantization alone, each timed like a table row, twice.
+// Asserted: every timing passes the check and the row costs more than either part.
+TEST(GemmRowParts, Fp8At8192CostsMoreThanEitherPart) {
+  SC_REQUIRE_GPU();
+  collect::RunContext ctx;
+  ctx.runtime = &Runtime();
+  const collect::Case c = GemmCase("fp8", 8192, 8192, 8192);
+  using Timed = GemmRunOptions::Timed;
+  for (int round = 0; round < 2; ++round) {
+    double ms[3] = {0, 0, 0};
+    for (Timed t : {Timed::kRow, Timed::kGemmOnly, Timed::kQuantOnly}) {
+      GemmRunOptions opt;
+      opt.timed = t;
+      const GemmRunReport rep = RunGemmCase(c, ctx, opt);
+      ASSERT_EQ(rep.result.disposition, Disposition::kPassed) << Describe(rep);
+      ASSERT_EQ(rep.result.rows.size(), 1u);
+      ms[static_cast<int>(t)] = rep.result.rows[0].Num("latency");
+      std::printf("[gemm parts] fp8 8192^3 round %d %s: %.4f ms (%s, clocks %.0f -> %.0f MHz)\n", round,
+                  t == Timed::kRow ? "row" : t == Timed::kGemmOnly ? "gemm only" : "quant only",
+                  ms[static_cast<int>(t)], rep.kernel_source.c_str(), rep.result.rows[0].Num("clock_mhz_before"),
+                  rep.result.rows[0].Num("clock_mhz_after"));
+    }
+    EXPECT_GT(ms[0], ms[1]);
+    EXPECT_GT(ms[0], ms[2]);
+    std::printf("[gemm parts] round %d: row - gemm - quant = %.1f us\n", round, (ms[0] - ms[1] - ms[2]) * 1e3);
+  }
+}
+
 TEST(GemmOp, RejectsUnknownDtypeWithoutTouchingTheGpu) {
   SC_REQUIRE_GPU();
   const GemmRunReport rep = RunGemmCase(GemmCase("fp7", 1, 32, 32), QuickContext(), GemmRunOptions{});

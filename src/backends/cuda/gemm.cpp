@@ -544,7 +544,14 @@ GemmRunReport RunChecked(const Shape& s, const collect::Case& c, const collect::
   TimeOptions topt;
   topt.copies = copies;
   topt.rotated_bytes = copies * WeightBytes(s);
-  const collect::TimingStats stats = TimeOnDevice(launch, ctx.timing, topt, ctx.measure_power);
+  LaunchFn timed = launch;
+  if (opt.timed == GemmRunOptions::Timed::kGemmOnly)
+    timed = [&, algo](cudaStream_t stream, int it) {
+      SC_CUBLAS_CHECK(Matmul(mm, algo, b.w[static_cast<std::size_t>(it % copies)].get(), b, stream));
+    };
+  if (opt.timed == GemmRunOptions::Timed::kQuantOnly)
+    timed = [&](cudaStream_t stream, int) { QuantizeActivations(s, b, stream); };
+  const collect::TimingStats stats = TimeOnDevice(timed, ctx.timing, topt, ctx.measure_power);
   rep.result = CaseResult::Passed(
       {collect::MakeRow(*table, *ctx.runtime, "gemm", rep.kernel_source, c.params, stats, ctx.measure_power)});
   return rep;

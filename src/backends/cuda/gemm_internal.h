@@ -92,6 +92,10 @@ struct GemmRunOptions {
   // (1 + perturb_reference); any non-zero value must make the case incorrect.
   double perturb_reference = 0;
   int algo_candidates = 4;  // heuristic results autotuned on the real shape (1 = heuristic top-1)
+  // What the timing covers after the check (diagnostics; rows are always kRow):
+  // kRow = the activation quantization then the GEMM; kGemmOnly = the GEMM on the
+  // activations the check's call quantized; kQuantOnly = the quantization alone.
+  enum class Timed { kRow, kGemmOnly, kQuantOnly } timed = Timed::kRow;
 };
 
 struct GemmRunReport {
