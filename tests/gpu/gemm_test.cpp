@@ -125,10 +125,11 @@ TEST(GemmOp, EmitsOneTimedRowPerDtype) {
   }
 }
 
-// Printed A/B of what the fp8 8192^3 row spends where: the row (quantization, then the
-// GEMM), the GEMM alone and the quantization alone, each timed like a table row, twice.
-// Asserted: every timing passes the check and the row costs more than either part.
-TEST(GemmRowParts, Fp8At8192CostsMoreThanEitherPart) {
+// Printed, not asserted (timings never are): what the fp8 8192^3 row spends where —
+// the row (quantization, then the GEMM), the GEMM alone and the quantization alone,
+// each timed like a table row, twice. Asserted: every run passes the output check and
+// yields one row.
+TEST(GemmRowParts, Fp8At8192PrintsRowGemmAndQuantization) {
   SC_REQUIRE_GPU();
   collect::RunContext ctx;
   ctx.runtime = &Runtime();
@@ -148,8 +149,6 @@ TEST(GemmRowParts, Fp8At8192CostsMoreThanEitherPart) {
                   ms[static_cast<int>(t)], rep.kernel_source.c_str(), rep.result.rows[0].Num("clock_mhz_before"),
                   rep.result.rows[0].Num("clock_mhz_after"));
     }
-    EXPECT_GT(ms[0], ms[1]);
-    EXPECT_GT(ms[0], ms[2]);
     std::printf("[gemm parts] round %d: row - gemm - quant = %.1f us\n", round, (ms[0] - ms[1] - ms[2]) * 1e3);
   }
 }
