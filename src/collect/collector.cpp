@@ -101,19 +101,24 @@ void CheckExistingSchemas(const Registry& registry, const Plan& plan, const std:
 // not match, but an expression that no case of the plan can match (a typo) is
 // refused, as is one that cannot be evaluated on a case (e.g. ordering a string
 // against a number).
+// The typo guard and the evaluation run over the whole supported plan (every shard,
+// before --limit), so that a shard without the op an expression names is no error;
+// the selection is this shard's cases.
 std::set<std::string> RerunSelection(const Expr& where, const Plan& plan) {
   std::vector<std::string> names = where.Identifiers();
+  std::set<std::string> here;
+  for (const auto& c : plan.cases) here.insert(c.id);
   std::set<std::string> selected;
   std::map<std::string, std::set<std::string>> params_by_op;
   bool any_has_all = false;
-  for (const auto& c : plan.cases) {
+  for (const auto& c : plan.supported) {
     bool all = true;
     for (const auto& n : names) all = all && c.params.Has(n);
     for (const auto& [k, _] : c.params.items()) params_by_op[c.op].insert(k);
     if (!all) continue;
     any_has_all = true;
     try {
-      if (where.Test(c.params)) selected.insert(c.id);
+      if (where.Test(c.params) && here.count(c.id)) selected.insert(c.id);
     } catch (const Error& e) {
       throw UsageError("--rerun-where: " + std::string(e.what()) + " (case " + c.id + ")");
     }
@@ -129,6 +134,13 @@ std::set<std::string> RerunSelection(const Expr& where, const Plan& plan) {
   throw UsageError("--rerun-where '" + where.text() + "': no case of this run has " +
                    (names.size() == 1 ? "the parameter " : "all of the parameters ") + join(names) +
                    "; the run's ops and their parameters: " + (ops.empty() ? "none (the plan is empty)" : ops));
+}
+
+// `text` as one single-quoted shell word.
+std::string ShellQuote(const std::string& text) {
+  std::string q = "'";
+  for (char ch : text) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
 }
 
 }  // namespace
@@ -151,12 +163,20 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
   if (opt.retry_failed && !opt.resume) throw UsageError("--retry-failed needs --resume");
   if (opt.rerun_where && !opt.resume)
     throw UsageError("--rerun-where needs --resume: it re-runs finished cases of an existing run (--run-dir)");
+  if (opt.rerun_where && opt.plan_only)
+    throw UsageError("--rerun-where does not combine with --plan-only: it selects finished cases of a run's journal");
   if (opt.rerun_before && !opt.rerun_where)
     throw UsageError(
         "--rerun-before needs --rerun-where: it narrows the cases that expression re-runs to those "
         "recorded before TIME");
   std::optional<std::int64_t> rerun_before_s;
-  if (opt.rerun_before) rerun_before_s = ParseRerunBefore(*opt.rerun_before);
+  if (opt.rerun_before) {
+    rerun_before_s = ParseRerunBefore(*opt.rerun_before);
+    if (*rerun_before_s > *ParseUtcSeconds(UtcNow()))
+      log::Warn("--rerun-before " + *opt.rerun_before +
+                " is in the future: every case --rerun-where matches counts as not yet re-run, also the ones this "
+                "invocation re-runs (a later call with the same time re-runs them again)");
+  }
   if (opt.format != "csv" && opt.format != "parquet")
     throw UsageError("--format " + opt.format + "; expected csv or parquet");
 
@@ -233,6 +253,7 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
 
   std::unordered_map<std::string, Disposition> done;  // latest status per case id
   std::unordered_map<std::string, std::string> done_at;  // `at` of the latest record per case id
+  std::int64_t newest_old_at = 0;  // the newest parsable `at` of the records before this invocation (epoch s)
   std::size_t records_before = 0;                     // journal records before this invocation
   std::optional<JournalWriter> journal;
   if (!lead) {
@@ -247,6 +268,7 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
     for (const auto& r : jc.records) {
       done[r.id] = r.status;
       done_at[r.id] = r.at;
+      if (std::optional<std::int64_t> at = ParseUtcSeconds(r.at)) newest_old_at = std::max(newest_old_at, *at);
     }
     records_before = jc.records.size();
     journal.emplace(JournalWriter::Append(journal_path, jc.valid_bytes));
@@ -444,9 +466,16 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
   log::CloseFile();
   if (interrupted) {
     std::string rerun_hint;  // the same rerun, without the cases re-run since it started
-    if (opt.rerun_where)
-      rerun_hint = " --rerun-where '" + opt.rerun_where->text() + "' --rerun-before " +
-                   opt.rerun_before.value_or(invocation_started_at);
+    if (opt.rerun_where) {
+      // Without a --rerun-before: the second after the newest record this rerun found
+      // (not its start time: an old record written in the start's second would count
+      // as re-run). A case this rerun recorded in that same second is then measured
+      // once more; none is skipped.
+      std::string before = invocation_started_at;
+      if (opt.rerun_before) before = *opt.rerun_before;
+      else if (newest_old_at > 0) before = FormatUtcSeconds(newest_old_at + 1);
+      rerun_hint = " --rerun-where " + ShellQuote(opt.rerun_where->text()) + " --rerun-before " + before;
+    }
     std::fprintf(stderr, "interrupted: finished cases are saved; continue with --resume --run-dir %s%s\n",
                  run_dir.c_str(), rerun_hint.c_str());
     return kExitCaseFailures;

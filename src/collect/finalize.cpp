@@ -256,6 +256,8 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
                 "passed (e.g. " +
                 example->id + ": " + std::string(ToString(example->status)) +
                 "); the run's summary counts those cases by that record");
+    outcome.stale_rows = stale;
+    if (example) outcome.stale_example = example->id + ": " + std::string(ToString(example->status));
     outcome.rerun_cases = rerun_by_table[table_name];
     // Sorted by identity so that the committed CSV diffs cleanly.
     std::vector<std::vector<Value>> rows;
@@ -331,6 +333,15 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
       t.remove("rerun_where");
       t.remove("rerun_before");
       t.remove("rerun_cases");
+    }
+    // Kept rows whose case's newest record is not passed stay visible in the meta
+    // (the log warning alone is lost with the terminal).
+    if (outcome.stale_rows > 0) {
+      t["stale_rows"] = static_cast<long long>(outcome.stale_rows);
+      t["stale_example"] = outcome.stale_example;
+    } else {
+      t.remove("stale_rows");
+      t.remove("stale_example");
     }
     YAML::Emitter em;
     em << meta;

@@ -39,6 +39,10 @@ struct TableOutcome {
   std::size_t planned = 0, missing = 0;
   std::size_t selected = 0, missing_selected = 0;  // of the cases this run set out to collect
   std::size_t rerun_cases = 0;  // finished cases of this table re-run by --rerun-where in this invocation
+  // Rows kept from the existing table although their case's newest journal record is
+  // not passed (a re-run that now fails or is skipped): not a current measurement.
+  std::size_t stale_rows = 0;
+  std::string stale_example;  // one such case id and its status
   std::string status;  // complete | partial
 };
 

@@ -14,7 +14,11 @@
 namespace servecast::collect {
 
 std::string UtcNow() {
-  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  return FormatUtcSeconds(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()));
+}
+
+std::string FormatUtcSeconds(std::int64_t seconds) {
+  const std::time_t t = static_cast<std::time_t>(seconds);
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];

@@ -101,6 +101,8 @@ JournalRecord MakeRecord(const Case& c, Disposition status, FailureClass cls, st
 Json ParamsToJson(const Params& p);
 Params ParamsFromJson(const Json& j, const std::string& where);
 std::string UtcNow();  // ISO 8601, seconds
+// Seconds since the epoch -> UtcNow's format.
+std::string FormatUtcSeconds(std::int64_t seconds);
 // Seconds since the epoch of a time in UtcNow's format, YYYY-MM-DDTHH:MM:SSZ
 // exactly (a real calendar date, hours 00-23, minutes and seconds 00-59);
 // nothing for anything else.

@@ -2,11 +2,20 @@
 // finished cases get a second journal record, the tables take the new rows, the
 // provenance names the rerun, a re-run that now fails is a failure,
 // `--rerun-before TIME` skips the cases recorded at or after TIME (continuing an
-// interrupted rerun), and the flags' usage errors exit 2.
+// interrupted rerun), the line an interrupted rerun prints continues it when run
+// as printed, every shard accepts an expression that only some shards' cases can
+// match, kept rows whose case now fails are named in the table's meta, and the
+// flags' usage errors exit 2.
+#include <signal.h>
+#include <sys/wait.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <map>
+#include <set>
+#include <thread>
 
 #include "e2e_common.h"
 
@@ -214,9 +223,27 @@ TEST(RerunE2E, APassedCaseThatNowFailsIsAFailureAndFailedOnesStillNeedRetryFaile
   EXPECT_EQ(ledger[0]["status"], "failed");
   EXPECT_EQ(ledger[0]["classification"], "framework_bug");
   std::string fault_dir = fs::path(TableNamed(dir + "/data", "fault_perf.csv")).parent_path();
-  YAML::Node tm = YAML::LoadFile(fault_dir + "/collection_meta.yaml")["tables"]["fault_perf"];
+  auto fault_meta = [&] { return YAML::LoadFile(fault_dir + "/collection_meta.yaml")["tables"]["fault_perf"]; };
+  YAML::Node tm = fault_meta();
   EXPECT_EQ(tm["cases"]["failed"].as<int>(), 1);
   EXPECT_EQ(tm["rerun_cases"].as<int>(), 1);
+  // The table keeps the case's earlier row; its meta says so (not only the log).
+  const std::string stale_example = "fault:mode=fail_on_env,i=0: failed";
+  EXPECT_EQ(tm["rows"].as<int>(), 4);
+  EXPECT_EQ(tm["stale_rows"].as<int>(), 1);
+  EXPECT_EQ(tm["stale_example"].as<std::string>(), stale_example);
+
+  // A plain resume runs nothing (the failed case needs --retry-failed) and the
+  // table still holds that row: the meta still names it.
+  auto plain = common;
+  plain.push_back("--resume");
+  auto p = RunProcess(CollectArgs(kTestBin, plain, cases));
+  EXPECT_EQ(p.exit_code, 1) << Describe(p);
+  EXPECT_EQ(JournalRecords(journal).size(), 5u);
+  tm = fault_meta();
+  EXPECT_FALSE(tm["rerun_where"].IsDefined());
+  EXPECT_EQ(tm["stale_rows"].as<int>(), 1);
+  EXPECT_EQ(tm["stale_example"].as<std::string>(), stale_example);
 
   // A --rerun-where that matches the failed case does not re-run it without
   // --retry-failed; the passed one it matches is re-run.
@@ -230,8 +257,10 @@ TEST(RerunE2E, APassedCaseThatNowFailsIsAFailureAndFailedOnesStillNeedRetryFaile
   EXPECT_EQ(per_case["fault:mode=ok,i=0"], 2);
   EXPECT_EQ(per_case["fault:mode=fail_on_env,i=0"], 2);
   EXPECT_EQ(per_case["fault:mode=ok,i=1"], 1);
+  EXPECT_EQ(fault_meta()["stale_rows"].as<int>(), 1);
 
-  // Fixed, --retry-failed passes it: the failure is ledgered as transient.
+  // Fixed, --retry-failed passes it: the failure is ledgered as transient, and the
+  // table's meta no longer names a stale row.
   auto retry = common;
   retry.insert(retry.end(), {"--resume", "--retry-failed"});
   auto f = RunProcess(CollectArgs(kTestBin, retry, cases));
@@ -239,6 +268,9 @@ TEST(RerunE2E, APassedCaseThatNowFailsIsAFailureAndFailedOnesStillNeedRetryFaile
   ledger = ReadJson(dir + "/run/errors_cpu.fault.json");
   ASSERT_EQ(ledger.size(), 1u) << ledger.dump(2);
   EXPECT_EQ(ledger[0]["classification"], "transient");
+  tm = fault_meta();
+  EXPECT_FALSE(tm["stale_rows"].IsDefined());
+  EXPECT_FALSE(tm["stale_example"].IsDefined());
   fs::remove_all(dir);
 }
 
@@ -363,6 +395,10 @@ TEST(RerunE2E, UsageErrorsExitTwoAndLeaveTheJournalAlone) {
   auto twice = with({"--resume", "--rerun-where", "m > 1", "--rerun-where", "m > 2"});
   EXPECT_EQ(twice.exit_code, 2) << Describe(twice);
 
+  auto plan_only = with({"--plan-only", "--resume", "--rerun-where", "m > 1"});
+  EXPECT_EQ(plan_only.exit_code, 2) << Describe(plan_only);
+  EXPECT_NE(plan_only.err.find("--rerun-where does not combine with --plan-only"), std::string::npos) << plan_only.err;
+
   auto before_alone = with({"--resume", "--rerun-before", "2026-11-30T09:38:40Z"});
   EXPECT_EQ(before_alone.exit_code, 2) << Describe(before_alone);
   EXPECT_NE(before_alone.err.find("--rerun-before needs --rerun-where"), std::string::npos) << before_alone.err;
@@ -375,6 +411,213 @@ TEST(RerunE2E, UsageErrorsExitTwoAndLeaveTheJournalAlone) {
   }
 
   EXPECT_EQ(ReadText(dir + "/run/journal.jsonl"), journal);
+  fs::remove_all(dir);
+}
+
+TEST(RerunE2E, ARerunBeforeInTheFutureWarnsAndRepeatingItReRunsAgain) {
+  const SmallRun run = StartSmallRun("sc_rerun_future_");
+  ASSERT_TRUE(run.ok);
+  const std::string future = "2999-01-01T00:00:00Z";
+  auto args = run.common;
+  args.insert(args.end(), {"--resume", "--rerun-where", kExpr, "--rerun-before", future});
+  for (std::size_t records : {8u, 10u}) {
+    auto r = RunProcess(CollectArgs(kBin, args, run.cases));
+    ASSERT_EQ(r.exit_code, 0) << Describe(r);
+    EXPECT_NE(r.err.find("--rerun-before " + future + " is in the future"), std::string::npos) << r.err;
+    // Every record is before that TIME, the ones this rerun writes too.
+    EXPECT_EQ(JournalRecords(run.journal).size(), records);
+  }
+  fs::remove_all(run.dir);
+}
+
+TEST(RerunE2E, EveryShardAcceptsAnExpressionThatOnlySomeShardsCasesCanMatch) {
+  // SmallCases in four shards: the six cases, sorted by id, go round-robin, so one
+  // shard holds no GEMM and another no RMSNorm. Each expression names parameters
+  // of one op only; the typo guard looks at the whole plan, so no shard refuses it.
+  const std::string dir = MakeTempDir("sc_rerun_shard_");
+  const std::string cases = SmallCases(dir);
+  const std::map<std::string, std::string> expressions = {{"gemm:", "gemm_dtype == 'float32' && m >= 4"},
+                                                          {"rmsnorm:", "num_tokens >= 16"}};
+  std::map<std::string, int> shards_without;  // op id prefix -> shards whose cases lack that op
+  std::map<std::string, std::size_t> reruns;  // op id prefix -> cases re-run over all shards
+  for (int i = 0; i < 4; ++i) {
+    const std::string shard = std::to_string(i) + "/4", sdir = dir + "/shard" + std::to_string(i);
+    const std::string journal = sdir + "/run/journal.jsonl";
+    auto plan =
+        RunProcess(CollectArgs(kBin, {"--ops", "gemm", "rmsnorm", "--shard", shard, "--plan-only", "--list"}, cases));
+    ASSERT_EQ(plan.exit_code, 0) << Describe(plan);
+    std::vector<std::string> common = {"--ops", "gemm",  "rmsnorm",      "--timing-budget-s", "0.02",       "--shard",
+                                       shard,   "--out", sdir + "/data", "--run-dir",         sdir + "/run"};
+    auto first = RunProcess(CollectArgs(kBin, common, cases));
+    ASSERT_EQ(first.exit_code, 0) << Describe(first);
+    for (const auto& [op, expr] : expressions) {
+      const bool has_op = plan.out.find("\n" + op) != std::string::npos;
+      if (!has_op) ++shards_without[op];
+      const std::size_t before = JournalRecords(journal).size();
+      auto args = common;
+      args.insert(args.end(), {"--resume", "--rerun-where", expr});
+      auto r = RunProcess(CollectArgs(kBin, args, cases));
+      EXPECT_EQ(r.exit_code, 0) << shard << " " << expr << "\n" << Describe(r);
+      const std::size_t added = JournalRecords(journal).size() - before;
+      if (!has_op) {
+        EXPECT_EQ(added, 0u) << shard << " " << expr;
+      }
+      reruns[op] += added;
+    }
+    if (plan.out.find("\ngemm:") == std::string::npos) {
+      // A typo is still refused on a shard without GEMMs, naming the run's ops.
+      auto args = common;
+      args.insert(args.end(), {"--resume", "--rerun-where", "gemm_dtype == 'float32' && mm > 1"});
+      auto typo = RunProcess(CollectArgs(kBin, args, cases));
+      EXPECT_EQ(typo.exit_code, 2) << Describe(typo);
+      EXPECT_NE(typo.err.find("no case of this run has all of the parameters gemm_dtype, mm"), std::string::npos)
+          << typo.err;
+      EXPECT_NE(typo.err.find("gemm (gemm_dtype, k, m, n); rmsnorm (dtype, hidden_size, num_tokens)"),
+                std::string::npos)
+          << typo.err;
+    }
+  }
+  EXPECT_EQ(shards_without["gemm:"], 1);
+  EXPECT_EQ(shards_without["rmsnorm:"], 1);
+  EXPECT_EQ(reruns["gemm:"], 2u);     // m=4 and m=16, on the shards that hold them
+  EXPECT_EQ(reruns["rmsnorm:"], 2u);  // num_tokens=16 and 128
+  fs::remove_all(dir);
+}
+
+// `text` as one single-quoted word of /bin/sh.
+std::string ShQuote(const std::string& text) {
+  std::string q = "'";
+  for (char ch : text) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
+// Complete lines of a file that another process is appending to.
+std::size_t CompleteLines(const std::string& path) {
+  const std::string text = ReadText(path);
+  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+// Polls `ready` until it holds (true) or `timeout_s` passes (false).
+template <typename Ready>
+bool WaitFor(Ready ready, double timeout_s = 120) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+// Interrupts a started collector as a time box would (SIGTERM: it stops, kills its
+// workers, finalizes) and returns its exit code; SIGKILL if it outlives `timeout_s`.
+int Interrupt(pid_t pid, double timeout_s = 120) {
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  if (!WaitFor([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, timeout_s)) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// What follows "continue with " on the line an interrupted collect prints.
+std::string ContinueWith(const std::string& err) {
+  const std::string lead = "interrupted: finished cases are saved; continue with ";
+  std::size_t at = err.find(lead);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no continue line in\n" << err;
+    return "";
+  }
+  at += lead.size();
+  return err.substr(at, err.find('\n', at) - at);
+}
+
+TEST(RerunE2E, AnInterruptedRerunPrintsTheCommandThatContinuesIt) {
+  // Six fault cases, run in this order on the one worker slot: ok 0-2, hang_on_env
+  // 3, ok 4-5. With SERVECAST_TEST_HANG_NOW set, case 3 hangs: the test interrupts
+  // the call while it runs, at a known point, with no timing involved.
+  const std::string dir = MakeTempDir("sc_rerun_interrupt_");
+  const std::string cases = dir + "/cases";
+  WriteText(cases + "/base_ops/fault.yaml",
+            "op: fault\nsweeps:\n"
+            "  - backends: [cpu]\n    axes:\n      mode: [ok]\n      i: [0, 1, 2]\n"
+            "  - backends: [cpu]\n    axes:\n      mode: [hang_on_env]\n      i: [3]\n"
+            "  - backends: [cpu]\n    axes:\n      mode: [ok]\n      i: [4, 5]\n");
+  // The flags every call repeats (the printed line adds --resume, --run-dir and the
+  // rerun); a per-case limit far beyond the test's waits, so case 3 never times out.
+  const std::vector<std::string> base = CollectArgs(
+      kTestBin, {"--ops", "fault", "--out", dir + "/data", "--system", "cpu_host", "--timeout-s", "600"}, cases);
+  const std::string run_dir = dir + "/run", journal = run_dir + "/journal.jsonl";
+  auto first_args = base;
+  first_args.insert(first_args.end(), {"--run-dir", run_dir});
+  auto first = RunProcess(first_args);
+  ASSERT_EQ(first.exit_code, 0) << Describe(first);
+  EditRecords(journal, [](nlohmann::json& r) { r["at"] = kOld; });  // the newest old record: kOld
+
+  const std::string expr = "(mode == 'ok' || mode == 'hang_on_env') && i >= 1";
+  const std::set<std::string> matching = {"fault:mode=ok,i=1", "fault:mode=ok,i=2", "fault:mode=hang_on_env,i=3",
+                                          "fault:mode=ok,i=4", "fault:mode=ok,i=5"};
+  const std::vector<std::string> hang_now = {"/usr/bin/env", "SERVECAST_TEST_HANG_NOW=1"};
+
+  // The rerun re-measures ok 1 and 2, then hangs on case 3: interrupt it there.
+  auto rerun = hang_now;
+  rerun.insert(rerun.end(), first_args.begin(), first_args.end());
+  rerun.insert(rerun.end(), {"--resume", "--rerun-where", expr});
+  pid_t pid = StartProcess(rerun, dir + "/out1.txt", dir + "/err1.txt");
+  const bool reached = WaitFor([&] { return CompleteLines(journal) == 1 + 6 + 2; });  // header, 6 old, 2 new
+  int code = Interrupt(pid);
+  ASSERT_TRUE(reached) << ReadText(dir + "/err1.txt");
+  ASSERT_EQ(code, 1) << ReadText(dir + "/err1.txt");
+
+  // The line names the expression as one shell word and TIME as the second after
+  // the newest record the call found (not the time it started).
+  const std::string cont = ContinueWith(ReadText(dir + "/err1.txt"));
+  EXPECT_EQ(cont, "--resume --run-dir " + run_dir +
+                      " --rerun-where '(mode == '\\''ok'\\'' || mode == '\\''hang_on_env'\\'') && i >= 1'"
+                      " --rerun-before " +
+                      kBefore);
+  auto per_case = RecordsPerCase(JournalRecords(journal));
+  for (const auto& [id, n] : per_case)
+    EXPECT_EQ(n, id == "fault:mode=ok,i=1" || id == "fault:mode=ok,i=2" ? 2 : 1) << id;
+
+  // Run as printed, through the shell (with the flags the line leaves to the user).
+  std::string command;
+  for (const auto& a : base) command += ShQuote(a) + " ";
+  command += cont;
+
+  // Interrupted again on case 3 (the first case it runs): the line repeats the
+  // given TIME, and nothing was recorded.
+  pid = StartProcess({"/bin/sh", "-c", "exec /usr/bin/env SERVECAST_TEST_HANG_NOW=1 " + command}, dir + "/out2.txt",
+                     dir + "/err2.txt");
+  const bool started =
+      WaitFor([&] { return ReadText(run_dir + "/collector.log").find("running 3 cases") != std::string::npos; });
+  code = Interrupt(pid);
+  ASSERT_TRUE(started) << ReadText(dir + "/err2.txt");
+  ASSERT_EQ(code, 1) << ReadText(dir + "/err2.txt");
+  const std::string err2 = ReadText(dir + "/err2.txt");
+  EXPECT_NE(err2.find("3 done ones re-run because --rerun-where '" + expr +
+                      "' holds for them and their newest record is before " + kBefore +
+                      " (2 matching ones skipped: already recorded at or after " + kBefore + "), 3 to run"),
+            std::string::npos)
+      << err2;
+  EXPECT_EQ(ContinueWith(err2), cont);
+  EXPECT_EQ(JournalRecords(journal).size(), 8u);
+
+  // Uninterrupted: it re-runs the three matching cases not yet re-run, and every
+  // matching case ends with exactly one record newer than the first run's.
+  auto done = RunProcess({"/bin/sh", "-c", command});
+  ASSERT_EQ(done.exit_code, 0) << Describe(done);
+  EXPECT_EQ(done.err.find("interrupted"), std::string::npos) << done.err;
+  auto records = JournalRecords(journal);
+  ASSERT_EQ(records.size(), 11u);
+  std::map<std::string, int> newer;
+  for (std::size_t i = 6; i < records.size(); ++i) {
+    EXPECT_EQ(records[i]["status"], "passed") << records[i].dump();
+    EXPECT_NE(records[i]["at"], kOld);
+    newer[records[i]["id"].get<std::string>()]++;
+  }
+  for (const auto& id : matching) EXPECT_EQ(newer[id], 1) << id;
+  EXPECT_EQ(newer.size(), matching.size());  // ok 0 does not match: never re-run
   fs::remove_all(dir);
 }
 

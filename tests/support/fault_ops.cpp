@@ -102,6 +102,10 @@ class FaultOp : public collect::Op {
     if (mode == "fail_on_env" && std::getenv("SERVECAST_TEST_FAIL_NOW"))
       return CaseResult::Failure(Disposition::kFailed, FailureClass::kFrameworkBug, "Broken",
                                  "fault op fails on purpose (SERVECAST_TEST_FAIL_NOW is set)");
+    // Passes, except in a run whose environment sets SERVECAST_TEST_HANG_NOW: then it
+    // hangs (a case an interrupt finds in flight).
+    if (mode == "hang_on_env" && std::getenv("SERVECAST_TEST_HANG_NOW"))
+      for (;;) ::pause();
     return TimedSum(c, ctx, table(), name(), true);
   }
 };

@@ -7,7 +7,8 @@ namespace servecast::testing {
 // Test-only ops on the cpu backend, never shipped in the servecast binary:
 //   fault   (table fault_perf, key mode, i): mode ok times a real vector sum;
 //           segv, abort, hang, throw, oom, incorrect misbehave as named;
-//           fail_on_env is ok unless SERVECAST_TEST_FAIL_NOW is set, then failed.
+//           fail_on_env is ok unless SERVECAST_TEST_FAIL_NOW is set, then failed;
+//           hang_on_env is ok unless SERVECAST_TEST_HANG_NOW is set, then it hangs.
 //   trivial (table trivial_perf, key i): a real but tiny measurement, for
 //           orchestration throughput benchmarks.
 //   allreduce_fault (table custom_allreduce_perf; params of custom_allreduce plus

@@ -292,10 +292,31 @@ TEST_F(FinalizeTest, ARowWhoseCaseNowFailsIsKeptWithAWarning) {
   std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_TRUE(HasText(err, "gemm_perf: 1 row(s) kept from the existing table")) << err;
   EXPECT_TRUE(HasText(err, CaseWithM(2).id + ": failed")) << err;
-  EXPECT_EQ(res.tables.at("gemm_perf").rows_after, 3u);
+  const TableOutcome& o = res.tables.at("gemm_perf");
+  EXPECT_EQ(o.rows_after, 3u);
+  EXPECT_EQ(o.stale_rows, 1u);
+  EXPECT_EQ(o.stale_example, CaseWithM(2).id + ": failed");
   YAML::Node tm = Meta()["tables"]["gemm_perf"];
   EXPECT_EQ(tm["cases"]["passed"].as<int>(), 2);
   EXPECT_EQ(tm["cases"]["failed"].as<int>(), 1);
+  // The meta names the kept row, not only the log.
+  EXPECT_EQ(tm["stale_rows"].as<int>(), 1);
+  EXPECT_EQ(tm["stale_example"].as<std::string>(), CaseWithM(2).id + ": failed");
+
+  // The fields describe the table as written: a later write that finds the case
+  // passed again drops them.
+  {
+    JournalWriter w = JournalWriter::Append(run + "/journal.jsonl", ReadJournal(run + "/journal.jsonl").valid_bytes);
+    w.Add(Pass(2, 4.0));
+    w.Commit();
+  }
+  res = Finalize({run}, out_.path());
+  EXPECT_EQ(res.tables.at("gemm_perf").stale_rows, 0u);
+  EXPECT_EQ(res.tables.at("gemm_perf").stale_example, "");
+  tm = Meta()["tables"]["gemm_perf"];
+  EXPECT_FALSE(tm["stale_rows"].IsDefined());
+  EXPECT_FALSE(tm["stale_example"].IsDefined());
+  EXPECT_EQ(tm["cases"]["passed"].as<int>(), 3);
 }
 
 TEST_F(FinalizeTest, SecondFinalizeKeepsTextColumnsThatLookNumeric) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -358,6 +359,28 @@ TEST(JournalTest, UtcNowIsIso8601Seconds) {
   EXPECT_EQ(t[10], 'T');
   EXPECT_EQ(t[19], 'Z');
   EXPECT_TRUE(ParseUtcSeconds(t).has_value()) << t;
+}
+
+TEST(JournalTest, FormatUtcSecondsWritesWhatParseUtcSecondsReads) {
+  EXPECT_EQ(FormatUtcSeconds(0), "1970-01-01T00:00:00Z");
+  EXPECT_EQ(FormatUtcSeconds(1796031520), "2026-11-30T09:38:40Z");
+  EXPECT_EQ(FormatUtcSeconds(946684800), "2000-01-01T00:00:00Z");
+  // Leap days, and the second after the last one of a year.
+  for (const char* t : {"2024-02-29T00:00:00Z", "2024-02-29T23:59:59Z", "2000-02-29T12:34:56Z", "1972-02-29T00:00:01Z",
+                        "2025-12-31T23:59:59Z", "1969-12-31T23:59:59Z"}) {
+    std::optional<std::int64_t> s = ParseUtcSeconds(t);
+    ASSERT_TRUE(s.has_value()) << t;
+    EXPECT_EQ(FormatUtcSeconds(*s), t);
+  }
+  EXPECT_EQ(FormatUtcSeconds(*ParseUtcSeconds("2024-02-28T23:59:59Z") + 1), "2024-02-29T00:00:00Z");
+  EXPECT_EQ(FormatUtcSeconds(*ParseUtcSeconds("2024-02-29T23:59:59Z") + 1), "2024-03-01T00:00:00Z");
+  EXPECT_EQ(FormatUtcSeconds(*ParseUtcSeconds("2023-02-28T23:59:59Z") + 1), "2023-03-01T00:00:00Z");
+  EXPECT_EQ(FormatUtcSeconds(*ParseUtcSeconds("2025-12-31T23:59:59Z") + 1), "2026-01-01T00:00:00Z");
+  // Every second of a leap day's neighbourhood and beyond, in steps that hit every field.
+  const std::int64_t from = *ParseUtcSeconds("2024-02-27T00:00:00Z");
+  for (std::int64_t s = from; s < from + 4 * 86400 + 7; s += 997) EXPECT_EQ(ParseUtcSeconds(FormatUtcSeconds(s)), s);
+  const std::string now = UtcNow();
+  EXPECT_EQ(FormatUtcSeconds(*ParseUtcSeconds(now)), now);
 }
 
 TEST(JournalTest, ParseUtcSecondsReadsUtcNowsFormatOnly) {
