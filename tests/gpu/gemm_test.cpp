@@ -1,6 +1,8 @@
 // The cuda `gemm` op on a real GPU: every dtype against its double-precision host
 // reference on small, odd and one large shape; the check catches a wrong result; a
 // registered op emits a gemm_perf row.
+#include <cublasLt.h>
+
 #include <cstdio>
 #include <string>
 #include <tuple>
@@ -151,6 +153,42 @@ TEST(GemmRowParts, Fp8At8192PrintsRowGemmAndQuantization) {
     }
     std::printf("[gemm parts] round %d: row - gemm - quant = %.1f us\n", round, (ms[0] - ms[1] - ms[2]) * 1e3);
   }
+}
+
+// Printed, not asserted: the fp8 8192^3 row (quantization + GEMM, timed like a table
+// row) with the op's autotuned configuration against the configurations that
+// bench_gemm_configs found faster for the GEMM alone (176x128 and 168x128 tiles,
+// cluster 1x2), interleaved over three rounds. Asserted: every run passes the output
+// check. Asks whether a better tile choice shows up in the row.
+TEST(GemmRowParts, Fp8At8192PrintsForcedTiles) {
+  SC_REQUIRE_GPU();
+  collect::RunContext ctx;
+  ctx.runtime = &Runtime();
+  const collect::Case c = GemmCase("fp8", 8192, 8192, 8192);
+  struct Config {
+    const char* name;
+    std::uint32_t tile;
+    std::uint16_t cluster;
+  };
+  const Config configs[] = {{"autotuned", 0, 0},
+                            {"176x128 1x2", CUBLASLT_MATMUL_TILE_176x128, CUBLASLT_CLUSTER_SHAPE_1x2x1},
+                            {"168x128 1x2", CUBLASLT_MATMUL_TILE_168x128, CUBLASLT_CLUSTER_SHAPE_1x2x1},
+                            {"256x128 1x2", CUBLASLT_MATMUL_TILE_256x128, CUBLASLT_CLUSTER_SHAPE_1x2x1}};
+  for (int round = 0; round < 3; ++round)
+    for (const Config& cfg : configs) {
+      GemmRunOptions opt;
+      opt.force_tile_id = cfg.tile;
+      opt.force_cluster_id = cfg.cluster;
+      const GemmRunReport rep = RunGemmCase(c, ctx, opt);
+      if (rep.result.disposition == Disposition::kNotSupported) {
+        std::printf("[gemm tiles] round %d %s: not supported (%s)\n", round, cfg.name, rep.result.message.c_str());
+        continue;
+      }
+      ASSERT_EQ(rep.result.disposition, Disposition::kPassed) << Describe(rep);
+      const double ms = rep.result.rows.at(0).Num("latency");
+      std::printf("[gemm tiles] round %d %-12s %.4f ms = %.0f TFLOP/s  %s\n", round, cfg.name, ms,
+                  2.0 * 8192.0 * 8192.0 * 8192.0 / (ms * 1e-3) / 1e12, rep.kernel_source.c_str());
+    }
 }
 
 TEST(GemmOp, RejectsUnknownDtypeWithoutTouchingTheGpu) {

@@ -513,7 +513,21 @@ GemmRunReport RunChecked(const Shape& s, const collect::Case& c, const collect::
       }
     }
   }
-  const cublasLtMatmulAlgo_t algo = algos[best];
+  cublasLtMatmulAlgo_t algo = algos[best];
+  if (opt.force_tile_id != 0) {
+    algo = heur[0].algo;
+    SC_CUBLAS_CHECK(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &opt.force_tile_id,
+                                                         sizeof(opt.force_tile_id)));
+    SC_CUBLAS_CHECK(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID,
+                                                         &opt.force_cluster_id, sizeof(opt.force_cluster_id)));
+    cublasLtMatmulHeuristicResult_t r{};
+    const cublasStatus_t cs = cublasLtMatmulAlgoCheck(dc.lt, mm.desc, mm.a, mm.b, mm.d, mm.d, &algo, &r);
+    if (cs != CUBLAS_STATUS_SUCCESS || r.workspaceSize > dc.workspace_bytes) {
+      rep.result = NotSupported("ForcedConfigRejected", "cublasLtMatmulAlgoCheck: " + StatusName(cs) + " for " +
+                                                            AlgoString(algo) + " on " + where);
+      return rep;
+    }
+  }
   rep.kernel_source = AlgoString(algo);
   if (s.dtype == Dtype::kFp8) rep.kernel_source += "+servecast_quant_fp8_tensor";
   if (s.dtype == Dtype::kFp8Block) rep.kernel_source += "+servecast_quant_fp8_group128";

@@ -96,6 +96,11 @@ struct GemmRunOptions {
   // kRow = the activation quantization then the GEMM; kGemmOnly = the GEMM on the
   // activations the check's call quantized; kQuantOnly = the quantization alone.
   enum class Timed { kRow, kGemmOnly, kQuantOnly } timed = Timed::kRow;
+  // Diagnostics: when tile_id is set, the heuristic's first algorithm with this tile
+  // and cluster shape (cuBLASLt ids) replaces the autotuned choice (a configuration
+  // cublasLtMatmulAlgoCheck refuses makes the case not_supported).
+  std::uint32_t force_tile_id = 0;
+  std::uint16_t force_cluster_id = 0;
 };
 
 struct GemmRunReport {
