@@ -330,10 +330,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
           throw UsageError("--rerun-where: " + std::string(e.what()));
         }
       }
-      if (collect_cmd->count("--rerun-before") > 0) {
-        collect::ParseRerunBefore(rerun_before);  // the format, before anything runs
-        co.rerun_before = rerun_before;
-      }
+      if (collect_cmd->count("--rerun-before") > 0) co.rerun_before = rerun_before;  // Collect checks its format first
       return collect::Collect(registry, co);
     }
     if (*check_cmd) {

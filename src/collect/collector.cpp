@@ -143,8 +143,8 @@ std::string ShellQuote(const std::string& text) {
   return q + "'";
 }
 
-}  // namespace
-
+// --rerun-before's TIME in seconds since the epoch; a UsageError naming the
+// expected format for anything but YYYY-MM-DDTHH:MM:SSZ.
 std::int64_t ParseRerunBefore(const std::string& time) {
   std::optional<std::int64_t> s = ParseUtcSeconds(time);
   if (!s)
@@ -152,6 +152,8 @@ std::int64_t ParseRerunBefore(const std::string& time) {
                      "': expected a UTC time YYYY-MM-DDTHH:MM:SSZ as the journal writes it, e.g. 2026-11-30T09:38:40Z");
   return *s;
 }
+
+}  // namespace
 
 int Collect(const Registry& registry, const CollectOptions& opt) {
   const Backend* backend = registry.FindBackend(opt.plan.backend);
@@ -247,9 +249,7 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
   header.shard_index = opt.plan.shard_index;
   header.shard_count = opt.plan.shard_count;
   header.servecast_commit = std::string(BuildCommit());
-  header.created_at = UtcNow();
-  // Every record this invocation writes is stamped at or after this time.
-  const std::string invocation_started_at = header.created_at;
+  header.created_at = UtcNow();  // every record this invocation writes is stamped at or after it
 
   std::unordered_map<std::string, Disposition> done;  // latest status per case id
   std::unordered_map<std::string, std::string> done_at;  // `at` of the latest record per case id
@@ -268,7 +268,8 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
     for (const auto& r : jc.records) {
       done[r.id] = r.status;
       done_at[r.id] = r.at;
-      if (std::optional<std::int64_t> at = ParseUtcSeconds(r.at)) newest_old_at = std::max(newest_old_at, *at);
+      if (opt.rerun_where)
+        if (std::optional<std::int64_t> at = ParseUtcSeconds(r.at)) newest_old_at = std::max(newest_old_at, *at);
     }
     records_before = jc.records.size();
     journal.emplace(JournalWriter::Append(journal_path, jc.valid_bytes));
@@ -471,7 +472,7 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
       // (not its start time: an old record written in the start's second would count
       // as re-run). A case this rerun recorded in that same second is then measured
       // once more; none is skipped.
-      std::string before = invocation_started_at;
+      std::string before = header.created_at;
       if (opt.rerun_before) before = *opt.rerun_before;
       else if (newest_old_at > 0) before = FormatUtcSeconds(newest_old_at + 1);
       rerun_hint = " --rerun-where " + ShellQuote(opt.rerun_where->text()) + " --rerun-before " + before;

@@ -1,6 +1,5 @@
 #pragma once
 
-#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,9 +51,5 @@ inline constexpr int kExitCannotStart = 3;
 // returns the exit code. Usage and configuration errors are thrown (the CLI maps
 // them to 2), as are StartupErrors (3).
 int Collect(const Registry& registry, const CollectOptions& options);
-
-// --rerun-before's TIME in seconds since the epoch; a UsageError naming the
-// expected format for anything but YYYY-MM-DDTHH:MM:SSZ.
-std::int64_t ParseRerunBefore(const std::string& time);
 
 }  // namespace servecast::collect

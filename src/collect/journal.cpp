@@ -27,31 +27,15 @@ std::string FormatUtcSeconds(std::int64_t seconds) {
 }
 
 std::optional<std::int64_t> ParseUtcSeconds(std::string_view text) {
-  // Fixed layout: digits everywhere but the separators at these positions.
-  constexpr std::string_view kLayout = "dddd-dd-ddTdd:dd:ddZ";
-  if (text.size() != kLayout.size()) return std::nullopt;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    bool digit = text[i] >= '0' && text[i] <= '9';
-    if (kLayout[i] == 'd' ? !digit : text[i] != kLayout[i]) return std::nullopt;
-  }
-  auto num = [&](std::size_t pos, std::size_t len) {
-    std::int64_t v = 0;
-    for (std::size_t i = pos; i < pos + len; ++i) v = v * 10 + (text[i] - '0');
-    return v;
-  };
-  std::int64_t y = num(0, 4), mo = num(5, 2), d = num(8, 2), h = num(11, 2), mi = num(14, 2), s = num(17, 2);
-  bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-  static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  if (mo < 1 || mo > 12 || d < 1 || d > kDays[mo - 1] + (mo == 2 && leap ? 1 : 0) || h > 23 || mi > 59 || s > 59)
-    return std::nullopt;
-  // Days since 1970-01-01 of the proleptic Gregorian date (H. Hinnant's days_from_civil).
-  std::int64_t yy = mo <= 2 ? y - 1 : y;
-  std::int64_t era = (yy >= 0 ? yy : yy - 399) / 400;
-  std::int64_t yoe = yy - era * 400;
-  std::int64_t doy = (153 * (mo > 2 ? mo - 3 : mo + 9) + 2) / 5 + d - 1;
-  std::int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  std::int64_t days = era * 146097 + doe - 719468;
-  return days * 86400 + h * 3600 + mi * 60 + s;
+  const std::string str(text);
+  std::tm tm{};
+  const char* end = strptime(str.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  if (!end || *end) return std::nullopt;
+  const std::int64_t seconds = timegm(&tm);
+  // timegm normalizes (Feb 30 -> Mar 2, 24:00 -> the next day) and strptime takes
+  // unpadded fields: only text that formats back to itself is a real time in layout.
+  if (FormatUtcSeconds(seconds) != str) return std::nullopt;
+  return seconds;
 }
 
 Json ParamsToJson(const Params& p) {
