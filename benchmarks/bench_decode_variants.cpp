@@ -271,6 +271,26 @@ void BM_PagedDecodeFp8(benchmark::State& state) {
           plan.tensor_cores ? sc::PagedDecodeFp8CtasPerSm(kHeadDim) : 0);
 }
 
+// args: lean (1: the fp8 kernel's lean loop, the default; 0: the loop the bf16 kernel
+// keeps), batch, KV length, query heads (8 KV heads, head dim 128, fp8 KV, the default
+// tensor-core plan). The A/B of SetPagedDecodeFp8Lean; both checked against the
+// CUDA-core kernel's output first.
+void BM_PagedDecodeFp8Lean(benchmark::State& state) {
+  if (!HaveGpu()) {
+    state.SkipWithError("no GPU");
+    return;
+  }
+  const sc::PagedDecodeShape s{state.range(1), state.range(3), kKvHeads, kHeadDim, state.range(2), 0};
+  const sc::PagedDecodePlan plan = PlanFp8(s, true);
+  if (!plan.tensor_cores) {
+    state.SkipWithError("the default plan is not the tensor-core fp8 kernel");
+    return;
+  }
+  sc::SetPagedDecodeFp8Lean(state.range(0) == 1);
+  RunPlan(state, s, sc::KvDtype::kFp8E4m3, plan, "the CUDA-core fp8 kernel", sc::PagedDecodeFp8CtasPerSm(kHeadDim));
+  sc::SetPagedDecodeFp8Lean(true);
+}
+
 // args: rule (0: the wave model, the default; 1: the rule before), kv (0: bf16,
 // 1: fp8 e4m3), batch, KV length, query heads (8 KV heads, head dim 128)
 void BM_PagedDecodeSplitRule(benchmark::State& state) {
@@ -321,7 +341,24 @@ void Fp8Shapes(benchmark::internal::Benchmark* b) {
     for (int path = 0; path < 2; ++path) b->Args({path, s.batch, s.kv_len, s.heads});
 }
 
+void Fp8LeanShapes(benchmark::internal::Benchmark* b) {
+  struct S {
+    std::int64_t batch, kv_len, heads;
+  };
+  const std::vector<S> shapes = {{64, 131072, 32}, {256, 16384, 32}, {256, 16384, 64}, {128, 8192, 32},
+                                 {1024, 4096, 32}, {4, 16384, 32},    {256, 1024, 32}};
+  for (const S& s : shapes)
+    for (int lean = 1; lean >= 0; --lean) b->Args({lean, s.batch, s.kv_len, s.heads});
+}
+
 }  // namespace
+
+BENCHMARK(BM_PagedDecodeFp8Lean)
+    ->ArgNames({"lean", "batch", "kv_len", "heads"})
+    ->Apply(Fp8LeanShapes)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 
 BENCHMARK(BM_PagedDecodeVariant)
     ->ArgNames({"variant", "batch", "kv_len", "heads"})

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +23,7 @@
 #include "backends/cuda/attention_kernels.h"
 #include "backends/cuda/attention_ops.h"
 #include "backends/cuda/device.h"
+#include "backends/cuda/fill.h"
 #include "collect/case.h"
 #include "collect/op.h"
 #include "gpu_test_util.h"
@@ -160,6 +162,75 @@ INSTANTIATE_TEST_SUITE_P(AttentionDecode, AttentionGenerationFp8, ::testing::Boo
                          [](const ::testing::TestParamInfo<bool>& p) {
                            return std::string(p.param ? "TensorCores" : "CudaCores");
                          });
+
+// The fp8 kernel's lean loop (independent warps, each with its own running maxima,
+// combined at the end; interior tiles unmasked; rescales skipped when no maximum moved)
+// against the loop the bf16 kernel keeps, on the same inputs: every output within 1% of
+// the largest |output| (the two differ only in where fp16 P and the fp32 sums round),
+// on shapes with one split and several, partial first (window) and last pages, groups
+// of 2, 4, 8 and 32, head dims 64 and 128. Both outputs must be finite (so two
+// unwritten, poisoned outputs cannot agree). The op's reference checks (above) run the
+// lean loop, the default, against double precision.
+TEST(AttentionGenerationFp8Lean, AgreesWithTheFullLoop) {
+  SC_REQUIRE_GPU();
+  struct S {
+    std::int64_t batch, heads, kv_heads, head_dim, tokens, window;
+  };
+  const S shapes[] = {{3, 32, 8, 128, 1000, 0},  {2, 64, 8, 128, 5000, 0}, {4, 32, 8, 64, 2100, 0},
+                      {2, 32, 8, 64, 1000, 128}, {1, 32, 8, 128, 20000, 0}, {2, 16, 8, 128, 700, 0},
+                      {2, 32, 1, 128, 500, 0},   {16, 32, 8, 128, 40000, 0}};
+  cudaStream_t st = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&st), cudaSuccess);
+  for (const S& x : shapes) {
+    const PagedDecodeShape s{x.batch, x.heads, x.kv_heads, x.head_dim, x.tokens, x.window};
+    const PagedDecodePlan plan = PlanPagedDecode(s, Context().prop.multiProcessorCount, KvDtype::kFp8E4m3);
+    ASSERT_TRUE(plan.tensor_cores) << plan.Describe();
+    const std::int64_t pages = s.batch * s.pages_per_seq();
+    const std::size_t q_elems = static_cast<std::size_t>(s.batch * s.num_heads * s.head_dim);
+    const std::size_t pool = static_cast<std::size_t>(pages * s.num_kv_heads * kPagedKvPageSize * s.head_dim);
+    DeviceBuffer q(q_elems * 2), k(pool), v(pool), table(static_cast<std::size_t>(pages) * 4),
+        workspace(std::max<std::size_t>(plan.workspace_bytes, 16)), out_lean(q_elems * 2), out_full(q_elems * 2);
+    FillUniformBf16(q.get(), q_elems, 11, 3.0f, st);
+    FillUniformFp8E4m3(k.get(), pool, 12, 2.0f, st);
+    FillUniformFp8E4m3(v.get(), pool, 13, 2.0f, st);
+    std::vector<std::int32_t> host_table(static_cast<std::size_t>(pages));
+    for (std::int64_t i = 0; i < pages; ++i) host_table[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 7 + 3) % pages);
+    if (pages % 7 == 0)  // keep it a permutation
+      for (std::int64_t i = 0; i < pages; ++i) host_table[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(pages - 1 - i);
+    ASSERT_EQ(cudaMemcpyAsync(table.get(), host_table.data(), host_table.size() * 4, cudaMemcpyHostToDevice, st),
+              cudaSuccess);
+    FillPoison(out_lean.get(), out_lean.bytes(), st);
+    FillPoison(out_full.get(), out_full.bytes(), st);
+    for (bool lean : {true, false}) {
+      SetPagedDecodeFp8Lean(lean);
+      LaunchPagedDecode(s, plan, KvDtype::kFp8E4m3, q.get(), k.get(), v.get(), table.as<std::int32_t>(), 0.5f, 1.5f,
+                        lean ? out_lean.get() : out_full.get(), workspace.get(), st);
+    }
+    SetPagedDecodeFp8Lean(true);
+    std::vector<std::uint16_t> a(q_elems), b(q_elems);
+    ASSERT_EQ(cudaMemcpyAsync(a.data(), out_lean.get(), q_elems * 2, cudaMemcpyDeviceToHost, st), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(b.data(), out_full.get(), q_elems * 2, cudaMemcpyDeviceToHost, st), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    std::size_t non_finite = 0, equal = 0;
+    float max_abs = 0.f, max_diff = 0.f;
+    for (std::size_t i = 0; i < q_elems; ++i) {
+      const float x = Bf16ToF32(a[i]), y = Bf16ToF32(b[i]);
+      if (!std::isfinite(x) || !std::isfinite(y)) {
+        ++non_finite;
+        continue;
+      }
+      equal += a[i] == b[i];
+      max_abs = std::max(max_abs, std::fabs(y));
+      max_diff = std::max(max_diff, std::fabs(x - y));
+    }
+    std::printf("[fp8 lean] %s tokens %lld: max |diff| %.3g of max |out| %.3g, %zu of %zu bit-equal\n",
+                plan.Describe().c_str(), static_cast<long long>(s.tokens), max_diff, max_abs, equal, q_elems);
+    EXPECT_EQ(non_finite, 0u) << plan.Describe();
+    EXPECT_GT(max_abs, 0.f) << plan.Describe();
+    EXPECT_LE(max_diff, 1e-2f * max_abs) << plan.Describe() << ", tokens " << s.tokens;
+  }
+  cudaStreamDestroy(st);
+}
 
 // Every A/B variant of the tensor-core kernel (PagedDecodeVariants: tile size,
 // ring depth, page-table prefetch, split target) through the op's double-precision

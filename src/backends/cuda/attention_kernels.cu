@@ -44,6 +44,9 @@ bool g_tensor_core_decode = true;
 // The tensor-core variant for fp8 KV at head dim 64/128 and groups of 2+ heads (with
 // g_tensor_core_decode); false routes fp8 KV to the CUDA-core kernel.
 bool g_tensor_core_decode_fp8 = true;
+// The fp8 kernel's lean loop (kLean below); false runs the loop the bf16 kernel keeps.
+// For A/B measurements (bench_decode_variants' BM_PagedDecodeFp8Lean).
+bool g_fp8_decode_lean = true;
 constexpr float kLog2e = 1.4426950408889634f;
 // Shared-memory bytes of the K/V stages of one CTA (the ring of tiles in flight):
 // 3 stages of bf16 or 6 of fp8 tiles (each tile 8 KiB of K and 8 KiB of V for bf16,
@@ -648,12 +651,24 @@ struct MmaPageTable<true> {
 // kTma: the ring filled by the tensor memory accelerator, one 3-D box per tile and
 // tensor (rows of head_dim, each 128-byte line swizzled in place); else a cp.async
 // ring of padded rows.
-template <int D, class KvT, int kWarpsC, int kStagesC, bool kTablePrefetch, bool kTma = false>
+//
+// kLean (the fp8 kernel's default since 2026-12-01; bf16 keeps the loop it was measured
+// with; cp.async ring only): the warps of a CTA run independently until the final
+// reduction. Each warp copies its own 16 tokens of every tile into the ring (so a
+// __syncwarp, not a CTA barrier, makes a stage visible and frees it), keeps its own
+// running row maxima (no per-tile exchange through shared memory and no second
+// barrier), and the final reduction rescales each warp's partial O and sums by
+// 2^(m_w − M) with M the maximum over the warps. Also: a tile wholly inside the visible
+// range skips the per-score mask, and a warp whose maxima did not move skips the rescale
+// (the factor would be exactly 1). The fp8 kernel has to issue its loop at twice the
+// tokens per second of the bf16 one; ncu showed it waiting at the two barriers per tile.
+template <int D, class KvT, int kWarpsC, int kStagesC, bool kTablePrefetch, bool kTma = false, bool kLean = false>
 __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const __grid_constant__ MmaArgs args) {
   const DecodeArgs& a = args.a;
   constexpr bool kFp8 = std::is_same_v<KvT, __nv_fp8_e4m3>;
   static_assert(kFp8 || std::is_same_v<KvT, __nv_bfloat16>, "bf16 or fp8 e4m3 KV");
   static_assert(!(kTma && kFp8), "the TMA ring is for bf16 KV");
+  static_assert(!kLean || (kFp8 && !kTma), "the lean loop is the fp8 kernel's, its warps fill their own rows by cp.async");
   constexpr int kThreadsC = kWarpsC * 32;
   constexpr int kTile = 16 * kWarpsC;
   constexpr int kRowBytes = MmaRowBytes<D, kFp8, kTma>();
@@ -664,6 +679,8 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
   constexpr int kPiecesPerRow = D * static_cast<int>(sizeof(KvT)) / 16;  // 16-byte pieces
   constexpr int kPiecesPerThread = kTile * kPiecesPerRow / kThreadsC;
   static_assert(kTile * kPiecesPerRow % kThreadsC == 0, "whole pieces per thread");
+  constexpr int kWarpPiecesPerLane = 16 * kPiecesPerRow / 32;  // kLean: a warp copies its own 16 rows
+  static_assert(!kLean || 16 * kPiecesPerRow % 32 == 0, "whole pieces per lane");
   static_assert(kPagedKvPageSize % kTile == 0, "a tile must not cross a page");
   constexpr int kTilesPerPage = kPagedKvPageSize / kTile;
   static_assert(kStagesC >= 2, "at least double buffering");
@@ -819,11 +836,12 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
           ((pool_page * a.num_kv_heads + kvh) * kPagedKvPageSize + (t % kTilesPerPage) * kTile) * D;
       unsigned char* k_dst = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC, kFp8>();
       unsigned char* v_dst = k_dst + kTileBytes;
+      // kLean: lane `lane` of warp `warp` copies pieces of the warp's own 16 rows.
 #pragma unroll
-      for (int i = 0; i < kPiecesPerThread; ++i) {
-        const int piece = i * kThreadsC + tid;
+      for (int i = 0; i < (kLean ? kWarpPiecesPerLane : kPiecesPerThread); ++i) {
+        const int piece = kLean ? i * 32 + lane : i * kThreadsC + tid;
         if constexpr (kFp8) {
-          const int tok = piece / kPiecesPerRow, c = piece % kPiecesPerRow;
+          const int tok = (kLean ? warp * 16 : 0) + piece / kPiecesPerRow, c = piece % kPiecesPerRow;
           const std::size_t src = base + static_cast<std::size_t>(tok) * D + c * 16;
           const int dst = tok * kRowBytes + (c ^ MmaFp8Swizzle<D>(tok)) * 16;
           CopyAsync<16>(k_dst + dst, k_pool + src);
@@ -846,7 +864,12 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
       MbarWait(&s_full[t % kStagesC], static_cast<unsigned>(t / kStagesC) & 1u);
     else
       CopyAsyncWait<kStagesC - 2>();
-    __syncthreads();  // tile t visible to all; everyone is done with tile t - 1's stage
+    // Tile t visible to all; everyone is done with tile t - 1's stage (kLean: the warp's
+    // own rows of both).
+    if constexpr (kLean)
+      __syncwarp();
+    else
+      __syncthreads();
     issue_tile(t + kStagesC - 1);
     const unsigned char* k_tile = s_stage + (t % kStagesC) * MmaStageBytes<D, kWarpsC, kFp8, kTma>();
     const unsigned char* v_tile = k_tile + kTileBytes;
@@ -892,6 +915,18 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
     }
     // Scale (log2 domain), mask, and this warp's row maxima.
     float mx_lo = -INFINITY, mx_hi = -INFINITY;
+    const bool whole_tile = kLean && tile_pos0 >= a.first_token && tile_pos0 + kTile <= a.tokens;
+    if (whole_tile) {
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          sc[nb][j] *= q_scale_lo;
+          sc[nb][2 + j] *= q_scale_hi;
+          mx_lo = fmaxf(mx_lo, sc[nb][j]);
+          mx_hi = fmaxf(mx_hi, sc[nb][2 + j]);
+        }
+    } else {
 #pragma unroll
     for (int nb = 0; nb < 2; ++nb)
 #pragma unroll
@@ -908,24 +943,32 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
         mx_lo = fmaxf(mx_lo, sc[nb][j]);
         mx_hi = fmaxf(mx_hi, sc[nb][2 + j]);
       }
+    }
 #pragma unroll
     for (int off = 1; off < 4; off <<= 1) {
       mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
       mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
     }
-    if (tq == 0) {
-      s_tile_max[t & 1][warp][gq] = mx_lo;
-      s_tile_max[t & 1][warp][gq + 8] = mx_hi;
-    }
-    __syncthreads();
+    if constexpr (!kLean) {  // the CTA's maxima (kLean: each warp keeps its own)
+      if (tq == 0) {
+        s_tile_max[t & 1][warp][gq] = mx_lo;
+        s_tile_max[t & 1][warp][gq + 8] = mx_hi;
+      }
+      __syncthreads();
 #pragma unroll
-    for (int w = 0; w < kWarpsC; ++w) {
-      mx_lo = fmaxf(mx_lo, s_tile_max[t & 1][w][gq]);
-      mx_hi = fmaxf(mx_hi, s_tile_max[t & 1][w][gq + 8]);
+      for (int w = 0; w < kWarpsC; ++w) {
+        mx_lo = fmaxf(mx_lo, s_tile_max[t & 1][w][gq]);
+        mx_hi = fmaxf(mx_hi, s_tile_max[t & 1][w][gq + 8]);
+      }
     }
     const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
-    const float f_lo = new_lo == -INFINITY ? 1.f : exp2f(m_lo - new_lo);
-    const float f_hi = new_hi == -INFINITY ? 1.f : exp2f(m_hi - new_hi);
+    // kLean: the rescale only when a maximum of this warp's rows moved (warp-uniform).
+    const bool moved = !kLean || __any_sync(0xffffffffu, new_lo != m_lo || new_hi != m_hi);
+    float f_lo = 1.f, f_hi = 1.f;
+    if (moved) {
+      f_lo = new_lo == -INFINITY ? 1.f : exp2f(m_lo - new_lo);
+      f_hi = new_hi == -INFINITY ? 1.f : exp2f(m_hi - new_hi);
+    }
     m_lo = new_lo;
     m_hi = new_hi;
     float p[2][4];
@@ -955,12 +998,14 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
     }
     l_lo = l_lo * f_lo + sum_lo;
     l_hi = l_hi * f_hi + sum_hi;
+    if (moved) {
 #pragma unroll
-    for (int n = 0; n < kNBlocks; ++n) {
-      o[n][0] *= f_lo;
-      o[n][1] *= f_lo;
-      o[n][2] *= f_hi;
-      o[n][3] *= f_hi;
+      for (int n = 0; n < kNBlocks; ++n) {
+        o[n][0] *= f_lo;
+        o[n][1] *= f_lo;
+        o[n][2] *= f_hi;
+        o[n][3] *= f_hi;
+      }
     }
     // P (16 heads x 16 tokens) as the A operand: the C layout of two n-blocks.
     // O += P·V over this warp's 16 tokens.
@@ -1042,19 +1087,36 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
       s_red[warp][gq + 8][n * 8 + 2 * tq + 1] = o[n][3];
     }
   }
-  __shared__ float s_row_max[kMmaRows];
-  if (warp == 0 && tq == 0) {
-    s_row_max[gq] = m_lo;
-    s_row_max[gq + 8] = m_hi;
+  // Row maxima: the CTA's (all warps hold the same), or kLean each warp's.
+  constexpr int kMaxSlots = kLean ? kWarpsC : 1;
+  __shared__ float s_row_max[kMaxSlots][kMmaRows];
+  if ((kLean || warp == 0) && tq == 0) {
+    s_row_max[kLean ? warp : 0][gq] = m_lo;
+    s_row_max[kLean ? warp : 0][gq + 8] = m_hi;
   }
   __syncthreads();
   for (int idx = tid; idx < rows * D; idx += kThreadsC) {
     const int r = idx / D, d = idx % D;
     float acc = 0.f, sum = 0.f;
+    float row_max = s_row_max[0][r];
+    if constexpr (kLean) {
+      // Warp w's partials carry 2^(−m_w); bring them to the CTA's maximum M. A warp that
+      // saw no visible token (m_w = −inf) has O = 0 and sum 0, and weighs 0.
 #pragma unroll
-    for (int w = 0; w < kWarpsC; ++w) {
-      acc += s_red[w][r][d];
-      sum += s_row_sum[w][r];
+      for (int w = 1; w < kWarpsC; ++w) row_max = fmaxf(row_max, s_row_max[w][r]);
+#pragma unroll
+      for (int w = 0; w < kWarpsC; ++w) {
+        const float m_w = s_row_max[w][r];
+        const float wgt = m_w == -INFINITY ? 0.f : exp2f(m_w - row_max);
+        acc += s_red[w][r][d] * wgt;
+        sum += s_row_sum[w][r] * wgt;
+      }
+    } else {
+#pragma unroll
+      for (int w = 0; w < kWarpsC; ++w) {
+        acc += s_red[w][r][d];
+        sum += s_row_sum[w][r];
+      }
     }
     const int h = kvh * a.group + g0 + r;
     const std::size_t bh = static_cast<std::size_t>(b) * a.num_heads + h;
@@ -1065,9 +1127,9 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
       a.part_o[slot * D + d] = sum > 0.f ? acc * a.v_scale / sum : 0.f;
       // The fp8 kernel's sums carry 2^15 (P's factor): log2 of the true sum is 15 less.
       if constexpr (kFp8) {
-        if (d == 0) a.part_lse[slot] = sum > 0.f ? s_row_max[r] + (log2f(sum) - kMmaFp8PLog2Bias) : -INFINITY;
+        if (d == 0) a.part_lse[slot] = sum > 0.f ? row_max + (log2f(sum) - kMmaFp8PLog2Bias) : -INFINITY;
       } else {
-        if (d == 0) a.part_lse[slot] = sum > 0.f ? s_row_max[r] + log2f(sum) : -INFINITY;
+        if (d == 0) a.part_lse[slot] = sum > 0.f ? row_max + log2f(sum) : -INFINITY;
       }
     }
   }
@@ -1264,8 +1326,10 @@ void LaunchTyped(const PagedDecodeShape& s, const DecodeArgs& a, const PagedDeco
       MmaArgs args{};
       args.a = a;
       if constexpr (std::is_same_v<KvT, __nv_fp8_e4m3>) {
-        LaunchMmaKernel(paged_decode_attention_mma<D, KvT, kMmaWarps, MmaFp8Stages<D>(), kMmaTablePrefetch>, grid,
-                        kMmaWarps * 32, args, MmaSmemBytes<D, kMmaWarps, MmaFp8Stages<D>(), true>(), false, stream);
+        LaunchMmaKernel(g_fp8_decode_lean
+                            ? paged_decode_attention_mma<D, KvT, kMmaWarps, MmaFp8Stages<D>(), kMmaTablePrefetch, false, true>
+                            : paged_decode_attention_mma<D, KvT, kMmaWarps, MmaFp8Stages<D>(), kMmaTablePrefetch>,
+                        grid, kMmaWarps * 32, args, MmaSmemBytes<D, kMmaWarps, MmaFp8Stages<D>(), true>(), false, stream);
       } else {  // bf16: the plan's variant (0, the default: TMA, or the cp.async ring for short splits)
         const MmaVariant& v = VariantAt(plan.variant == 0 && !plan.tma ? kMmaCpAsyncVariant : plan.variant);
         if (v.config.tma) {
@@ -1341,6 +1405,10 @@ void SetPagedDecodeTensorCores(bool enabled) {
   g_tensor_core_decode = enabled;
 }
 
+void SetPagedDecodeFp8Lean(bool enabled) {
+  g_fp8_decode_lean = enabled;
+}
+
 void SetPagedDecodeTensorCoresFp8(bool enabled) {
   g_tensor_core_decode_fp8 = enabled;
 }
@@ -1348,9 +1416,15 @@ void SetPagedDecodeTensorCoresFp8(bool enabled) {
 int PagedDecodeFp8CtasPerSm(std::int64_t head_dim) {
   if (head_dim != 64 && head_dim != 128)
     throw Error("paged decode: the tensor-core kernel has head dims 64 and 128, not " + std::to_string(head_dim));
+  // The instantiation LaunchTyped runs (lean or not).
   void (*kernel)(MmaArgs) =
-      head_dim == 64 ? paged_decode_attention_mma<64, __nv_fp8_e4m3, kMmaWarps, MmaFp8Stages<64>(), kMmaTablePrefetch>
-                     : paged_decode_attention_mma<128, __nv_fp8_e4m3, kMmaWarps, MmaFp8Stages<128>(), kMmaTablePrefetch>;
+      head_dim == 64
+          ? (g_fp8_decode_lean
+                 ? paged_decode_attention_mma<64, __nv_fp8_e4m3, kMmaWarps, MmaFp8Stages<64>(), kMmaTablePrefetch, false, true>
+                 : paged_decode_attention_mma<64, __nv_fp8_e4m3, kMmaWarps, MmaFp8Stages<64>(), kMmaTablePrefetch>)
+          : (g_fp8_decode_lean
+                 ? paged_decode_attention_mma<128, __nv_fp8_e4m3, kMmaWarps, MmaFp8Stages<128>(), kMmaTablePrefetch, false, true>
+                 : paged_decode_attention_mma<128, __nv_fp8_e4m3, kMmaWarps, MmaFp8Stages<128>(), kMmaTablePrefetch>);
   const int smem = head_dim == 64 ? MmaSmemBytes<64, kMmaWarps, MmaFp8Stages<64>(), true>()
                                   : MmaSmemBytes<128, kMmaWarps, MmaFp8Stages<128>(), true>();
   PrepareDecodeKernel(kernel, smem);

@@ -89,6 +89,12 @@ void SetPagedDecodeTensorCores(bool enabled);
 // it also needs SetPagedDecodeTensorCores(true)); false routes fp8 KV to the
 // CUDA-core kernel and leaves bf16 KV as it is. For tests and A/B measurements.
 void SetPagedDecodeTensorCoresFp8(bool enabled);
+// Whether the fp8-KV tensor-core kernel runs its lean loop (default true: the warps of
+// a CTA fill their own ring rows and keep their own running maxima, combined at the end;
+// interior tiles skip the mask; unchanged maxima skip the rescale) or the loop the bf16
+// kernel runs (CTA barriers and a shared maximum per tile). For A/B measurements
+// (bench_decode_variants) and tests.
+void SetPagedDecodeFp8Lean(bool enabled);
 // The fp8-KV tensor-core kernel's CTAs resident per multiprocessor on the current
 // device (the CUDA occupancy calculator), head dim 64 or 128; the split rule assumes
 // 5 and 3.
