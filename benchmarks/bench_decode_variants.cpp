@@ -346,7 +346,8 @@ void Fp8LeanShapes(benchmark::internal::Benchmark* b) {
     std::int64_t batch, kv_len, heads;
   };
   const std::vector<S> shapes = {{64, 131072, 32}, {256, 16384, 32}, {256, 16384, 64}, {128, 8192, 32},
-                                 {1024, 4096, 32}, {4, 16384, 32},    {256, 1024, 32}};
+                                 {1024, 4096, 32}, {4, 16384, 32},    {256, 1024, 32},
+                                 {2048, 64, 64},   {2048, 64, 32},    {16, 64, 32}};  // one page: per-CTA costs
   for (const S& s : shapes)
     for (int lean = 1; lean >= 0; --lean) b->Args({lean, s.batch, s.kv_len, s.heads});
 }

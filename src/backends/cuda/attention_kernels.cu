@@ -1095,22 +1095,37 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
     s_row_max[kLean ? warp : 0][gq + 8] = m_hi;
   }
   __syncthreads();
+  // kLean: warp w's partials carry 2^(−m_w); per row, the weights 2^(m_w − M) that bring
+  // them to the CTA's maximum M (0 for a warp that saw no visible token: its O and sum
+  // are 0), the maximum and the weighted sum, once per row rather than per element.
+  __shared__ float s_wgt[kMaxSlots][kMmaRows];
+  __shared__ float s_row_total[kLean ? kMmaRows : 1];
+  if constexpr (kLean) {
+    if (tid < kMmaRows) {
+      float row_max = s_row_max[0][tid];
+#pragma unroll
+      for (int w = 1; w < kWarpsC; ++w) row_max = fmaxf(row_max, s_row_max[w][tid]);
+      float total = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarpsC; ++w) {
+        const float m_w = s_row_max[w][tid];
+        const float wgt = m_w == -INFINITY ? 0.f : exp2f(m_w - row_max);
+        s_wgt[w][tid] = wgt;
+        total += s_row_sum[w][tid] * wgt;
+      }
+      s_row_total[tid] = total;
+      s_row_max[0][tid] = row_max;  // read below only after the barrier
+    }
+    __syncthreads();
+  }
   for (int idx = tid; idx < rows * D; idx += kThreadsC) {
     const int r = idx / D, d = idx % D;
     float acc = 0.f, sum = 0.f;
-    float row_max = s_row_max[0][r];
+    const float row_max = s_row_max[0][r];
     if constexpr (kLean) {
-      // Warp w's partials carry 2^(−m_w); bring them to the CTA's maximum M. A warp that
-      // saw no visible token (m_w = −inf) has O = 0 and sum 0, and weighs 0.
 #pragma unroll
-      for (int w = 1; w < kWarpsC; ++w) row_max = fmaxf(row_max, s_row_max[w][r]);
-#pragma unroll
-      for (int w = 0; w < kWarpsC; ++w) {
-        const float m_w = s_row_max[w][r];
-        const float wgt = m_w == -INFINITY ? 0.f : exp2f(m_w - row_max);
-        acc += s_red[w][r][d] * wgt;
-        sum += s_row_sum[w][r] * wgt;
-      }
+      for (int w = 0; w < kWarpsC; ++w) acc += s_red[w][r][d] * s_wgt[w][r];
+      sum = s_row_total[r];
     } else {
 #pragma unroll
       for (int w = 0; w < kWarpsC; ++w) {
