@@ -440,8 +440,8 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
   JournalContents all = ReadJournal(journal_path);
   RunSummary summary = Summarize(plan, all.records);
   Json extra{{"interrupted", interrupted}, {"run_dir", run_dir}, {"finished_at", UtcNow()}};
-  // The re-run cases that got a new record in this invocation (an interrupted
-  // invocation may not have reached them all).
+  // The re-run cases that got a new record in this invocation, and the ones that
+  // did not (an interrupted invocation may not have reached them all).
   std::optional<RerunProvenance> rerun;
   if (opt.rerun_where) {
     rerun.emplace();
@@ -449,17 +449,22 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
     rerun->before = opt.rerun_before.value_or("");
     for (std::size_t i = records_before; i < all.records.size(); ++i)
       if (rerun_ids.count(all.records[i].id)) rerun->case_ids.insert(all.records[i].id);
+    for (const auto& id : rerun_ids)
+      if (!rerun->case_ids.count(id)) rerun->pending_ids.insert(id);
     extra["rerun_where"] = rerun->where;
     if (opt.rerun_before) extra["rerun_before"] = *opt.rerun_before;
     extra["rerun_cases"] = rerun->case_ids.size();
+    extra["rerun_pending"] = rerun->pending_ids.size();
   }
   WriteSummaryFiles(run_dir, header, plan, summary, extra);
   std::printf("%s", FormatSummary(plan, summary).c_str());
 
   FinalizeResult fin = Finalize({run_dir}, opt.out_root, opt.format, rerun ? &*rerun : nullptr);
   for (const auto& [t, o] : fin.tables) {
-    std::string reran =
-        o.rerun_cases > 0 ? ", " + std::to_string(o.rerun_cases) + " cases re-run for --rerun-where" : "";
+    std::string reran;
+    if (o.rerun_cases > 0 || o.rerun_pending > 0)
+      reran = ", " + std::to_string(o.rerun_cases) + " cases re-run for --rerun-where" +
+              (o.rerun_pending > 0 ? ", " + std::to_string(o.rerun_pending) + " still to re-run" : "");
     std::printf("%s: %zu rows (+%zu from this run%s) -> %s [%s, %zu of %zu planned keys missing]\n", t.c_str(),
                 o.rows_after, o.rows_added, reran.c_str(), o.path.c_str(), o.status.c_str(), o.missing, o.planned);
   }
@@ -477,6 +482,9 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
       else if (newest_old_at > 0) before = FormatUtcSeconds(newest_old_at + 1);
       rerun_hint = " --rerun-where " + ShellQuote(opt.rerun_where->text()) + " --rerun-before " + before;
     }
+    if (rerun && !rerun->pending_ids.empty())
+      std::fprintf(stderr, "interrupted: %zu of the %zu cases selected by --rerun-where not re-run yet\n",
+                   rerun->pending_ids.size(), rerun_ids.size());
     std::fprintf(stderr, "interrupted: finished cases are saved; continue with --resume --run-dir %s%s\n",
                  run_dir.c_str(), rerun_hint.c_str());
     return kExitCaseFailures;

@@ -203,14 +203,21 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
     }
   }
 
-  std::map<std::string, std::size_t> rerun_by_table;
-  if (rerun)
-    for (const auto& id : rerun->case_ids) {
+  // Re-run and pending cases per table, through the op of the case's newest
+  // record (a pending case still has the record it had before the rerun).
+  std::map<std::string, std::size_t> rerun_by_table, pending_by_table;
+  auto count_by_table = [&](const std::set<std::string>& ids, std::map<std::string, std::size_t>& by_table) {
+    for (const auto& id : ids) {
       auto r = latest.find(id);
       if (r == latest.end()) continue;
       auto t = op_table.find(r->second.op);
-      if (t != op_table.end()) ++rerun_by_table[t->second];
+      if (t != op_table.end()) ++by_table[t->second];
     }
+  };
+  if (rerun) {
+    count_by_table(rerun->case_ids, rerun_by_table);
+    count_by_table(rerun->pending_ids, pending_by_table);
+  }
 
   for (const auto& [table_name, keys] : planned) {
     const TableSpec* spec = FindTableSpec(table_name);
@@ -259,6 +266,7 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
     outcome.stale_rows = stale;
     if (example) outcome.stale_example = example->id + ": " + std::string(ToString(example->status));
     outcome.rerun_cases = rerun_by_table[table_name];
+    outcome.rerun_pending = pending_by_table[table_name];
     // Sorted by identity so that the committed CSV diffs cleanly.
     std::vector<std::vector<Value>> rows;
     for (auto& [_, cells] : by_key) rows.push_back(std::move(cells));
@@ -322,7 +330,9 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
     t["status"] = outcome.status;
     if (partial_selection && outcome.status == "partial")
       t["note"] = "the run was narrowed by --limit/--smoke/--model/--case-filter; the table does not cover the full plan";
-    if (outcome.rerun_cases > 0) {
+    // A table with cases still to re-run names the rerun even when the
+    // invocation re-ran none of them (interrupted before it reached them).
+    if (outcome.rerun_cases > 0 || outcome.rerun_pending > 0) {
       t["rerun_where"] = rerun->where;
       if (!rerun->before.empty())
         t["rerun_before"] = rerun->before;
@@ -334,6 +344,10 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
       t.remove("rerun_before");
       t.remove("rerun_cases");
     }
+    if (outcome.rerun_pending > 0)
+      t["rerun_pending"] = static_cast<long long>(outcome.rerun_pending);
+    else
+      t.remove("rerun_pending");
     // Kept rows whose case's newest record is not passed stay visible in the meta
     // (the log warning alone is lost with the terminal).
     if (outcome.stale_rows > 0) {

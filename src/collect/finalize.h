@@ -39,6 +39,9 @@ struct TableOutcome {
   std::size_t planned = 0, missing = 0;
   std::size_t selected = 0, missing_selected = 0;  // of the cases this run set out to collect
   std::size_t rerun_cases = 0;  // finished cases of this table re-run by --rerun-where in this invocation
+  // Cases of this table --rerun-where selected that got no new record in this
+  // invocation (it was interrupted before reaching them).
+  std::size_t rerun_pending = 0;
   // Rows kept from the existing table although their case's newest journal record is
   // not passed (a re-run that now fails or is skipped): not a current measurement.
   std::size_t stale_rows = 0;
@@ -57,6 +60,9 @@ struct RerunProvenance {
   std::string where;               // the expression as given
   std::set<std::string> case_ids;  // finished cases it re-ran that got a new record
   std::string before;              // its --rerun-before TIME; empty without one
+  // Finished cases it selected for re-running that got no new record (an
+  // interrupted invocation); each still has its older record in the journal.
+  std::set<std::string> pending_ids;
 };
 
 // Merges the rows of the runs' journals into the tables under
@@ -67,10 +73,11 @@ struct RerunProvenance {
 // from this run's (e.g. power measured in one and not the other).
 // `format` is "csv" or "parquet"; a table already stored in the other format in
 // the target folder is refused (one format per table).
-// With `rerun`, each table that holds re-run cases records `rerun_where`,
-// `rerun_before` (when given) and `rerun_cases` in its collection_meta.yaml
-// entry; without it (or for a table with none) those fields are removed, since
-// the entry describes the latest write of the table.
+// With `rerun`, each table that holds re-run or pending cases records
+// `rerun_where`, `rerun_before` (when given) and `rerun_cases` in its
+// collection_meta.yaml entry, and `rerun_pending` when some are pending; without
+// it (or for a table with neither) those fields are removed, since the entry
+// describes the latest write of the table.
 FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::string& out_root,
                         const std::string& format = "csv", const RerunProvenance* rerun = nullptr);
 

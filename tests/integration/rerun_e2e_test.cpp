@@ -3,8 +3,10 @@
 // provenance names the rerun, a re-run that now fails is a failure,
 // `--rerun-before TIME` skips the cases recorded at or after TIME (continuing an
 // interrupted rerun), the line an interrupted rerun prints continues it when run
-// as printed, every shard accepts an expression that only some shards' cases can
-// match, kept rows whose case now fails are named in the table's meta, and the
+// as printed, an interrupted rerun counts the cases it left pending
+// (`rerun_pending`) in the summary and the table's meta until it is finished,
+// every shard accepts an expression that only some shards' cases can match, kept
+// rows whose case now fails are named in the table's meta, and the
 // flags' usage errors exit 2.
 #include <signal.h>
 #include <sys/wait.h>
@@ -165,6 +167,7 @@ TEST(RerunE2E, ReRunsExactlyTheMatchingFinishedCasesAndTheTablesTakeTheirNewRows
   YAML::Node tm = YAML::LoadFile(gemm_dir + "/collection_meta.yaml")["tables"]["gemm_perf"];
   EXPECT_EQ(tm["rerun_where"].as<std::string>(), kExpr);
   EXPECT_EQ(tm["rerun_cases"].as<int>(), 2);
+  EXPECT_FALSE(tm["rerun_pending"].IsDefined());  // the rerun finished
   EXPECT_EQ(tm["status"].as<std::string>(), "complete");
   EXPECT_EQ(tm["selection"].as<std::string>(), "full");
   EXPECT_EQ(tm["planned"].as<int>(), 3);
@@ -177,6 +180,7 @@ TEST(RerunE2E, ReRunsExactlyTheMatchingFinishedCasesAndTheTablesTakeTheirNewRows
   auto summary = ReadJson(dir + "/run/collection_summary_cpu.json");
   EXPECT_EQ(summary["summary"]["rerun_where"], kExpr);
   EXPECT_EQ(summary["summary"]["rerun_cases"], 2);
+  EXPECT_EQ(summary["summary"]["rerun_pending"], 0);
   EXPECT_EQ(summary["summary"]["failures"], 0);
   EXPECT_EQ(summary["ops"]["gemm"]["cases"]["passed"], 3);
   EXPECT_TRUE(summary["ops"]["gemm"]["errors_by_class"].empty());  // no "transient" for passed -> passed
@@ -322,6 +326,7 @@ TEST(RerunE2E, RerunBeforeReRunsTheCasesRecordedBeforeItAndRepeatingItReRunsNoth
   summary = ReadJson(dir + "/run/collection_summary_cpu.json");
   EXPECT_EQ(summary["summary"]["rerun_before"], kBefore);
   EXPECT_EQ(summary["summary"]["rerun_cases"], 0);
+  EXPECT_EQ(summary["summary"]["rerun_pending"], 0);
   fs::remove_all(dir);
 }
 
@@ -580,6 +585,24 @@ TEST(RerunE2E, AnInterruptedRerunPrintsTheCommandThatContinuesIt) {
   for (const auto& [id, n] : per_case)
     EXPECT_EQ(n, id == "fault:mode=ok,i=1" || id == "fault:mode=ok,i=2" ? 2 : 1) << id;
 
+  // The provenance tells the interrupted rerun from a finished one: 2 of the 5
+  // selected cases re-run, 3 pending, in the summary and in the table's meta.
+  EXPECT_NE(ReadText(dir + "/err1.txt").find("interrupted: 3 of the 5 cases selected by --rerun-where not re-run yet"),
+            std::string::npos)
+      << ReadText(dir + "/err1.txt");
+  const std::string summary_path = run_dir + "/collection_summary_cpu.json";
+  auto summary = ReadJson(summary_path);
+  EXPECT_EQ(summary["summary"]["interrupted"], true);
+  EXPECT_EQ(summary["summary"]["rerun_cases"], 2);
+  EXPECT_EQ(summary["summary"]["rerun_pending"], 3);
+  const std::string fault_dir = fs::path(TableNamed(dir + "/data", "fault_perf.csv")).parent_path();
+  auto fault_meta = [&] { return YAML::LoadFile(fault_dir + "/collection_meta.yaml")["tables"]["fault_perf"]; };
+  YAML::Node tm = fault_meta();
+  EXPECT_EQ(tm["rerun_where"].as<std::string>(), expr);
+  EXPECT_FALSE(tm["rerun_before"].IsDefined());
+  EXPECT_EQ(tm["rerun_cases"].as<int>(), 2);
+  EXPECT_EQ(tm["rerun_pending"].as<int>(), 3);
+
   // Run as printed, through the shell (with the flags the line leaves to the user).
   std::string command;
   for (const auto& a : base) command += ShQuote(a) + " ";
@@ -602,6 +625,18 @@ TEST(RerunE2E, AnInterruptedRerunPrintsTheCommandThatContinuesIt) {
       << err2;
   EXPECT_EQ(ContinueWith(err2), cont);
   EXPECT_EQ(JournalRecords(journal).size(), 8u);
+  // It re-ran none of its three cases: the table's entry still names the rerun
+  // and says all three are pending.
+  EXPECT_NE(err2.find("interrupted: 3 of the 3 cases selected by --rerun-where not re-run yet"), std::string::npos)
+      << err2;
+  summary = ReadJson(summary_path);
+  EXPECT_EQ(summary["summary"]["rerun_cases"], 0);
+  EXPECT_EQ(summary["summary"]["rerun_pending"], 3);
+  tm = fault_meta();
+  EXPECT_EQ(tm["rerun_where"].as<std::string>(), expr);
+  EXPECT_EQ(tm["rerun_before"].as<std::string>(), kBefore);
+  EXPECT_EQ(tm["rerun_cases"].as<int>(), 0);
+  EXPECT_EQ(tm["rerun_pending"].as<int>(), 3);
 
   // Uninterrupted: it re-runs the three matching cases not yet re-run, and every
   // matching case ends with exactly one record newer than the first run's.
@@ -618,6 +653,15 @@ TEST(RerunE2E, AnInterruptedRerunPrintsTheCommandThatContinuesIt) {
   }
   for (const auto& id : matching) EXPECT_EQ(newer[id], 1) << id;
   EXPECT_EQ(newer.size(), matching.size());  // ok 0 does not match: never re-run
+  // Finished: nothing pending in the summary, and the field is gone from the meta.
+  EXPECT_EQ(done.err.find("not re-run yet"), std::string::npos) << done.err;
+  summary = ReadJson(summary_path);
+  EXPECT_EQ(summary["summary"]["interrupted"], false);
+  EXPECT_EQ(summary["summary"]["rerun_cases"], 3);
+  EXPECT_EQ(summary["summary"]["rerun_pending"], 0);
+  tm = fault_meta();
+  EXPECT_EQ(tm["rerun_cases"].as<int>(), 3);
+  EXPECT_FALSE(tm["rerun_pending"].IsDefined());
   fs::remove_all(dir);
 }
 

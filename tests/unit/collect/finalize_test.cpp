@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -39,7 +40,7 @@ class FinalizeTest : public ::testing::Test {
 
   const Case& CaseWithM(std::int64_t m) const {
     for (const auto& c : plan_.supported)
-      if (c.params.Int("m") == m) return c;
+      if (c.params.Has("m") && c.params.Int("m") == m) return c;
     throw std::runtime_error("no case with m=" + std::to_string(m));
   }
 
@@ -232,10 +233,11 @@ TEST_F(FinalizeTest, ARerunRecordsItsExpressionAndCountUntilTheNextWrite) {
     w.Add(Pass(10, 30.0));
     w.Commit();
   }
-  RerunProvenance rerun{"m >= 2", {CaseWithM(2).id, CaseWithM(10).id}, "2026-11-30T09:38:40Z"};
+  RerunProvenance rerun{"m >= 2", {CaseWithM(2).id, CaseWithM(10).id}, "2026-11-30T09:38:40Z", {}};
   FinalizeResult res = Finalize({run}, out_.path(), "csv", &rerun);
   const TableOutcome& o = res.tables.at("gemm_perf");
   EXPECT_EQ(o.rerun_cases, 2u);
+  EXPECT_EQ(o.rerun_pending, 0u);
   EXPECT_EQ(o.status, "complete");
   Table t = Table::ReadCsv(TablePath());
   ASSERT_EQ(t.num_rows(), 3u);
@@ -246,6 +248,7 @@ TEST_F(FinalizeTest, ARerunRecordsItsExpressionAndCountUntilTheNextWrite) {
   EXPECT_EQ(tm["rerun_where"].as<std::string>(), "m >= 2");
   EXPECT_EQ(tm["rerun_before"].as<std::string>(), "2026-11-30T09:38:40Z");
   EXPECT_EQ(tm["rerun_cases"].as<int>(), 2);
+  EXPECT_FALSE(tm["rerun_pending"].IsDefined());  // it finished: nothing pending
   EXPECT_EQ(tm["status"].as<std::string>(), "complete");
   EXPECT_EQ(tm["selection"].as<std::string>(), "full");
   EXPECT_EQ(tm["planned"].as<int>(), 3);
@@ -254,27 +257,134 @@ TEST_F(FinalizeTest, ARerunRecordsItsExpressionAndCountUntilTheNextWrite) {
 
   // The entry describes the latest write: a rerun without --rerun-before drops
   // that field, a finalize without a rerun all of them.
-  RerunProvenance unbounded{"m >= 2", {CaseWithM(2).id}, ""};
-  Finalize({run}, out_.path(), "csv", &unbounded);
+  // An interrupted one (m=2 re-run, m=10 not reached) also counts the pending case.
+  RerunProvenance unbounded{"m >= 2", {CaseWithM(2).id}, "", {CaseWithM(10).id}};
+  res = Finalize({run}, out_.path(), "csv", &unbounded);
+  EXPECT_EQ(res.tables.at("gemm_perf").rerun_cases, 1u);
+  EXPECT_EQ(res.tables.at("gemm_perf").rerun_pending, 1u);
   tm = Meta()["tables"]["gemm_perf"];
   EXPECT_EQ(tm["rerun_where"].as<std::string>(), "m >= 2");
   EXPECT_FALSE(tm["rerun_before"].IsDefined());
   EXPECT_EQ(tm["rerun_cases"].as<int>(), 1);
+  EXPECT_EQ(tm["rerun_pending"].as<int>(), 1);
+  // The call that finishes it leaves nothing pending; a finalize without a rerun
+  // removes every rerun field.
   Finalize({run}, out_.path(), "csv", &rerun);
+  EXPECT_FALSE(Meta()["tables"]["gemm_perf"]["rerun_pending"].IsDefined());
+  Finalize({run}, out_.path(), "csv", &unbounded);
   Finalize({run}, out_.path());
   tm = Meta()["tables"]["gemm_perf"];
   EXPECT_FALSE(tm["rerun_where"].IsDefined());
   EXPECT_FALSE(tm["rerun_before"].IsDefined());
   EXPECT_FALSE(tm["rerun_cases"].IsDefined());
+  EXPECT_FALSE(tm["rerun_pending"].IsDefined());
   EXPECT_EQ(tm["status"].as<std::string>(), "complete");
 }
 
-TEST_F(FinalizeTest, ARerunThatReachedNoCaseOfTheTableRecordsNothing) {
+TEST_F(FinalizeTest, ARerunThatSelectedNoCaseOfTheTableRecordsNothing) {
   std::string run = RunDir("run1", {Pass(1, 1.0), Pass(2, 2.0), Pass(10, 3.0)});
-  RerunProvenance rerun{"m > 100", {}, ""};
+  RerunProvenance rerun{"m > 100", {}, "", {}};
   FinalizeResult res = Finalize({run}, out_.path(), "csv", &rerun);
   EXPECT_EQ(res.tables.at("gemm_perf").rerun_cases, 0u);
+  EXPECT_EQ(res.tables.at("gemm_perf").rerun_pending, 0u);
   EXPECT_FALSE(Meta()["tables"]["gemm_perf"]["rerun_where"].IsDefined());
+  EXPECT_FALSE(Meta()["tables"]["gemm_perf"]["rerun_pending"].IsDefined());
+}
+
+// An RMSNorm-shaped op writing elementwise_perf (keys dtype, num_tokens,
+// hidden_size); it never runs.
+class TestNormOp : public Op {
+ public:
+  std::string name() const override { return "rmsnorm"; }
+  const TableSpec& table() const override { return *FindTableSpec("elementwise_perf"); }
+  std::vector<std::string> required_params() const override { return {"dtype", "num_tokens", "hidden_size"}; }
+  CaseResult Run(const Case&, const RunContext&) override {
+    return CaseResult::Failure(Disposition::kFailed, FailureClass::kCollectorBug, "TestNormOp", "test ops do not run");
+  }
+};
+
+TEST_F(FinalizeTest, AnInterruptedRerunCountsItsPendingCasesPerTable) {
+  // Two tables: three GEMMs (gemm_perf) and two RMSNorms (elementwise_perf), all
+  // passed. A rerun selected all five and was interrupted after re-running GEMM
+  // m=2: GEMMs m=1 and m=10 and both RMSNorms are pending.
+  std::vector<std::unique_ptr<Op>> ops;
+  ops.push_back(std::make_unique<TestOp>("tgemm"));
+  ops.push_back(std::make_unique<TestNormOp>());
+  registry_ = MakeRegistry(std::move(ops));
+  cases_.BaseOp("rmsnorm.yaml",
+                "op: rmsnorm\nsweeps:\n  - backends: [test]\n    fixed: {dtype: float32, hidden_size: 1024}\n"
+                "    axes:\n      num_tokens: [1, 16]\n");
+  opt_ = Options(cases_);
+  plan_ = BuildPlan(*registry_, opt_, rt_);
+  ASSERT_EQ(plan_.cases.size(), 5u);
+  std::vector<JournalRecord> records = {Pass(1, 1.0), Pass(2, 2.0), Pass(10, 3.0)};
+  std::set<std::string> norm_ids;
+  for (const auto& c : plan_.supported) {
+    if (c.op != "rmsnorm") continue;
+    JournalRecord r;
+    r.id = c.id;
+    r.op = c.op;
+    r.params = c.params;
+    r.status = Disposition::kPassed;
+    TimingStats st;
+    st.median_ms = 0.5;
+    st.samples = 10;
+    st.method = "cpu";
+    st.l2 = "warm";
+    r.rows.push_back(MakeRow(*FindTableSpec("elementwise_perf"), rt_, c.op, "test:kernel", c.params, st, false));
+    records.push_back(r);
+    norm_ids.insert(c.id);
+  }
+  ASSERT_EQ(norm_ids.size(), 2u);
+  std::string run = RunDir("run1", records);
+  Finalize({run}, out_.path());
+  {
+    JournalWriter w = JournalWriter::Append(run + "/journal.jsonl", ReadJournal(run + "/journal.jsonl").valid_bytes);
+    w.Add(Pass(2, 20.0));
+    w.Commit();
+  }
+  std::set<std::string> pending = norm_ids;
+  pending.insert(CaseWithM(10).id);
+  pending.insert(CaseWithM(1).id);
+  RerunProvenance rerun{"true", {CaseWithM(2).id}, "2026-11-30T09:38:40Z", pending};
+  FinalizeResult res = Finalize({run}, out_.path(), "csv", &rerun);
+  EXPECT_EQ(res.tables.at("gemm_perf").rerun_cases, 1u);
+  EXPECT_EQ(res.tables.at("gemm_perf").rerun_pending, 2u);
+  EXPECT_EQ(res.tables.at("elementwise_perf").rerun_cases, 0u);
+  EXPECT_EQ(res.tables.at("elementwise_perf").rerun_pending, 2u);
+  YAML::Node gm = Meta()["tables"]["gemm_perf"];
+  EXPECT_EQ(gm["rerun_where"].as<std::string>(), "true");
+  EXPECT_EQ(gm["rerun_cases"].as<int>(), 1);
+  EXPECT_EQ(gm["rerun_pending"].as<int>(), 2);
+  // None of the RMSNorms re-run yet: the entry still names the rerun, with
+  // rerun_cases 0, so that it is not read as a table the rerun left alone.
+  const std::string norm_meta = out_.path() + "/sysA/elementwise/test/" + rt_.version + "/collection_meta.yaml";
+  YAML::Node nm = YAML::LoadFile(norm_meta)["tables"]["elementwise_perf"];
+  EXPECT_EQ(nm["rerun_where"].as<std::string>(), "true");
+  EXPECT_EQ(nm["rerun_before"].as<std::string>(), "2026-11-30T09:38:40Z");
+  EXPECT_EQ(nm["rerun_cases"].as<int>(), 0);
+  EXPECT_EQ(nm["rerun_pending"].as<int>(), 2);
+
+  // The continuing call re-runs the four pending cases and finishes: nothing is
+  // pending in either table.
+  {
+    JournalWriter w = JournalWriter::Append(run + "/journal.jsonl", ReadJournal(run + "/journal.jsonl").valid_bytes);
+    w.Add(Pass(1, 10.0));
+    w.Add(Pass(10, 30.0));
+    for (const auto& r : records)
+      if (norm_ids.count(r.id)) w.Add(r);
+    w.Commit();
+  }
+  RerunProvenance rest{"true", pending, "2026-11-30T09:38:40Z", {}};
+  res = Finalize({run}, out_.path(), "csv", &rest);
+  EXPECT_EQ(res.tables.at("gemm_perf").rerun_pending, 0u);
+  EXPECT_EQ(res.tables.at("elementwise_perf").rerun_pending, 0u);
+  gm = Meta()["tables"]["gemm_perf"];
+  EXPECT_EQ(gm["rerun_cases"].as<int>(), 2);
+  EXPECT_FALSE(gm["rerun_pending"].IsDefined());
+  nm = YAML::LoadFile(norm_meta)["tables"]["elementwise_perf"];
+  EXPECT_EQ(nm["rerun_cases"].as<int>(), 2);
+  EXPECT_FALSE(nm["rerun_pending"].IsDefined());
 }
 
 TEST_F(FinalizeTest, ARowWhoseCaseNowFailsIsKeptWithAWarning) {
