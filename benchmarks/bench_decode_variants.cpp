@@ -28,9 +28,10 @@
 //
 // BM_PagedDecodeFp8Lean: the fp8 tensor-core kernel's lean loop (lean 1, the default:
 // warps independent until the final reduction) against the loop it shared with bf16
-// (lean 0, SetPagedDecodeFp8Lean(false)), interleaved per shape, at the fp8 shapes
-// above plus 128 x 8192, 1024 x 4096, 4 x 16384, 256 x 1024 and one-page sequences
-// (2048 x 64, 16 x 64). Both are checked against the CUDA-core kernel's output first.
+// (lean 0, SetPagedDecodeFp8Lean(false)), interleaved per shape: 32 query heads at
+// 64 x 131072, 256 x 16384, 128 x 8192, 1024 x 4096, 4 x 16384, 256 x 1024, 2048 x 64
+// and 16 x 64 (one page), 64 query heads at 256 x 16384 and 2048 x 64. Both are checked
+// against the CUDA-core kernel's output first.
 //
 // BM_PagedDecodeSplitRule: the split rule's wave model (rule 0, the default:
 // PlanPagedDecode picks the split count that minimizes waves of resident CTAs x (pages
