@@ -171,7 +171,14 @@ INSTANTIATE_TEST_SUITE_P(AttentionDecode, AttentionGenerationFp8, ::testing::Boo
 // of 2, 4, 8 and 32, head dims 64 and 128. Both outputs must be finite (so two
 // unwritten, poisoned outputs cannot agree). The op's reference checks (above) run the
 // lean loop, the default, against double precision.
-TEST(AttentionGenerationFp8Lean, AgreesWithTheFullLoop) {
+// Restores the lean loop (the default) however the test ends, so a throwing launch with
+// the old loop selected cannot leave it on for the tests after it.
+class AttentionGenerationFp8Lean : public ::testing::Test {
+ protected:
+  void TearDown() override { SetPagedDecodeFp8Lean(true); }
+};
+
+TEST_F(AttentionGenerationFp8Lean, AgreesWithTheFullLoop) {
   SC_REQUIRE_GPU();
   struct S {
     std::int64_t batch, heads, kv_heads, head_dim, tokens, window;

@@ -799,7 +799,7 @@ __global__ void __launch_bounds__(kWarpsC * 32) paged_decode_attention_mma(const
   float o[kNBlocks][4];
 #pragma unroll
   for (int n = 0; n < kNBlocks; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-  float m_lo = -INFINITY, m_hi = -INFINITY;  // running max of rows gq and gq + 8 (same in all warps)
+  float m_lo = -INFINITY, m_hi = -INFINITY;  // running max of rows gq and gq + 8 (same in all warps; kLean: this warp's)
   float l_lo = 0.f, l_hi = 0.f;              // this lane's share of the running sums
 
   const int first_page = a.first_token / kPagedKvPageSize;
