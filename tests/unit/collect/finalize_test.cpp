@@ -59,7 +59,11 @@ class FinalizeTest : public ::testing::Test {
   }
 
   JournalRecord Pass(std::int64_t m, double latency, bool power = false) const {
-    const Case& c = CaseWithM(m);
+    return PassCase(CaseWithM(m), "gemm_perf", latency, power);
+  }
+
+  // A passed record of case `c` with one row of `table`.
+  JournalRecord PassCase(const Case& c, const char* table, double latency, bool power = false) const {
     JournalRecord r;
     r.id = c.id;
     r.op = c.op;
@@ -75,7 +79,7 @@ class FinalizeTest : public ::testing::Test {
     st.l2 = "warm";
     st.power_w = 300;
     st.power_limit_w = 700;
-    r.rows.push_back(MakeRow(*FindTableSpec("gemm_perf"), rt_, c.op, "test:kernel", c.params, st, power));
+    r.rows.push_back(MakeRow(*FindTableSpec(table), rt_, c.op, "test:kernel", c.params, st, power));
     return r;
   }
 
@@ -321,18 +325,7 @@ TEST_F(FinalizeTest, AnInterruptedRerunCountsItsPendingCasesPerTable) {
   std::set<std::string> norm_ids;
   for (const auto& c : plan_.supported) {
     if (c.op != "rmsnorm") continue;
-    JournalRecord r;
-    r.id = c.id;
-    r.op = c.op;
-    r.params = c.params;
-    r.status = Disposition::kPassed;
-    TimingStats st;
-    st.median_ms = 0.5;
-    st.samples = 10;
-    st.method = "cpu";
-    st.l2 = "warm";
-    r.rows.push_back(MakeRow(*FindTableSpec("elementwise_perf"), rt_, c.op, "test:kernel", c.params, st, false));
-    records.push_back(r);
+    records.push_back(PassCase(c, "elementwise_perf", 0.5));
     norm_ids.insert(c.id);
   }
   ASSERT_EQ(norm_ids.size(), 2u);
