@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "backends/cpu/register.h"
+#include "cli/db_convert.h"
 #include "cli/default_cmd.h"
 #include "cli/estimate.h"
 #include "cli/generate_cmd.h"
@@ -147,7 +148,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   collect_cmd->add_option("--gpus", gpus, "worker slots, one per device index (cpu backend: one worker per listed core)");
   collect_cmd->add_option("--timeout-s", co.timeout_s, "per-case time limit in seconds (default: the op's own)");
   collect_cmd->add_flag("--measure-power", co.measure_power, "add power columns: mean board power over >= 1 s of replays and the enforced limit (cuda backend; NVML)");
-  collect_cmd->add_option("--format", co.format, "table format: csv (diffable; what the repository commits) or parquet (zstd; what AIC ships)")->capture_default_str();
+  collect_cmd->add_option("--format", co.format, "table format: auto (each table in the format it is already kept in, a new table as csv; the bundled tables are parquet), csv (diffable) or parquet (zstd, row groups by slice; what AIC ships)")->capture_default_str();
   collect_cmd->add_option("--shard", shard, "I/N: collect the deterministic I-th of N slices of the plan (0-based)");
   collect_cmd->add_flag("--include-unverified", co.plan.include_unverified, "also run ops marked unverified");
   collect_cmd->add_flag("--launched", co.launched, "this process is one rank started by mpirun or srun (rank and world from the launcher's environment): the ranks run the collectives (all_reduce, all_gather, reduce_scatter, alltoall, send_recv, custom_allreduce) together; needs --run-dir on a folder every rank sees");
@@ -172,8 +173,8 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   auto* fin_cmd = app.add_subcommand("finalize", "merge the journals of run dirs (e.g. the shards of one plan) into perf tables");
   fin_cmd->add_option("--run-dir", fin_dirs, "run dir; repeat for each shard")->required();
   fin_cmd->add_option("--out", fin_out, "data root")->capture_default_str();
-  std::string fin_format = "csv";
-  fin_cmd->add_option("--format", fin_format, "table format: csv or parquet")->capture_default_str();
+  std::string fin_format = "auto";
+  fin_cmd->add_option("--format", fin_format, "table format: auto (each table's existing format, else csv), csv or parquet")->capture_default_str();
 
   // db: the perf database
   auto* db_cmd = app.add_subcommand("db", "inspect and convert perf-data trees and tables");
@@ -189,11 +190,8 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   inspect_cmd->add_option("--backend", slices_backend, "with --slices: the data backend (cuda, trtllm, ...)");
   inspect_cmd->add_option("--version", slices_version, "with --slices: the version (default: newest)");
   inspect_cmd->add_option("--systems", systems_dir, "system spec folder (for --slices)");
-  std::string convert_in, convert_out, convert_codec = "zstd";
-  auto* convert_cmd = db_cmd->add_subcommand("convert", "convert one table between CSV and Parquet (by file extension)");
-  convert_cmd->add_option("in", convert_in, "input table (.csv or .parquet)")->required();
-  convert_cmd->add_option("out", convert_out, "output table (.csv or .parquet)")->required();
-  convert_cmd->add_option("--codec", convert_codec, "Parquet codec: zstd, snappy or none")->capture_default_str();
+  DbConvertArgs convert_args;
+  auto* convert_cmd = AddDbConvertCommand(*db_cmd, convert_args);
 
   struct DbQuery {
     std::vector<std::string> roots;
@@ -556,25 +554,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
                     out.value("data_source", dq.backend + "/" + db.version()).c_str());
       return 0;
     }
-    if (*convert_cmd) {
-      Table t = perfdb::LoadTableFile(convert_in);
-      auto ext = fs::path(convert_out).extension().string();
-      if (ext == ".csv") {
-        t.WriteCsv(convert_out);
-      } else if (ext == ".parquet") {
-        ParquetWriteOptions o;
-        if (convert_codec == "zstd") o.codec = ParquetWriteOptions::Codec::kZstd;
-        else if (convert_codec == "snappy") o.codec = ParquetWriteOptions::Codec::kSnappy;
-        else if (convert_codec == "none") o.codec = ParquetWriteOptions::Codec::kUncompressed;
-        else throw UsageError("--codec '" + convert_codec + "'; expected zstd, snappy or none");
-        WriteParquet(t, convert_out, o);
-      } else {
-        throw UsageError("db convert: output '" + convert_out + "' must end in .csv or .parquet");
-      }
-      std::printf("%s: %zu rows, %zu columns -> %s\n", convert_in.c_str(), t.num_rows(), t.num_columns(),
-                  convert_out.c_str());
-      return 0;
-    }
+    if (*convert_cmd) return RunDbConvert(convert_args);
     if (*fin_cmd) {
       auto res = collect::Finalize(fin_dirs, fin_out, fin_format);
       for (const auto& [t, o] : res.tables)

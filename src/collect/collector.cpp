@@ -81,10 +81,13 @@ void CheckExistingSchemas(const Registry& registry, const Plan& plan, const std:
     const TableSpec* spec = FindTableSpec(t);
     std::string stem = data_dir_of_version + "/" + system + "/" + spec->family + "/" + rt.backend + "/" + rt.version +
                        "/" + t;
+    if (PathExists(stem + ".csv") && PathExists(stem + ".parquet"))
+      throw UsageError(stem + ".csv and " + stem + ".parquet both hold this table; keep one (a data folder holds a "
+                       "table in one format)");
     for (const char* ext : {".csv", ".parquet"}) {
       std::string path = stem + ext;
       if (!PathExists(path)) continue;
-      if (std::string(ext) != "." + opt.format)
+      if (opt.format != "auto" && std::string(ext) != "." + opt.format)
         throw UsageError(path + " holds this table in another format; collect with --format " +
                          std::string(ext + 1) + ", or convert it with `servecast db convert`");
       Table existing = ReadTableFile(path);
@@ -179,8 +182,8 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
                 " is in the future: every case --rerun-where matches counts as not yet re-run, also the ones this "
                 "invocation re-runs (a later call with the same time re-runs them again)");
   }
-  if (opt.format != "csv" && opt.format != "parquet")
-    throw UsageError("--format " + opt.format + "; expected csv or parquet");
+  if (opt.format != "csv" && opt.format != "parquet" && opt.format != "auto")
+    throw UsageError("--format " + opt.format + "; expected csv, parquet or auto");
 
   if (opt.measure_power && opt.plan.backend == "cpu")
     throw UsageError("--measure-power: the cpu backend has no power sensor to read; collect without it");

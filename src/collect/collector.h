@@ -34,7 +34,7 @@ struct CollectOptions {
   bool measure_power = false;
   double timing_budget_s = 0.5;
   double worker_memory_bytes = 0;  // 0: the backend default
-  std::string format = "csv";
+  std::string format = "auto";  // csv, parquet, or auto: each table's existing format, else csv
   std::string worker_exe;  // this binary
   // This process is one rank of a launcher's job (mpirun, srun): rank and world
   // come from the environment; the ranks run the multi-process cases together.

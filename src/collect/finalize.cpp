@@ -132,7 +132,8 @@ PlanFile ReadPlanFile(const std::string& path) {
 
 FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::string& out_root,
                         const std::string& format, const RerunProvenance* rerun) {
-  if (format != "csv" && format != "parquet") throw UsageError("format '" + format + "'; expected csv or parquet");
+  if (format != "csv" && format != "parquet" && format != "auto")
+    throw UsageError("format '" + format + "'; expected csv, parquet or auto");
   if (run_dirs.empty()) throw UsageError("finalize needs at least one run dir");
   FinalizeResult result;
   JournalHeader header;
@@ -223,11 +224,14 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
     const TableSpec* spec = FindTableSpec(table_name);
     std::string dir = out_root + "/" + header.system + "/" + spec->family + "/" + header.backend + "/" + header.version;
     result.data_dir = out_root + "/" + header.system;
-    std::string path = dir + "/" + table_name + "." + format;
-    std::string other = dir + "/" + table_name + (format == "csv" ? ".parquet" : ".csv");
+    // auto: the format the table is already kept in (the bundled tables are Parquet).
+    std::string table_format = format;
+    if (format == "auto") table_format = PathExists(dir + "/" + table_name + ".parquet") ? "parquet" : "csv";
+    std::string path = dir + "/" + table_name + "." + table_format;
+    std::string other = dir + "/" + table_name + (table_format == "csv" ? ".parquet" : ".csv");
     if (PathExists(other))
       throw UsageError(other + " already holds this table; collect with --format " +
-                       (format == "csv" ? "parquet" : "csv") + " or convert it with `servecast db convert`");
+                       (table_format == "csv" ? "parquet" : "csv") + " or convert it with `servecast db convert`");
     std::vector<ColumnSpec> cols = spec->AllColumns(with_power);
     Table merged(cols);
     std::map<std::string, std::vector<Value>> by_key;
@@ -297,7 +301,7 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
       result.tables[table_name] = outcome;
       continue;
     }
-    WriteTableFile(merged, path);
+    WriteTableFile(merged, path, spec->WriteOptions());
     result.tables[table_name] = outcome;
 
     // collection_meta.yaml beside the tables: merge this table's entry.
@@ -313,7 +317,8 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
     meta["sm"] = header.sm;
     meta["system"] = header.system;
     YAML::Node t = meta["tables"][table_name];
-    t["file"] = table_name + "." + format;
+    t["file"] = table_name + "." + table_format;
+    t.remove("converted");  // the file is this write's, not a conversion's
     t["collected_at"] = UtcNow();
     t["collector_commit"] = std::string(BuildCommit());
     t["plan_hash"] = "sha256:" + header.plan_hash;

@@ -71,14 +71,16 @@ struct RerunProvenance {
 // shards of one plan: they must agree on backend, library stack, device, system
 // and plan hash. Throws Error when they do not, or when a table's columns differ
 // from this run's (e.g. power measured in one and not the other).
-// `format` is "csv" or "parquet"; a table already stored in the other format in
-// the target folder is refused (one format per table).
+// `format` is "csv", "parquet" or "auto": each table in the format of its file
+// already in the target folder, a new table as CSV. With "csv" or "parquet", a
+// table already stored in the other format there is refused (one format per
+// table). Parquet files group their row groups by the table's slice columns.
 // With `rerun`, each table that holds re-run or pending cases records
 // `rerun_where`, `rerun_before` (when given) and `rerun_cases` in its
 // collection_meta.yaml entry, and `rerun_pending` when some are pending; without
 // it (or for a table with neither) those fields are removed, since the entry
 // describes the latest write of the table.
 FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::string& out_root,
-                        const std::string& format = "csv", const RerunProvenance* rerun = nullptr);
+                        const std::string& format = "auto", const RerunProvenance* rerun = nullptr);
 
 }  // namespace servecast::collect

@@ -118,6 +118,7 @@ std::vector<TableSpec> BuildSpecs() {
                             {{"gemm_dtype", VT::kString}, {"m", VT::kInt64}, {"n", VT::kInt64}, {"k", VT::kInt64}},
                             false,
                             GemmCost});
+  specs.back().slice_columns = {"gemm_dtype"};
   std::vector<ColumnSpec> attention_keys = {
       {"batch_size", VT::kInt64},          {"isl", VT::kInt64},         {"num_heads", VT::kInt64},
       {"num_key_value_heads", VT::kInt64}, {"head_dim", VT::kInt64},    {"window_size", VT::kInt64},
@@ -151,6 +152,7 @@ std::vector<TableSpec> BuildSpecs() {
                              {"distribution", VT::kString}},
                             false,
                             MoeCost});
+  specs.back().slice_columns = {"moe_dtype"};
   // Collectives (family comm): message_size in elements of the dtype, as AIC.
   // "half" is the 16-bit float class of AIC's NCCL table.
   std::vector<ColumnSpec> bandwidths = {{"algbw_gbps", VT::kDouble}, {"busbw_gbps", VT::kDouble}};
@@ -194,6 +196,12 @@ const std::vector<ColumnSpec>& MetricColumns() {
 const std::vector<ColumnSpec>& PowerColumns() {
   static const std::vector<ColumnSpec> cols = {{"power", VT::kDouble}, {"power_limit", VT::kDouble}};
   return cols;
+}
+
+TableWriteOptions TableSpec::WriteOptions() const {
+  TableWriteOptions o;
+  o.parquet.group_by = slice_columns;
+  return o;
 }
 
 std::vector<ColumnSpec> TableSpec::AllColumns(bool with_power) const {

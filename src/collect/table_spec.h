@@ -6,6 +6,7 @@
 
 #include "collect/params.h"
 #include "core/table.h"
+#include "core/table_file.h"
 
 namespace servecast::collect {
 
@@ -29,6 +30,10 @@ struct TableSpec {
   // Columns of this table only, after the timing columns (e.g. the bandwidths of
   // a collective); the op gives their values with the row.
   std::vector<ColumnSpec> extra_columns = {};
+  // Key columns that cut the table into the slices a reader loads one at a time
+  // (gemm_dtype: a model reads one or two GEMM dtypes). A Parquet file groups its
+  // row groups by them (core/parquet.h, ParquetWriteOptions::group_by).
+  std::vector<std::string> slice_columns = {};
 
   // prefix + key columns + metric columns + extra columns (+ power), in file order.
   std::vector<ColumnSpec> AllColumns(bool with_power) const;
@@ -36,6 +41,8 @@ struct TableSpec {
   std::vector<std::string> IdentityColumns() const;
   // The key columns' names (the parameters every case of an op writing this table carries).
   std::vector<std::string> KeyColumnNames() const;
+  // How this table's files are written (Parquet: grouped by the slice columns).
+  TableWriteOptions WriteOptions() const;
 };
 
 // Columns every table starts with.

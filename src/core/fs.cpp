@@ -1,8 +1,10 @@
 #include "core/fs.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
@@ -13,11 +15,66 @@
 namespace servecast {
 
 std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError(SourceLocation{path, 0, ""}, "cannot open file", "a readable file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  // One read of the whole file into a buffer of its size (the tables are read
+  // often and some are megabytes; a stream copy costs several times more).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw DataError(SourceLocation{path, 0, ""}, "cannot open file", "a readable file");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw SystemError("cannot stat " + path, errno);
+  if (S_ISDIR(st.st_mode)) throw DataError(SourceLocation{path, 0, ""}, "is a folder", "a readable file");
+  std::string out;
+  if (S_ISREG(st.st_mode)) out.resize(static_cast<std::size_t>(st.st_size));
+  std::size_t have = 0;
+  while (true) {
+    if (have == out.size()) {  // full: at the end, or the file grew / is not a regular file
+      char probe;
+      const ssize_t p = ::read(fd, &probe, 1);
+      if (p < 0 && errno == EINTR) continue;
+      if (p < 0) throw SystemError("cannot read " + path, errno);
+      if (p == 0) break;
+      out.resize(std::max<std::size_t>(4096, 2 * out.size()));
+      out[have++] = probe;
+      continue;
+    }
+    const ssize_t n = ::read(fd, out.data() + have, out.size() - have);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw SystemError("cannot read " + path, errno);
+    }
+    if (n == 0) break;
+    have += static_cast<std::size_t>(n);
+  }
+  out.resize(have);
+  return out;
+}
+
+std::string ReadFileTail(const std::string& path, std::size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw DataError(SourceLocation{path, 0, ""}, "cannot open file", "a readable file");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw SystemError("cannot stat " + path, errno);
+  if (!S_ISREG(st.st_mode)) throw DataError(SourceLocation{path, 0, ""}, "is not a regular file", "a table file");
+  const auto size = static_cast<std::size_t>(st.st_size);
+  const std::size_t n = std::min(size, max_bytes);
+  std::string out(n, '\0');
+  std::size_t have = 0;
+  while (have < n) {
+    const ssize_t r = ::pread(fd, out.data() + have, n - have, static_cast<off_t>(size - n + have));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw SystemError("cannot read " + path, errno);
+    if (r == 0) break;  // shrank meanwhile
+    have += static_cast<std::size_t>(r);
+  }
+  out.resize(have);
+  return out;
 }
 
 void MakeDirs(const std::string& path) {

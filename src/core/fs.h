@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -7,6 +8,9 @@ namespace servecast {
 
 // Reads a whole file; throws DataError when it cannot be opened.
 std::string ReadFile(const std::string& path);
+// The last `max_bytes` bytes of a file (all of it when shorter); DataError when
+// it cannot be opened.
+std::string ReadFileTail(const std::string& path, std::size_t max_bytes);
 // Writes `content` to `path` atomically: temp file in the same directory, fsync,
 // rename, fsync of the directory. Creates parent directories.
 void WriteFileAtomic(const std::string& path, std::string_view content);

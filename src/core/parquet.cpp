@@ -81,6 +81,9 @@ struct ColumnMeta {
   std::int64_t total_compressed_size = 0;
   std::int64_t data_page_offset = -1;
   std::int64_t dictionary_page_offset = -1;
+  // Statistics.min_value / max_value (plain-encoded bytes), when written.
+  bool has_min = false, has_max = false;
+  std::string min_value, max_value;
 };
 
 struct ColumnChunk {
@@ -211,6 +214,28 @@ ColumnMeta ReadColumnMeta(ThriftReader& r) {
       case 11:
         m.dictionary_page_offset = r.ReadInt(t);
         break;
+      case 12: {
+        // Statistics: only min_value (6) and max_value (5), whose order is the
+        // column's own; the deprecated min (2) / max (1) compared byte arrays as
+        // signed bytes in old writers and are not used.
+        ThriftReader::Expect(t, ThriftType::kStruct, "ColumnMetaData.statistics");
+        r.BeginStruct();
+        std::int16_t sid;
+        ThriftType st;
+        while (r.ReadField(sid, st)) {
+          if (sid == 5 && st == ThriftType::kBinary) {
+            m.max_value = std::string(r.ReadBinary());
+            m.has_max = true;
+          } else if (sid == 6 && st == ThriftType::kBinary) {
+            m.min_value = std::string(r.ReadBinary());
+            m.has_min = true;
+          } else {
+            r.Skip(st);
+          }
+        }
+        r.EndStruct();
+        break;
+      }
       default:
         r.Skip(t);
     }
@@ -569,6 +594,7 @@ struct ColumnReader {
   int physical = -1;
   Kind kind = Kind::kString;
   bool optional = false;
+  bool wanted = true;  // decoded (a projection leaves the others out)
   ColumnValues values;
 };
 
@@ -684,7 +710,20 @@ void ReadColumnChunk(std::string_view file, std::size_t data_end, const ColumnMe
   }
 }
 
-Table ParseParquetImpl(std::string_view bytes) {
+// What a read asks for: every row or one slice, every column or one.
+struct ReadPlan {
+  const RowSlice* slice = nullptr;
+  const std::string* only_column = nullptr;
+};
+
+// Whether a row group's statistics for a string column rule `value` out.
+bool StatsExclude(const ColumnMeta& m, const std::string& value) {
+  if (m.has_min && value < m.min_value) return true;
+  if (m.has_max && value > m.max_value) return true;
+  return false;
+}
+
+Table ParseParquetImpl(std::string_view bytes, const ReadPlan& plan = {}) {
   if (bytes.size() < 12) Fail("file of " + std::to_string(bytes.size()) + " bytes is too short for Parquet");
   if (bytes.substr(0, 4) != "PAR1") Fail("bad magic at the start (expected PAR1)");
   if (bytes.substr(bytes.size() - 4) != "PAR1") Fail("bad magic at the end (expected PAR1; truncated file?)");
@@ -719,8 +758,25 @@ Table ParseParquetImpl(std::string_view bytes) {
       Fail(std::string(err.what()) + " in column '" + e.name + "'");
     }
     c.optional = e.repetition == kOptional;
+    if (plan.only_column) c.wanted = c.name == *plan.only_column;
     cols.push_back(std::move(c));
   }
+  auto find_col = [&](const std::string& name, const char* what) {
+    for (std::size_t c = 0; c < cols.size(); ++c)
+      if (cols[c].name == name) {
+        if (cols[c].kind != Kind::kString) Fail(std::string(what) + " column '" + name + "' is not a string column");
+        return c;
+      }
+    std::string have;
+    for (const auto& c : cols) have += (have.empty() ? "" : ", ") + c.name;
+    Fail(std::string("no ") + what + " column '" + name + "'; columns: " + have);
+  };
+  std::size_t slice_col = 0;
+  if (plan.slice) {
+    slice_col = find_col(plan.slice->column, "slice");
+    cols[slice_col].wanted = true;
+  }
+  if (plan.only_column) find_col(*plan.only_column, "requested");
 
   // Reserve for the announced rows, bounded so that a lying footer cannot force a
   // huge allocation.
@@ -733,7 +789,8 @@ Table ParseParquetImpl(std::string_view bytes) {
       if (c.optional) c.values.present.reserve(reserve);
     }
   }
-  std::int64_t total_rows = 0;
+  std::int64_t total_rows = 0;  // in every row group (the footer's count)
+  std::int64_t kept_rows = 0;   // in the row groups decoded
   for (std::size_t g = 0; g < meta.row_groups.size(); ++g) {
     const RowGroup& rg = meta.row_groups[g];
     if (rg.num_rows < 0) Fail("row group " + std::to_string(g) + " has no row count");
@@ -741,18 +798,24 @@ Table ParseParquetImpl(std::string_view bytes) {
       Fail("row group " + std::to_string(g) + " has " + std::to_string(rg.columns.size()) + " columns, schema has " +
            std::to_string(cols.size()));
     }
+    total_rows += rg.num_rows;
     for (std::size_t c = 0; c < cols.size(); ++c) {
       const ColumnChunk& chunk = rg.columns[c];
       if (chunk.has_file_path) Fail("column chunks in external files are not supported");
       if (!chunk.has_meta) Fail("column chunk without metadata");
       if (chunk.meta.type != cols[c].physical) Fail("column '" + cols[c].name + "' chunk type differs from the schema");
+    }
+    if (plan.slice && StatsExclude(rg.columns[slice_col].meta, plan.slice->value)) continue;
+    kept_rows += rg.num_rows;
+    for (std::size_t c = 0; c < cols.size(); ++c) {
+      if (!cols[c].wanted) continue;
+      const ColumnChunk& chunk = rg.columns[c];
       try {
         ReadColumnChunk(bytes, data_end, chunk.meta, rg.num_rows, cols[c]);
       } catch (const DataError& err) {
         Fail("row group " + std::to_string(g) + ", column '" + cols[c].name + "': " + err.what());
       }
     }
-    total_rows += rg.num_rows;
   }
   if (meta.num_rows >= 0 && meta.num_rows != total_rows) {
     Fail("footer says " + std::to_string(meta.num_rows) + " rows, row groups hold " + std::to_string(total_rows));
@@ -760,10 +823,11 @@ Table ParseParquetImpl(std::string_view bytes) {
 
   // Null policy (docs/parquet.md): all-null columns become string columns of "";
   // nulls in string columns become ""; nulls in numeric columns are an error.
-  auto rows = static_cast<std::size_t>(total_rows);
+  auto rows = static_cast<std::size_t>(kept_rows);
   std::vector<bool> all_null(cols.size(), false);
   for (std::size_t c = 0; c < cols.size(); ++c) {
     ColumnReader& col = cols[c];
+    if (!col.wanted) continue;
     bool null_type = meta.schema[c + 1].logical_null;
     all_null[c] = (rows > 0 && col.values.nulls == rows) || (null_type && col.values.size() == 0);
     ValueType type = col.kind == Kind::kInt      ? ValueType::kInt64
@@ -781,6 +845,7 @@ Table ParseParquetImpl(std::string_view bytes) {
   data.reserve(cols.size());
   for (std::size_t c = 0; c < cols.size(); ++c) {
     ColumnReader& col = cols[c];
+    if (!col.wanted) continue;
     if (all_null[c]) {
       data.emplace_back(std::vector<std::string>(rows));
       continue;
@@ -802,7 +867,16 @@ Table ParseParquetImpl(std::string_view bytes) {
       }
     }
   }
-  return Table::FromColumns(std::move(specs), std::move(data));
+  Table table = Table::FromColumns(std::move(specs), std::move(data));
+  if (!plan.slice) return table;
+  // Row groups the statistics could not rule out may hold other slices too.
+  const std::size_t col = table.ColumnIndex(plan.slice->column);
+  std::vector<std::size_t> keep;
+  keep.reserve(table.num_rows());
+  for (std::size_t r = 0; r < table.num_rows(); ++r)
+    if (table.GetString(r, col) == plan.slice->value) keep.push_back(r);
+  if (keep.size() == table.num_rows()) return table;
+  return table.Select(keep);
 }
 
 // ----------------------------------------------------------------- writing
@@ -896,6 +970,8 @@ struct ChunkInfo {
   std::int64_t uncompressed = 0;
   std::int64_t compressed = 0;
   std::int64_t num_values = 0;
+  bool has_stats = false;
+  std::string min_value, max_value;  // plain-encoded
 };
 
 std::int32_t CheckedPageSize(std::size_t n) {
@@ -946,14 +1022,129 @@ Table ReadParquet(const std::string& path) {
   return ParseParquet(ReadFile(path), path);
 }
 
+Table ParseParquet(std::string_view bytes, const std::string& origin, const RowSlice& slice) {
+  try {
+    return ParseParquetImpl(bytes, ReadPlan{&slice, nullptr});
+  } catch (const DataError& e) {
+    throw DataError(origin + ": " + e.what());
+  }
+}
+
+Table ReadParquet(const std::string& path, const RowSlice& slice) {
+  return ParseParquet(ReadFile(path), path, slice);
+}
+
+std::vector<std::string> ParquetColumnValues(const std::string& path, const std::string& column) {
+  std::vector<std::string> out;
+  try {
+    // Every row group with statistics saying it holds one value: only the footer
+    // is read. (The footer is found from the file's last 8 bytes; one read of the
+    // last 64 KiB holds it for any table servecast writes.)
+    bool from_stats = true;
+    std::string tail = ReadFileTail(path, 64 * 1024);
+    if (tail.size() >= 8 && tail.compare(tail.size() - 4, 4, "PAR1") == 0) {
+      const std::size_t footer_len = LoadLe<std::uint32_t>(tail.data() + tail.size() - 8);
+      if (footer_len + 8 > tail.size()) tail = ReadFileTail(path, footer_len + 8);
+      if (footer_len + 8 <= tail.size() && tail.size() >= 12) {
+        const FileMeta meta = ReadFileMeta(std::string_view(tail).substr(tail.size() - 8 - footer_len, footer_len));
+        std::size_t col = meta.schema.size();
+        for (std::size_t i = 1; i < meta.schema.size(); ++i)
+          if (meta.schema[i].name == column && meta.schema[i].type == kByteArray) col = i - 1;
+        if (col == meta.schema.size()) from_stats = false;
+        for (const RowGroup& rg : meta.row_groups) {
+          if (!from_stats) break;
+          if (rg.num_rows == 0) continue;
+          if (col >= rg.columns.size()) {
+            from_stats = false;
+            break;
+          }
+          const ColumnMeta& m = rg.columns[col].meta;
+          if (!m.has_min || !m.has_max || m.min_value != m.max_value) {
+            from_stats = false;
+            break;
+          }
+          if (std::find(out.begin(), out.end(), m.min_value) == out.end()) out.push_back(m.min_value);
+        }
+      } else {
+        from_stats = false;
+      }
+    } else {
+      from_stats = false;
+    }
+    if (from_stats) return out;
+    // Otherwise decode that column alone (this also reports a malformed file).
+    out.clear();
+    const std::string bytes = ReadFile(path);
+    const Table t = ParseParquetImpl(bytes, ReadPlan{nullptr, &column});
+    std::unordered_map<std::string_view, bool> seen;
+    for (std::size_t r = 0; r < t.num_rows(); ++r) {
+      const std::string& v = t.GetString(r, 0);
+      if (seen.emplace(v, true).second) out.push_back(v);
+    }
+    return out;
+  } catch (const DataError& e) {
+    throw DataError(path + ": " + e.what());
+  }
+}
+
+namespace {
+
+// The write order of the rows and the row groups over it: rows grouped stably
+// by the `group_by` columns, no row group across two groups, at most
+// `row_group_rows` rows each.
+struct RowLayout {
+  std::vector<std::size_t> order;                           // table row of each written row
+  std::vector<std::pair<std::size_t, std::size_t>> groups;  // [first, last) into `order`
+};
+
+RowLayout LayRows(const Table& table, const ParquetWriteOptions& options) {
+  const std::size_t nrows = table.num_rows();
+  const std::size_t group_rows = std::max<std::size_t>(1, options.row_group_rows);
+  RowLayout layout;
+  std::vector<std::size_t> cuts;  // positions in `order` where a group begins
+  if (options.group_by.empty()) {
+    layout.order.resize(nrows);
+    for (std::size_t r = 0; r < nrows; ++r) layout.order[r] = r;
+    cuts.push_back(0);
+  } else {
+    std::vector<std::size_t> cols;
+    for (const auto& name : options.group_by) cols.push_back(table.ColumnIndex(name));
+    std::unordered_map<std::string, std::size_t> group_of;
+    std::vector<std::vector<std::size_t>> members;
+    for (std::size_t r = 0; r < nrows; ++r) {
+      std::string key;
+      for (std::size_t c : cols) {
+        key += ToString(table.Get(r, c));
+        key.push_back('\0');
+      }
+      auto [it, inserted] = group_of.emplace(std::move(key), members.size());
+      if (inserted) members.emplace_back();
+      members[it->second].push_back(r);
+    }
+    layout.order.reserve(nrows);
+    for (const auto& m : members) {
+      cuts.push_back(layout.order.size());
+      layout.order.insert(layout.order.end(), m.begin(), m.end());
+    }
+  }
+  cuts.push_back(nrows);
+  for (std::size_t i = 0; i + 1 < cuts.size(); ++i)
+    for (std::size_t first = cuts[i]; first < cuts[i + 1]; first += group_rows)
+      layout.groups.emplace_back(first, std::min(cuts[i + 1], first + group_rows));
+  return layout;
+}
+
+std::string LeBytes(const void* p) { return std::string(static_cast<const char*>(p), 8); }
+
+}  // namespace
+
 std::string SerializeParquet(const Table& table, const ParquetWriteOptions& options) {
   const std::size_t ncols = table.num_columns();
   const std::size_t nrows = table.num_rows();
-  const std::size_t group_rows = std::max<std::size_t>(1, options.row_group_rows);
+  const RowLayout layout = LayRows(table, options);
   std::string out = "PAR1";
   std::vector<std::vector<ChunkInfo>> groups;
-  for (std::size_t first = 0; first < nrows; first += group_rows) {
-    std::size_t last = std::min(nrows, first + group_rows);
+  for (const auto& [first, last] : layout.groups) {
     auto count = static_cast<std::int32_t>(last - first);
     std::vector<ChunkInfo> chunks;
     for (std::size_t c = 0; c < ncols; ++c) {
@@ -964,24 +1155,58 @@ std::string SerializeParquet(const Table& table, const ParquetWriteOptions& opti
       ValueType type = table.columns()[c].type;
       if (type == ValueType::kInt64) {
         info.type = kInt64;
-        for (std::size_t r = first; r < last; ++r) {
-          std::int64_t v = table.GetInt(r, c);
+        std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
+        for (std::size_t i = first; i < last; ++i) {
+          std::int64_t v = table.GetInt(layout.order[i], c);
+          lo = std::min(lo, v);
+          hi = std::max(hi, v);
           raw.append(reinterpret_cast<const char*>(&v), 8);
+        }
+        if (count > 0) {
+          info.has_stats = true;
+          info.min_value = LeBytes(&lo);
+          info.max_value = LeBytes(&hi);
         }
       } else if (type == ValueType::kDouble) {
         info.type = kDouble;
-        for (std::size_t r = first; r < last; ++r) {
-          double v = table.GetDouble(r, c);
+        double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+        bool nan = false;
+        for (std::size_t i = first; i < last; ++i) {
+          double v = table.GetDouble(layout.order[i], c);
+          if (v != v) nan = true;
+          lo = std::min(lo, v);
+          hi = std::max(hi, v);
           raw.append(reinterpret_cast<const char*>(&v), 8);
+        }
+        if (count > 0 && !nan) {
+          // The format asks for -0.0 as a zero minimum and +0.0 as a zero maximum.
+          if (lo == 0) lo = -0.0;
+          if (hi == 0) hi = 0.0;
+          info.has_stats = true;
+          info.min_value = LeBytes(&lo);
+          info.max_value = LeBytes(&hi);
         }
       } else {
         info.type = kByteArray;
+        // std::string orders by unsigned bytes, the order of UTF-8 statistics.
+        const std::string* lo = nullptr;
+        const std::string* hi = nullptr;
+        for (std::size_t i = first; i < last; ++i) {
+          const std::string& v = table.GetString(layout.order[i], c);
+          if (!lo || v < *lo) lo = &v;
+          if (!hi || v > *hi) hi = &v;
+        }
+        if (lo) {
+          info.has_stats = true;
+          info.min_value = *lo;
+          info.max_value = *hi;
+        }
         if (options.dictionary) {
           std::unordered_map<std::string_view, std::uint32_t> ids;
           std::vector<std::uint32_t> indices;
           std::string dict_raw;
-          for (std::size_t r = first; r < last; ++r) {
-            const std::string& s = table.GetString(r, c);
+          for (std::size_t i = first; i < last; ++i) {
+            const std::string& s = table.GetString(layout.order[i], c);
             auto [it, inserted] = ids.emplace(s, static_cast<std::uint32_t>(ids.size()));
             if (inserted) {
               PutLe32(dict_raw, static_cast<std::uint32_t>(s.size()));
@@ -1000,8 +1225,8 @@ std::string SerializeParquet(const Table& table, const ParquetWriteOptions& opti
           chunks.push_back(info);
           continue;
         }
-        for (std::size_t r = first; r < last; ++r) {
-          const std::string& s = table.GetString(r, c);
+        for (std::size_t i = first; i < last; ++i) {
+          const std::string& s = table.GetString(layout.order[i], c);
           PutLe32(raw, static_cast<std::uint32_t>(s.size()));
           raw += s;
         }
@@ -1064,12 +1289,19 @@ std::string SerializeParquet(const Table& table, const ParquetWriteOptions& opti
       w.FieldI64(7, info.compressed);
       w.FieldI64(9, info.data_offset);
       if (dict) w.FieldI64(11, info.dictionary_offset);
+      if (info.has_stats) {
+        w.FieldStruct(12);  // Statistics
+        w.BeginStruct();
+        w.FieldI64(3, 0);   // null_count
+        w.FieldBinary(5, info.max_value);
+        w.FieldBinary(6, info.min_value);
+        w.EndStruct();
+      }
       w.EndStruct();
       w.EndStruct();
     }
     w.FieldI64(2, total);
-    std::size_t first = g * group_rows;
-    w.FieldI64(3, static_cast<std::int64_t>(std::min(nrows, first + group_rows) - first));
+    w.FieldI64(3, static_cast<std::int64_t>(layout.groups[g].second - layout.groups[g].first));
     w.EndStruct();
   }
   w.FieldBinary(6, "servecast");

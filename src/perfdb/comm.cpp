@@ -94,17 +94,31 @@ const CommSlice& CommTable::Find(const CommSliceKey& key, double message_size) c
                                "num_gpus collected for dtype=" + key.dtype + ", op=" + key.op + ": " + counts);
 }
 
+CommTable::Pick CommTable::PickSlice(const CommSliceKey& key) const {
+  if (key.num_gpus < 2) return {};
+  if (const auto it = slices_.find(key); it != slices_.end()) return {&it->second, 0};
+  std::int64_t max_gpus = 0;
+  for (const auto& [k, s] : slices_)
+    if (k.dtype == key.dtype && k.op == key.op) max_gpus = std::max(max_gpus, k.num_gpus);
+  if (max_gpus == 0 || key.num_gpus <= max_gpus) return {};
+  CommSliceKey donor = key;
+  donor.num_gpus = max_gpus;
+  return {&slices_.at(donor), max_gpus};
+}
+
 CommEstimate CommTable::Resolve(const CommSliceKey& key, double message_size,
                                 const std::function<double(double, std::int64_t)>& sol_at) const {
   CommEstimate out;
-  try {
-    static_cast<Estimate&>(out) = Find(key, message_size).curve.Query(message_size);
+  const Pick pick = PickSlice(key);
+  if (!pick.slice) (void)Find(key, message_size);  // throws the miss, naming what was collected
+  if (pick.borrowed_from_gpus == 0) {
+    static_cast<Estimate&>(out) = pick.slice->curve.Query(message_size);
     return out;
-  } catch (const CommGpusBeyondDataError& e) {
-    if (e.max_collected_gpus() == 0) throw;  // nothing of this (dtype, op) to borrow
+  }
+  {
     CommSliceKey donor = key;
-    donor.num_gpus = e.max_collected_gpus();
-    static_cast<Estimate&>(out) = slices_.at(donor).curve.Query(message_size);
+    donor.num_gpus = pick.borrowed_from_gpus;
+    static_cast<Estimate&>(out) = pick.slice->curve.Query(message_size);
     const double sol_donor = sol_at(message_size, donor.num_gpus), sol_query = sol_at(message_size, key.num_gpus);
     if (!(sol_donor > 0)) {
       throw InterpolationMissError(SliceName(name_, key), SizeQuery(message_size),
@@ -123,15 +137,10 @@ CommEstimate CommTable::Resolve(const CommSliceKey& key, double message_size,
 CommEstimate CommTable::ResolveEmpirical(const CommSliceKey& key, double message_size,
                                          const std::function<double(double, std::int64_t)>& sol_at) const {
   CommEstimate out;
-  const CommSlice* slice = nullptr;
-  try {
-    slice = &Find(key, message_size);
-  } catch (const CommGpusBeyondDataError& e) {
-    if (e.max_collected_gpus() == 0) throw;  // nothing of this (dtype, op) to borrow
-    CommSliceKey donor = key;
-    donor.num_gpus = e.max_collected_gpus();
-    slice = &slices_.at(donor);
-    out.borrowed_from_gpus = donor.num_gpus;
+  const Pick pick = PickSlice(key);
+  const CommSlice* slice = pick.slice ? pick.slice : &Find(key, message_size);  // Find throws the miss
+  if (pick.borrowed_from_gpus > 0) {
+    out.borrowed_from_gpus = pick.borrowed_from_gpus;
     out.source = EstimateSource::kExtrapolated;
   }
   const double q[1] = {message_size};

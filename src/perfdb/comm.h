@@ -103,6 +103,15 @@ class CommTable {
   // Throws ConfigError for num_gpus < 2, CommGpusBeyondDataError or
   // InterpolationMissError when no slice has the key.
   const CommSlice& Find(const CommSliceKey& key, double message_size) const;
+  // The slice a query reads without throwing: the exact one, or, for a GPU count
+  // above every count collected for its (dtype, op), the largest one (borrowed);
+  // null when Find would throw for another reason. The search asks for the same
+  // borrowed counts thousands of times: no exception on that expected path.
+  struct Pick {
+    const CommSlice* slice = nullptr;
+    std::int64_t borrowed_from_gpus = 0;  // > 0: borrowed
+  };
+  Pick PickSlice(const CommSliceKey& key) const;
   // The key's own slice, or the boundary slice borrowed beyond the collected
   // GPU counts (see the fan-out rule above). `sol_at` is the proxy SOL (ms) of
   // (size, gpus) for the key's dtype and op.

@@ -308,37 +308,80 @@ std::size_t ClampGemmSitesToSol(const std::string& gemm_dtype, std::vector<GemmS
 
 GemmPerf::GemmPerf(const Table& table, const Sol& sol, std::string origin, GemmResolverOptions options,
                    GemmLoadClamp clamp)
-    : origin_(std::move(origin)) {
+    : origin_(std::move(origin)), options_(options), clamp_(clamp) {
   for (auto& [dtype, sites] : GemmSitesFromTable(table)) {
     if (clamp == GemmLoadClamp::kSol) ClampGemmSitesToSol(dtype, sites, sol);
-    Entry e;
-    e.dtype = dtype;
+    auto e = std::make_unique<Entry>();
+    e->dtype = dtype;
+    e->built = true;
     try {
-      e.slice = std::make_unique<GemmSlice>(dtype, std::move(sites), sol, options);
+      e->slice = std::make_unique<GemmSlice>(dtype, std::move(sites), sol, options);
+      e->ready.store(e->slice.get(), std::memory_order_release);
     } catch (const DataError&) {
       throw;
     } catch (const Error&) {  // a quant SOL cannot rate: raised when the slice is asked for
-      e.error = std::current_exception();
+      e->error = std::current_exception();
     }
     slices_.push_back(std::move(e));
   }
 }
 
+GemmPerf::GemmPerf(std::vector<std::string> dtypes, SliceLoader load, const Sol& sol, std::string origin,
+                   GemmResolverOptions options, GemmLoadClamp clamp)
+    : origin_(std::move(origin)),
+      sol_(std::make_unique<Sol>(sol)),
+      options_(options),
+      clamp_(clamp),
+      load_(std::move(load)) {
+  for (auto& dtype : dtypes) {
+    auto e = std::make_unique<Entry>();
+    e->dtype = std::move(dtype);
+    slices_.push_back(std::move(e));
+  }
+}
+
+GemmPerf::GemmPerf(GemmPerf&&) noexcept = default;
+GemmPerf& GemmPerf::operator=(GemmPerf&&) noexcept = default;
+GemmPerf::~GemmPerf() = default;
+
+void GemmPerf::Build(Entry& e, const Table& rows) const {
+  auto sliced = GemmSitesFromTable(rows);
+  std::vector<GemmSite> sites;
+  for (auto& [dtype, s] : sliced) {
+    if (dtype != e.dtype)
+      throw Error(origin_ + ": the rows loaded for gemm_dtype '" + e.dtype + "' hold gemm_dtype '" + dtype + "'");
+    sites = std::move(s);
+  }
+  if (clamp_ == GemmLoadClamp::kSol) ClampGemmSitesToSol(e.dtype, sites, *sol_);
+  try {
+    e.slice = std::make_unique<GemmSlice>(e.dtype, std::move(sites), *sol_, options_);
+  } catch (const DataError&) {
+    throw;
+  } catch (const Error&) {
+    e.error = std::current_exception();
+  }
+  e.built = true;
+  if (e.slice) e.ready.store(e.slice.get(), std::memory_order_release);
+}
+
 std::vector<std::string> GemmPerf::gemm_dtypes() const {
   std::vector<std::string> out;
-  for (const auto& e : slices_) out.push_back(e.dtype);
+  for (const auto& e : slices_) out.push_back(e->dtype);
   return out;
 }
 
 const GemmSlice& GemmPerf::Slice(std::string_view quant) const {
   std::string_view dtype = quant == "fp8_static" ? std::string_view("fp8") : quant;
   for (const auto& e : slices_) {
-    if (e.dtype != dtype) continue;
-    if (!e.slice) std::rethrow_exception(e.error);
-    return *e.slice;
+    if (e->dtype != dtype) continue;
+    if (const GemmSlice* ready = e->ready.load(std::memory_order_acquire)) return *ready;
+    std::lock_guard<std::mutex> lock(e->mu);
+    if (!e->built) Build(*e, load_(e->dtype));  // a throw leaves it unbuilt: the next call retries
+    if (!e->slice) std::rethrow_exception(e->error);
+    return *e->slice;
   }
   std::string have;
-  for (const auto& e : slices_) have += (have.empty() ? "" : ", ") + e.dtype;
+  for (const auto& e : slices_) have += (have.empty() ? "" : ", ") + e->dtype;
   throw MissingDataError(origin_ + ": no rows with gemm_dtype '" + std::string(dtype) + "' (quant '" +
                          std::string(quant) + "'); present: " + (have.empty() ? "none" : have));
 }

@@ -16,7 +16,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <atomic>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -168,6 +170,17 @@ class GemmPerf {
   // rate keep their error and raise it when queried.
   GemmPerf(const Table& table, const Sol& sol, std::string origin = "gemm_perf", GemmResolverOptions options = {},
            GemmLoadClamp clamp = GemmLoadClamp::kSol);
+  // Lazy: the slices are `dtypes` (first-encounter order), each built on first
+  // use from `load(dtype)`, a gemm_perf table of that dtype's rows, exactly as
+  // the eager constructor builds it from the whole table. Thread-safe; a load or
+  // a DataError while building is raised by that Slice() call (and retried by
+  // the next).
+  using SliceLoader = std::function<const Table&(const std::string& gemm_dtype)>;
+  GemmPerf(std::vector<std::string> dtypes, SliceLoader load, const Sol& sol, std::string origin = "gemm_perf",
+           GemmResolverOptions options = {}, GemmLoadClamp clamp = GemmLoadClamp::kSol);
+  GemmPerf(GemmPerf&&) noexcept;
+  GemmPerf& operator=(GemmPerf&&) noexcept;
+  ~GemmPerf();
 
   std::vector<std::string> gemm_dtypes() const;  // first-encounter order
   // The slice a quant reads: fp8_static -> fp8, any other quant its own name.
@@ -179,11 +192,21 @@ class GemmPerf {
  private:
   struct Entry {
     std::string dtype;
+    std::atomic<const GemmSlice*> ready{nullptr};  // set once built
+    std::mutex mu;                                 // guards the build
+    bool built = false;
     std::unique_ptr<GemmSlice> slice;  // null when building failed
     std::exception_ptr error;          // why, raised by Slice()
   };
+  // Builds `e` from rows of its dtype (and only those).
+  void Build(Entry& e, const Table& rows) const;
+
   std::string origin_;
-  std::vector<Entry> slices_;
+  std::unique_ptr<Sol> sol_;  // for lazy slices
+  GemmResolverOptions options_;
+  GemmLoadClamp clamp_ = GemmLoadClamp::kSol;
+  SliceLoader load_;
+  std::vector<std::unique_ptr<Entry>> slices_;
 };
 
 // Splits a gemm_perf table into sites per gemm_dtype (first-encounter order).

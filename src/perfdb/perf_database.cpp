@@ -125,22 +125,87 @@ std::vector<std::string> PerfDatabase::TableNames() const {
 }
 
 const LoadedTable& PerfDatabase::Table(const std::string& table_name) const {
+  return Cached(table_name, table_name, nullptr);
+}
+
+const LoadedTable& PerfDatabase::Table(const std::string& table_name, const RowSlice& slice) const {
+  // '\n' cannot occur in a table name (a file stem listed by discovery).
+  return Cached(table_name + "\n" + slice.column + "=" + slice.value, table_name, &slice);
+}
+
+const LoadedTable& PerfDatabase::Cached(const std::string& cache_key, const std::string& table_name,
+                                        const RowSlice* slice) const {
   Slot* slot = nullptr;
   {
     std::lock_guard<std::mutex> lock(cache_->mu);
-    auto& s = cache_->tables[table_name];
+    auto& s = cache_->tables[cache_key];
     if (!s) s = std::make_unique<Slot>();
     slot = s.get();  // slots are never removed: the pointer stays valid
   }
   std::lock_guard<std::mutex> lock(slot->mu);
-  if (!slot->table) slot->table = Load(table_name);  // a throw leaves the slot empty: the next call retries
+  if (!slot->table) slot->table = Load(table_name, slice);  // a throw leaves the slot empty: the next call retries
   return *slot->table;
 }
 
-std::unique_ptr<LoadedTable> PerfDatabase::Load(const std::string& table_name) const {
+std::vector<std::string> PerfDatabase::SliceValues(const std::string& table_name, const std::string& column) const {
+  std::string family;
+  std::vector<TableSource> sources = Sources(table_name, family);
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const auto& s : sources)
+    for (auto& v : FileSliceValues(s.file, column))
+      if (seen.insert(v).second) out.push_back(std::move(v));
+  return out;
+}
+
+namespace {
+bool IsCsv(const std::string& file) { return file.size() >= 4 && file.compare(file.size() - 4, 4, ".csv") == 0; }
+}  // namespace
+
+const servecast::Table& PerfDatabase::ParsedCsv(const std::string& file) const {
+  ParsedFile* slot = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    auto& p = cache_->csv_files[file];
+    if (!p) p = std::make_unique<ParsedFile>();
+    slot = p.get();
+  }
+  std::lock_guard<std::mutex> lock(slot->mu);
+  if (!slot->table) slot->table = std::make_unique<const servecast::Table>(LoadTableFile(file));
+  return *slot->table;
+}
+
+servecast::Table PerfDatabase::ReadSlice(const std::string& file, const RowSlice& slice) const {
+  if (!IsCsv(file)) return ReadTableFile(file, slice);
+  const servecast::Table& t = ParsedCsv(file);
+  const auto c = t.FindColumn(slice.column);
+  if (!c) throw DataError(file + ": no slice column '" + slice.column + "'");
+  if (t.columns()[*c].type != ValueType::kString)
+    throw DataError(file + ": slice column '" + slice.column + "' is not a string column");
+  std::vector<std::size_t> keep;
+  for (std::size_t r = 0; r < t.num_rows(); ++r)
+    if (t.GetString(r, *c) == slice.value) keep.push_back(r);
+  return t.Select(keep);
+}
+
+std::vector<std::string> PerfDatabase::FileSliceValues(const std::string& file, const std::string& column) const {
+  if (!IsCsv(file)) return TableFileColumnValues(file, column);
+  const servecast::Table& t = ParsedCsv(file);
+  const auto c = t.FindColumn(column);
+  if (!c) throw DataError(file + ": no slice column '" + column + "'");
+  if (t.columns()[*c].type != ValueType::kString)
+    throw DataError(file + ": slice column '" + column + "' is not a string column");
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (std::size_t r = 0; r < t.num_rows(); ++r)
+    if (seen.insert(t.GetString(r, *c)).second) out.push_back(t.GetString(r, *c));
+  return out;
+}
+
+std::vector<TableSource> PerfDatabase::Sources(const std::string& table_name, std::string& family) const {
   // The family holding the table: the one whose (backend) versions have it or
   // whose requested-version reuse.yaml declares it.
-  std::string family;
+  family.clear();
   for (const auto& d : tree_->dirs()) {
     if (d.system != system_ || d.backend != backend_) continue;
     bool declared = d.version == version_ && std::any_of(d.reuse.begin(), d.reuse.end(),
@@ -264,13 +329,18 @@ std::unique_ptr<LoadedTable> PerfDatabase::Load(const std::string& table_name) c
     msg += "; tables that exist for backend '" + backend_ + "': " + (names.empty() ? "none" : Join(names));
     throw MissingDataError(msg);
   }
+  return sources;
+}
 
+std::unique_ptr<LoadedTable> PerfDatabase::Load(const std::string& table_name, const RowSlice* slice) const {
+  std::string family;
+  std::vector<TableSource> sources = Sources(table_name, family);
   auto out = std::make_unique<LoadedTable>();
   out->name = table_name;
   out->family = family;
   std::vector<servecast::Table> loaded;
   for (auto& s : sources) {
-    loaded.push_back(LoadTableFile(s.file));
+    loaded.push_back(slice ? ReadSlice(s.file, *slice) : LoadTableFile(s.file));
     s.rows_read = loaded.back().num_rows();
   }
   // Columns: the first source's, in its order, plus absent optional key columns;
@@ -298,6 +368,11 @@ std::unique_ptr<LoadedTable> PerfDatabase::Load(const std::string& table_name) c
     }
   }
   out->key_columns = key_columns;
+  // A slice must be cut along the key, or the merge (first source wins a key)
+  // would differ from the whole table's.
+  if (slice && !is_key(slice->column))
+    throw Error("table " + table_name + ": slice column '" + slice->column + "' is not a key column (keys: " +
+                Join(key_columns) + ")");
   // Pass 1: which rows of each source supply a new key (first source, first row wins).
   // Keys are compared field by field (strings by bytes, numbers as doubles by bits,
   // so an int 32 and a double 32.0 are one key) through an open-addressing table of

@@ -21,6 +21,7 @@
 
 #include "core/error.h"
 #include "core/table.h"
+#include "core/table_file.h"
 #include "perfdb/discovery.h"
 
 namespace servecast::perfdb {
@@ -99,6 +100,16 @@ class PerfDatabase {
   // MissingDataError (naming the tables that exist) when no source has it, and
   // DataError / ConfigError for unreadable files.
   const LoadedTable& Table(const std::string& table_name) const;
+  // One slice of the table: the rows whose string key column `slice.column`
+  // holds `slice.value`, merged over the sources by the same rules, so that the
+  // slices of a table together are exactly Table(table_name). Loaded on first
+  // use and cached like a table; a Parquet source decodes only the row groups
+  // that can hold the slice. The column must be a key column (else Error).
+  const LoadedTable& Table(const std::string& table_name, const RowSlice& slice) const;
+  // The distinct values of a key column over every source of the table, in the
+  // order the merged table first holds them (Parquet: read from the row groups'
+  // statistics, nothing decoded, when each row group holds one value).
+  std::vector<std::string> SliceValues(const std::string& table_name, const std::string& column) const;
 
  private:
   // One slot per table with its own lock, so that different tables load in
@@ -107,11 +118,26 @@ class PerfDatabase {
     std::mutex mu;
     std::unique_ptr<LoadedTable> table;
   };
-  struct Cache {
-    std::mutex mu;  // guards the map only
-    std::map<std::string, std::unique_ptr<Slot>> tables;
+  // A CSV file parsed once for its slices (CSV cannot be read in part).
+  struct ParsedFile {
+    std::mutex mu;
+    std::unique_ptr<const servecast::Table> table;
   };
-  std::unique_ptr<LoadedTable> Load(const std::string& table_name) const;
+  struct Cache {
+    std::mutex mu;  // guards the maps only
+    std::map<std::string, std::unique_ptr<Slot>> tables;
+    std::map<std::string, std::unique_ptr<ParsedFile>> csv_files;
+  };
+  // One file's rows of a slice, or its slice column's values: Parquet reads only
+  // what it needs; CSV is parsed once per database and cut from memory.
+  servecast::Table ReadSlice(const std::string& file, const RowSlice& slice) const;
+  std::vector<std::string> FileSliceValues(const std::string& file, const std::string& column) const;
+  const servecast::Table& ParsedCsv(const std::string& file) const;
+  // The sources of a table in priority order, and its family (MissingDataError when none).
+  std::vector<TableSource> Sources(const std::string& table_name, std::string& family) const;
+  std::unique_ptr<LoadedTable> Load(const std::string& table_name, const RowSlice* slice) const;
+  const LoadedTable& Cached(const std::string& cache_key, const std::string& table_name,
+                            const RowSlice* slice) const;
 
   std::shared_ptr<const DataTree> tree_;
   std::string system_, backend_, version_;

@@ -79,8 +79,28 @@ std::unique_ptr<Database> Database::Open(systems::SystemSpec spec, const Databas
       });
     };
     auto sol = d->sol_;
-    if (needs.count(TableNeed::kGemm))
-      load("gemm_perf", [&](const perfdb::LoadedTable& t) { d->gemm_.emplace(t.table, *sol, t.name); });
+    if (needs.count(TableNeed::kGemm)) {
+      // gemm_perf is the largest table by far and a model reads one or two of its
+      // gemm_dtype slices: list the slices now (Parquet: from row-group
+      // statistics) and decode each on its first query.
+      loaders.emplace_back([&db, &d, &absent_mu, sol] {
+        try {
+          std::vector<std::string> dtypes = db.SliceValues("gemm_perf", "gemm_dtype");
+          d->gemm_.emplace(
+              std::move(dtypes),
+              [pdb = &db](const std::string& dtype) -> const Table& {
+                return pdb->Table("gemm_perf", RowSlice{"gemm_dtype", dtype}).table;
+              },
+              *sol, "gemm_perf");
+        } catch (const perfdb::MissingDataError&) {
+          std::lock_guard<std::mutex> lock(absent_mu);
+          d->absent_.push_back("gemm_perf");
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(absent_mu);
+          d->load_errors_.push_back(std::current_exception());
+        }
+      });
+    }
     if (needs.count(TableNeed::kContextAttention))
       load("context_attention_perf",
            [&](const perfdb::LoadedTable& t) { d->context_.emplace(perfdb::ContextAttentionTable::FromLoaded(t, sol)); });

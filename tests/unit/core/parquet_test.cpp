@@ -366,6 +366,112 @@ TEST(ParquetTest, WriteAndReadFile) {
   EXPECT_EQ(dir.List(), std::vector<std::string>{"sub"});
 }
 
+// ------------------------------------------------------------------ slices
+
+// The rows of `t` whose string column `col` holds `value`, in table order.
+Table RowsWith(const Table& t, const std::string& col, const std::string& value) {
+  std::vector<std::size_t> keep;
+  const std::size_t c = t.ColumnIndex(col);
+  for (std::size_t r = 0; r < t.num_rows(); ++r)
+    if (t.GetString(r, c) == value) keep.push_back(r);
+  return t.Select(keep);
+}
+
+std::size_t FooterStart(const std::string& bytes) {
+  std::uint32_t len;
+  std::memcpy(&len, bytes.data() + bytes.size() - 8, 4);
+  return bytes.size() - 8 - len;
+}
+
+// group_by keeps the rows of each slice in table order, slices in first-encounter
+// order, and a slice read returns exactly the slice, whatever the row-group size.
+TEST(ParquetSliceTest, GroupedFileReadsBackBySliceAndWhole) {
+  const Table t = MixedTable(2503);  // dtype changes every 3 rows
+  const std::vector<std::string> dtypes = {"bfloat16", "fp8", "fp8_block", ""};
+  for (std::size_t group_rows : {1u, 100u, 1u << 20}) {
+    SCOPED_TRACE(group_rows);
+    ParquetWriteOptions options;
+    options.group_by = {"dtype"};
+    options.row_group_rows = group_rows;
+    const std::string bytes = SerializeParquet(t, options);
+    const Table whole = ParseParquet(bytes, "mem");
+    ASSERT_EQ(whole.num_rows(), t.num_rows());
+    std::size_t at = 0;
+    for (const auto& d : dtypes) {
+      const Table want = RowsWith(t, "dtype", d);
+      std::vector<std::size_t> rows(want.num_rows());
+      for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = at + i;
+      EXPECT_TRUE(SameTable(whole.Select(rows), want)) << "slice '" << d << "' in the whole read";
+      EXPECT_TRUE(SameTable(ParseParquet(bytes, "mem", RowSlice{"dtype", d}), want)) << "slice '" << d << "'";
+      at += want.num_rows();
+    }
+    const Table none = ParseParquet(bytes, "mem", RowSlice{"dtype", "int4"});
+    EXPECT_EQ(none.num_rows(), 0u);
+    EXPECT_EQ(none.columns(), t.columns());
+  }
+}
+
+// A slice read does not touch the other slices' row groups: with the second
+// slice's pages destroyed, the first still reads; the whole file does not.
+TEST(ParquetSliceTest, SliceReadSkipsOtherRowGroupsByStatistics) {
+  Table t({{"dtype", VT::kString}, {"m", VT::kInt64}, {"latency", VT::kDouble}});
+  for (int i = 0; i < 50; ++i) t.AppendRow({std::string("a"), std::int64_t{i}, 0.5 * i});
+  for (int i = 0; i < 500; ++i) t.AppendRow({std::string("b"), std::int64_t{i}, 0.25 * i});
+  ParquetWriteOptions options;
+  options.group_by = {"dtype"};
+  options.codec = Codec::kUncompressed;
+  std::string bytes = SerializeParquet(t, options);
+  // The "a" rows alone serialize to the same pages, so their data ends where the
+  // footer of that file starts.
+  const std::size_t a_end = FooterStart(SerializeParquet(RowsWith(t, "dtype", "a"), options));
+  ASSERT_LT(a_end + 64, FooterStart(bytes));
+  for (std::size_t i = a_end; i < FooterStart(bytes); ++i) bytes[i] = '\xff';
+  EXPECT_TRUE(SameTable(ParseParquet(bytes, "mem", RowSlice{"dtype", "a"}), RowsWith(t, "dtype", "a")));
+  EXPECT_THROW(ParseParquet(bytes, "mem"), DataError);
+  EXPECT_THROW(ParseParquet(bytes, "mem", RowSlice{"dtype", "b"}), DataError);
+}
+
+// The distinct values come from the footer alone when each row group holds one.
+TEST(ParquetSliceTest, ColumnValuesFromStatisticsWithoutTheData) {
+  TempDir dir;
+  const Table t = MixedTable(600);
+  ParquetWriteOptions options;
+  options.group_by = {"dtype"};
+  options.codec = Codec::kUncompressed;
+  std::string bytes = SerializeParquet(t, options);
+  for (std::size_t i = 4; i < FooterStart(bytes); ++i) bytes[i] = '\xff';  // every page destroyed
+  WriteFileAtomic(dir.File("t.parquet"), bytes);
+  EXPECT_EQ(ParquetColumnValues(dir.File("t.parquet"), "dtype"),
+            (std::vector<std::string>{"bfloat16", "fp8", "fp8_block", ""}));
+  EXPECT_THROW(ReadParquet(dir.File("t.parquet")), DataError);
+}
+
+// Files without one value per row group (another writer, no group_by) are read
+// and filtered row by row, and their values found by decoding that column.
+TEST(ParquetSliceTest, FilesWithoutGroupingFilterRowByRow) {
+  TempDir dir;
+  const Table t = MixedTable(1000);
+  WriteParquet(t, dir.File("plain.parquet"), ParquetWriteOptions{});
+  EXPECT_TRUE(SameTable(ReadParquet(dir.File("plain.parquet"), RowSlice{"dtype", "fp8"}), RowsWith(t, "dtype", "fp8")));
+  EXPECT_EQ(ParquetColumnValues(dir.File("plain.parquet"), "dtype"),
+            (std::vector<std::string>{"bfloat16", "fp8", "fp8_block", ""}));
+  // pyarrow's file: s = ["a", null, "héllo", "", null], nulls read as "".
+  WriteFileAtomic(dir.File("arrow.parquet"), Unhex(kV2ZstdHex));
+  const Table a = ReadParquet(dir.File("arrow.parquet"), RowSlice{"s", "a"});
+  ASSERT_EQ(a.num_rows(), 1u);
+  EXPECT_EQ(a.GetInt(0, a.ColumnIndex("i64")), 10);
+  EXPECT_EQ(ReadParquet(dir.File("arrow.parquet"), RowSlice{"s", ""}).num_rows(), 3u);
+  EXPECT_EQ(ParquetColumnValues(dir.File("arrow.parquet"), "s"), (std::vector<std::string>{"a", "", "h\xc3\xa9llo"}));
+}
+
+TEST(ParquetSliceTest, SliceColumnMustExistAndHoldText) {
+  const std::string bytes = SerializeParquet(MixedTable(10));
+  EXPECT_TRUE(HasText(ThrownMessage<DataError>([&] { ParseParquet(bytes, "t.parquet", RowSlice{"nope", "x"}); }),
+                      "t.parquet: no slice column 'nope'; columns: id, latency, dtype, note"));
+  EXPECT_TRUE(HasText(ThrownMessage<DataError>([&] { ParseParquet(bytes, "t.parquet", RowSlice{"id", "1"}); }),
+                      "slice column 'id' is not a string column"));
+}
+
 // ------------------------------------------------------------------ corruption
 
 TEST(ParquetTest, TruncatedFilesAreDataErrors) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -257,6 +258,47 @@ TEST(GemmPerfTest, SlicesPerDtypeAndFp8StaticReadsFp8) {
   } catch (const MissingDataError& e) {
     EXPECT_NE(std::string(e.what()).find("present: bfloat16, fp8"), std::string::npos) << e.what();
   }
+}
+
+// The lazy GemmPerf answers exactly as the eager one, builds only the slices
+// asked for, and retries a slice whose load failed.
+TEST(GemmPerfTest, LazySlicesAnswerAsTheEagerOneAndLoadOnFirstUse) {
+  Table t = GemmTable({{"bfloat16", 100, 1000, 1000, 0.2},
+                       {"fp8", 100, 1000, 1000, 0.1},
+                       {"fp8", 200, 1000, 1000, 0.15},
+                       {"bfloat16", 200, 1000, 1000, 0.3},
+                       {"bfloat16", 100, 2000, 1000, 0.35}});
+  GemmPerf eager(t, TestSol());
+  std::map<std::string, Table> parts;
+  for (const auto& d : eager.gemm_dtypes()) {
+    std::vector<std::size_t> rows;
+    for (std::size_t r = 0; r < t.num_rows(); ++r)
+      if (t.GetString(r, 0) == d) rows.push_back(r);
+    parts[d] = t.Select(rows);
+  }
+  std::vector<std::string> loads;
+  bool fail_next = true;
+  GemmPerf lazy(eager.gemm_dtypes(), [&](const std::string& d) -> const Table& {
+    loads.push_back(d);
+    if (d == "fp8" && fail_next) {
+      fail_next = false;
+      throw DataError("fp8 unreadable this time");
+    }
+    return parts.at(d);
+  }, TestSol());
+  EXPECT_EQ(lazy.gemm_dtypes(), eager.gemm_dtypes());
+  EXPECT_TRUE(loads.empty());
+  for (std::int64_t m : {1, 100, 150, 200, 4000})
+    for (std::int64_t n : {1000, 1500, 2000}) {
+      const GemmResult a = eager.Query("bfloat16", m, n, 1000), b = lazy.Query("bfloat16", m, n, 1000);
+      EXPECT_EQ(a.latency_ms, b.latency_ms) << m << " " << n;
+      EXPECT_EQ(a.source, b.source);
+    }
+  EXPECT_EQ(loads, std::vector<std::string>{"bfloat16"});  // built once, fp8 untouched
+  EXPECT_THROW(lazy.Query("fp8", 150, 1000, 1000), DataError);
+  EXPECT_EQ(lazy.Query("fp8_static", 150, 1000, 1000).latency_ms, eager.Query("fp8", 150, 1000, 1000).latency_ms);
+  EXPECT_EQ(loads, (std::vector<std::string>{"bfloat16", "fp8", "fp8"}));
+  EXPECT_THROW(lazy.Query("nvfp4", 1, 1000, 1000), MissingDataError);
 }
 
 TEST(GemmPerfTest, ReadsTheOptionalPowerColumn) {

@@ -11,6 +11,7 @@
 
 #include "../core/core_test_util.h"
 #include "core/error.h"
+#include "core/table_file.h"
 
 namespace servecast::perfdb {
 namespace {
@@ -137,6 +138,57 @@ TEST(PerfDatabaseTest, ReuseDonorFillsButNeverOverrides) {
   PerfDatabase newest = PerfDatabase::Open({root.path()}, "s", "vllm");
   EXPECT_EQ(newest.version(), "0.24.0");
   EXPECT_DOUBLE_EQ(Lookup(newest.Table("gemm_perf"), 1).latency, 1.0);  // from 0.22.0, older
+}
+
+// Slices merge over the sources by the same rules as the whole table: together
+// they are exactly its rows, sources and shadowing, in Parquet and in CSV.
+TEST(PerfDatabaseTest, SlicesPartitionTheMergedTable) {
+  for (const char* ext : {".csv", ".parquet"}) {
+    SCOPED_TRACE(ext);
+    TempDir root;
+    auto put = [&](const std::string& dir, const std::string& csv) {
+      Put(root.File(dir + "/gemm_perf.csv"), csv);
+      if (std::string(ext) == ".parquet") {
+        Table t = Table::ReadCsv(root.File(dir + "/gemm_perf.csv"));
+        std::filesystem::remove(root.File(dir + "/gemm_perf.csv"));
+        TableWriteOptions o;
+        o.parquet.group_by = {"gemm_dtype"};
+        WriteTableFile(t, root.File(dir + "/gemm_perf.parquet"), o);
+      }
+    };
+    put("s/gemm/vllm/0.22.0", std::string(kGemmHeader) + "fp8,1,1,1,0.5\nbf16,1,1,1,1.0\nbf16,2,1,1,1.0\nbf16,2,1,1,9.0\n");
+    put("s/gemm/vllm/0.19.0", std::string(kGemmHeader) + "bf16,2,1,1,7.0\nbf16,3,1,1,7.0\nint8,3,1,1,2.0\n");
+    PerfDatabase db = PerfDatabase::Open({root.path()}, "s", "vllm", "0.22.0");
+    const LoadedTable& whole = db.Table("gemm_perf");
+    EXPECT_EQ(db.SliceValues("gemm_perf", "gemm_dtype"), (std::vector<std::string>{"fp8", "bf16", "int8"}));
+    std::size_t rows = 0, shadowed = 0, dropped = 0;
+    for (const std::string d : {"fp8", "bf16", "int8"}) {
+      const LoadedTable& part = db.Table("gemm_perf", RowSlice{"gemm_dtype", d});
+      EXPECT_EQ(part.table.columns(), whole.table.columns());
+      EXPECT_EQ(part.key_columns, whole.key_columns);
+      ASSERT_EQ(part.sources.size(), whole.sources.size());
+      rows += part.table.num_rows();
+      shadowed += part.shadowed_rows;
+      dropped += part.duplicate_rows_dropped;
+      for (std::size_t r = 0; r < part.table.num_rows(); ++r)
+        EXPECT_EQ(part.table.GetString(r, part.table.ColumnIndex("gemm_dtype")), d);
+    }
+    EXPECT_EQ(rows, whole.table.num_rows());
+    EXPECT_EQ(shadowed, whole.shadowed_rows);
+    EXPECT_EQ(dropped, whole.duplicate_rows_dropped);
+    const LoadedTable& bf16 = db.Table("gemm_perf", RowSlice{"gemm_dtype", "bf16"});
+    EXPECT_DOUBLE_EQ(Lookup(bf16, 2).latency, 1.0);  // the primary's first row wins, as in the whole table
+    EXPECT_EQ(Lookup(bf16, 3).version, "0.19.0");
+    EXPECT_EQ(&db.Table("gemm_perf", RowSlice{"gemm_dtype", "bf16"}), &bf16);  // cached
+    EXPECT_TRUE(HasText(ThrownMessage<DataError>([&] { db.Table("gemm_perf", RowSlice{"latency", "x"}); }),
+                        "slice column 'latency' is not a string column"));
+  }
+  // A slice across the key (a metadata column) would merge differently: refused.
+  TempDir root;
+  Put(root.File("s/gemm/vllm/1.0/gemm_perf.csv"), "kernel_source,gemm_dtype,m,n,k,latency\nx,bf16,1,1,1,1.0\n");
+  PerfDatabase db = PerfDatabase::Open({root.path()}, "s", "vllm");
+  EXPECT_TRUE(HasText(ThrownMessage<Error>([&] { db.Table("gemm_perf", RowSlice{"kernel_source", "x"}); }),
+                      "gemm_perf: slice column 'kernel_source' is not a key column (keys: gemm_dtype, m, n, k)"));
 }
 
 TEST(PerfDatabaseTest, WithoutTheSharedLayerOnlyThePrimaryVersionIsRead) {
