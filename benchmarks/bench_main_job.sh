@@ -53,7 +53,7 @@ evict() {  # files or folders
 can_drop=0
 if sync && echo 1 > /proc/sys/vm/drop_caches 2>/dev/null; then can_drop=1; fi
 
-echo "servecast $("$bin" --version | head -1); $(nproc) cores; $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "$("$bin" --version | head -1); $(nproc) cores; $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
 # Warm main job.
 timed "$bin" "${main_job[@]}" > /dev/null

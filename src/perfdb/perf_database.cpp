@@ -79,7 +79,13 @@ const char* SourceKindName(SourceKind k) {
 
 PerfDatabase PerfDatabase::Open(std::vector<std::string> roots, std::string system, std::string backend,
                                 std::string version, OpenOptions options) {
-  auto tree = std::make_shared<DataTree>(DataTree::Scan(roots));
+  return Open(std::make_shared<const DataTree>(DataTree::Scan(roots)), std::move(system), std::move(backend),
+              std::move(version), std::move(options));
+}
+
+PerfDatabase PerfDatabase::Open(std::shared_ptr<const DataTree> tree, std::string system, std::string backend,
+                                std::string version, OpenOptions options) {
+  const std::vector<std::string>& roots = tree->roots();
   auto systems = tree->Systems();
   if (std::find(systems.begin(), systems.end(), system) == systems.end())
     throw MissingDataError("no perf data for system '" + system + "' under [" + Join(roots) +

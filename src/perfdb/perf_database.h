@@ -88,6 +88,9 @@ class PerfDatabase {
   // version is not present.
   static PerfDatabase Open(std::vector<std::string> roots, std::string system, std::string backend,
                            std::string version = "", OpenOptions options = {});
+  // The same over a tree already scanned (one scan per command).
+  static PerfDatabase Open(std::shared_ptr<const DataTree> tree, std::string system, std::string backend,
+                           std::string version = "", OpenOptions options = {});
 
   const std::string& system() const { return system_; }
   const std::string& backend() const { return backend_; }

@@ -50,9 +50,10 @@ std::unique_ptr<Database> Database::Open(systems::SystemSpec spec, const Databas
     open.shared_layer = options.mode == perfdb::DatabaseMode::kSilicon || options.mode == perfdb::DatabaseMode::kHybrid;
     const std::string system = d->sol_->spec().name;
     std::string backend = options.backend;
-    if (backend.empty()) backend = DefaultBackend(perfdb::DataTree::Scan(options.roots), system);
+    auto tree = std::make_shared<const perfdb::DataTree>(perfdb::DataTree::Scan(options.roots));
+    if (backend.empty()) backend = DefaultBackend(*tree, system);
     d->options_.backend = backend;
-    d->db_.emplace(perfdb::PerfDatabase::Open(options.roots, system, backend, options.version, open));
+    d->db_.emplace(perfdb::PerfDatabase::Open(std::move(tree), system, backend, options.version, open));
     const perfdb::PerfDatabase& db = *d->db_;
     // Tables load in parallel (each into its own member); absences are collected
     // under a lock and reported in a fixed order.

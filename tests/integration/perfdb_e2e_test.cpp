@@ -1,5 +1,7 @@
 // Parquet tables end to end: collect with --format parquet, check them, convert
 // them with `servecast db convert`, and list a data tree with `servecast db inspect`.
+#include <yaml-cpp/yaml.h>
+
 #include <filesystem>
 
 #include "core/table_file.h"
@@ -58,6 +60,62 @@ TEST(PerfdbE2E, ParquetCollectionChecksConvertsAndInspects) {
 
   auto bad = RunProcess({kBin, "db", "convert", dir + "/t.csv", dir + "/t.txt"});
   EXPECT_EQ(bad.exit_code, 2) << Describe(bad);
+  fs::remove_all(dir);
+}
+
+// A table converted inside its data folder keeps its provenance: the meta entry
+// names the new file and records the conversion; collecting into the folder
+// afterwards keeps the table's format (--format auto) and the entry is the
+// collection's again. Converting onto itself or into a folder is refused.
+TEST(PerfdbE2E, ConvertInPlaceMovesProvenanceAndCollectKeepsTheFormat) {
+  std::string dir = MakeTempDir("sc_convert_");
+  std::vector<std::string> common = {"--ops", "rmsnorm", "--limit", "3", "--timing-budget-s", "0.02"};
+  auto first = CollectArgs(kBin, common);
+  first.insert(first.end(), {"--out", dir + "/data", "--run-dir", dir + "/run1"});
+  auto r = RunProcess(first);
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  std::string csv;
+  for (const auto& e : fs::recursive_directory_iterator(dir + "/data"))
+    if (e.path().extension() == ".csv") csv = e.path().string();
+  ASSERT_FALSE(csv.empty()) << "a new table is CSV under --format auto";
+  const std::string folder = fs::path(csv).parent_path().string();
+  const std::string parquet = folder + "/elementwise_perf.parquet";
+
+  auto same = RunProcess({kBin, "db", "convert", csv, csv});
+  EXPECT_EQ(same.exit_code, 2) << Describe(same);
+  EXPECT_NE(same.err.find("input and output are the same file"), std::string::npos) << same.err;
+  auto to_dir = RunProcess({kBin, "db", "convert", csv, folder});
+  EXPECT_EQ(to_dir.exit_code, 2) << Describe(to_dir);
+  EXPECT_NE(to_dir.err.find("must end in .csv or .parquet"), std::string::npos) << to_dir.err;
+  fs::create_directories(dir + "/x.parquet");
+  auto into_dir = RunProcess({kBin, "db", "convert", csv, dir + "/x.parquet"});
+  EXPECT_EQ(into_dir.exit_code, 2) << Describe(into_dir);
+  EXPECT_NE(into_dir.err.find("is a folder"), std::string::npos) << into_dir.err;
+
+  const Table before = ReadTableFile(csv);
+  auto conv = RunProcess({kBin, "db", "convert", "--replace", csv, parquet});
+  ASSERT_EQ(conv.exit_code, 0) << Describe(conv);
+  EXPECT_FALSE(fs::exists(csv));
+  const Table after = ReadTableFile(parquet);
+  ASSERT_EQ(after.num_rows(), before.num_rows());
+  for (std::size_t i = 0; i < after.num_rows(); ++i) EXPECT_EQ(after.Row(i), before.Row(i));
+  YAML::Node meta = YAML::LoadFile(folder + "/collection_meta.yaml");
+  EXPECT_EQ(meta["tables"]["elementwise_perf"]["file"].as<std::string>(), "elementwise_perf.parquet");
+  EXPECT_EQ(meta["tables"]["elementwise_perf"]["converted"]["from"].as<std::string>(), "elementwise_perf.csv");
+  EXPECT_EQ(meta["tables"]["elementwise_perf"]["converted"]["rows"].as<int>(), 3);
+  EXPECT_EQ(meta["tables"]["elementwise_perf"]["converted"]["sha256"].as<std::string>().rfind("sha256:", 0), 0u);
+  auto c = RunProcess({kBin, "check", dir + "/data", "--systems", kSystems});
+  EXPECT_EQ(c.exit_code, 0) << Describe(c);
+
+  auto second = CollectArgs(kBin, {"--ops", "rmsnorm", "--limit", "5", "--timing-budget-s", "0.02"});
+  second.insert(second.end(), {"--out", dir + "/data", "--run-dir", dir + "/run2"});
+  auto r2 = RunProcess(second);
+  ASSERT_EQ(r2.exit_code, 0) << Describe(r2);
+  EXPECT_FALSE(fs::exists(csv));
+  EXPECT_EQ(ReadTableFile(parquet).num_rows(), 5u);
+  meta = YAML::LoadFile(folder + "/collection_meta.yaml");
+  EXPECT_EQ(meta["tables"]["elementwise_perf"]["file"].as<std::string>(), "elementwise_perf.parquet");
+  EXPECT_FALSE(meta["tables"]["elementwise_perf"]["converted"]);
   fs::remove_all(dir);
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -398,10 +399,12 @@ TEST(PerfDatabaseTest, InventoryCountsRows) {
   EXPECT_EQ(inv[1].reuse.size(), 1u);
 }
 
-// servecast's own H200 data (CSV) loads, and the row count matches its collection_meta.yaml.
+// servecast's own H200 data (Parquet, committed here) loads, the row count matches
+// its collection_meta.yaml, and the GEMM slices listed from the footer are the
+// dtypes of the rows, each row group holding one.
 TEST(PerfDatabaseRealDataTest, ServecastH200Loads) {
   const std::string root = std::string(SERVECAST_SOURCE_DIR) + "/systems/data";
-  if (!std::filesystem::exists(root + "/h200_sxm")) GTEST_SKIP() << "no servecast H200 data";
+  ASSERT_TRUE(std::filesystem::exists(root + "/h200_sxm")) << "the bundled H200 data is part of the repository";
   PerfDatabase db = PerfDatabase::Open({root}, "h200_sxm", "cuda");
   EXPECT_EQ(db.version(), "13.0-cublaslt13.1-cudnn9.14-nccl2.28");
   for (const char* name : {"gemm_perf", "elementwise_perf", "computescale_perf"}) {
@@ -411,7 +414,19 @@ TEST(PerfDatabaseRealDataTest, ServecastH200Loads) {
     YAML::Node meta = YAML::LoadFile(dir + "/collection_meta.yaml");
     EXPECT_EQ(static_cast<long long>(t.table.num_rows()), meta["tables"][name]["rows"].as<long long>()) << name;
     EXPECT_EQ(t.duplicate_rows_dropped, 0u) << name;
+    EXPECT_EQ(meta["tables"][name]["file"].as<std::string>(), std::string(name) + ".parquet");
+    EXPECT_EQ(std::filesystem::path(t.sources[0].file).extension(), ".parquet");
   }
+  const LoadedTable& whole = db.Table("gemm_perf");
+  std::vector<std::string> dtypes;
+  for (std::size_t r = 0; r < whole.table.num_rows(); ++r) {
+    const std::string& d = whole.table.GetString(r, whole.table.ColumnIndex("gemm_dtype"));
+    if (std::find(dtypes.begin(), dtypes.end(), d) == dtypes.end()) dtypes.push_back(d);
+  }
+  EXPECT_EQ(db.SliceValues("gemm_perf", "gemm_dtype"), dtypes);
+  std::size_t rows = 0;
+  for (const auto& d : dtypes) rows += db.Table("gemm_perf", RowSlice{"gemm_dtype", d}).table.num_rows();
+  EXPECT_EQ(rows, whole.table.num_rows());
 }
 
 std::string AicRoot() {
