@@ -1,67 +1,20 @@
 #pragma once
 
-#include <functional>
-#include <string>
-#include <vector>
-
+// The table declarations live in tables/ (below collect and perfdb, which both read
+// them); collect code names them unqualified.
 #include "collect/params.h"
-#include "core/table.h"
-#include "core/table_file.h"
+#include "tables/table_spec.h"
 
 namespace servecast::collect {
 
-// What the op behind one row costs, for speed-of-light bounds and the
-// "no row beats physics" gate. `compute_dtype` names the peak FLOP/s to use
-// (a key of the system spec's peak table: float32, bfloat16, fp8, ...).
-struct OpCost {
-  double flops = 0;
-  double bytes = 0;  // minimum bytes moved to/from device memory
-  std::string compute_dtype;
-};
-
-// One perf table: its name, family, key columns (after the common prefix) and the
-// cost of a row from its key columns. Shared by every backend that writes it.
-struct TableSpec {
-  std::string name;    // "gemm_perf"
-  std::string family;  // "gemm"
-  std::vector<ColumnSpec> key_columns;
-  bool zero_latency_legal = false;
-  std::function<OpCost(const Params& key)> cost;
-  // Columns of this table only, after the timing columns (e.g. the bandwidths of
-  // a collective); the op gives their values with the row.
-  std::vector<ColumnSpec> extra_columns = {};
-  // Key columns that cut the table into the slices a reader loads one at a time
-  // (gemm_dtype: a model reads one or two GEMM dtypes). A Parquet file groups its
-  // row groups by them (core/parquet.h, ParquetWriteOptions::group_by).
-  std::vector<std::string> slice_columns = {};
-
-  // prefix + key columns + metric columns + extra columns (+ power), in file order.
-  std::vector<ColumnSpec> AllColumns(bool with_power) const;
-  // The names that identify a row: op_name plus the key columns.
-  std::vector<std::string> IdentityColumns() const;
-  // The key columns' names (the parameters every case of an op writing this table carries).
-  std::vector<std::string> KeyColumnNames() const;
-  // How this table's files are written (Parquet: grouped by the slice columns).
-  TableWriteOptions WriteOptions() const;
-};
-
-// Columns every table starts with.
-const std::vector<ColumnSpec>& PrefixColumns();
-// Timing columns after the keys: latency (median, ms), latency_p10, latency_p90,
-// samples, rsd, timing, l2, clock_mhz_before, clock_mhz_after, throttled.
-const std::vector<ColumnSpec>& MetricColumns();
-// Present only when the run measured power: power (W), power_limit (W).
-const std::vector<ColumnSpec>& PowerColumns();
-
-// All table specs servecast knows; FindTableSpec returns nullptr for unknown names.
-const std::vector<TableSpec>& AllTableSpecs();
-// Adds a table at start-up (before any lookup threads exist); used by test-only ops.
-// Throws Error when the name is taken.
-void AddTableSpec(TableSpec spec);
-const TableSpec* FindTableSpec(std::string_view name);
-
-// Bytes per element of a dtype name (float32 4, bfloat16/float16 2, fp8 1, ...);
-// throws Error for an unknown dtype.
-double DtypeBytes(std::string_view dtype);
+using ::servecast::tables::AddTableSpec;
+using ::servecast::tables::AllTableSpecs;
+using ::servecast::tables::DtypeBytes;
+using ::servecast::tables::FindTableSpec;
+using ::servecast::tables::MetricColumns;
+using ::servecast::tables::OpCost;
+using ::servecast::tables::PowerColumns;
+using ::servecast::tables::PrefixColumns;
+using ::servecast::tables::TableSpec;
 
 }  // namespace servecast::collect

@@ -52,7 +52,7 @@ std::string ReadFile(const std::string& path) {
   return out;
 }
 
-std::string ReadFileTail(const std::string& path, std::size_t max_bytes) {
+std::string ReadFileTail(const std::string& path, std::size_t max_bytes, std::size_t* file_size) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw DataError(SourceLocation{path, 0, ""}, "cannot open file", "a readable file");
   struct Closer {
@@ -63,6 +63,7 @@ std::string ReadFileTail(const std::string& path, std::size_t max_bytes) {
   if (::fstat(fd, &st) != 0) throw SystemError("cannot stat " + path, errno);
   if (!S_ISREG(st.st_mode)) throw DataError(SourceLocation{path, 0, ""}, "is not a regular file", "a table file");
   const auto size = static_cast<std::size_t>(st.st_size);
+  if (file_size) *file_size = size;
   const std::size_t n = std::min(size, max_bytes);
   std::string out(n, '\0');
   std::size_t have = 0;

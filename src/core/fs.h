@@ -10,7 +10,8 @@ namespace servecast {
 std::string ReadFile(const std::string& path);
 // The last `max_bytes` bytes of a file (all of it when shorter); DataError when
 // it cannot be opened.
-std::string ReadFileTail(const std::string& path, std::size_t max_bytes);
+// `file_size`, when given, receives the file's size.
+std::string ReadFileTail(const std::string& path, std::size_t max_bytes, std::size_t* file_size = nullptr);
 // Writes `content` to `path` atomically: temp file in the same directory, fsync,
 // rename, fsync of the directory. Creates parent directories.
 void WriteFileAtomic(const std::string& path, std::string_view content);

@@ -81,9 +81,11 @@ struct ColumnMeta {
   std::int64_t total_compressed_size = 0;
   std::int64_t data_page_offset = -1;
   std::int64_t dictionary_page_offset = -1;
-  // Statistics.min_value / max_value (plain-encoded bytes), when written.
+  // Statistics.min_value / max_value (plain-encoded bytes), when written, and
+  // null_count (-1 when absent: nulls are read as "" but statistics ignore them).
   bool has_min = false, has_max = false;
   std::string min_value, max_value;
+  std::int64_t null_count = -1;
 };
 
 struct ColumnChunk {
@@ -101,6 +103,10 @@ struct FileMeta {
   std::vector<SchemaElement> schema;
   std::int64_t num_rows = -1;
   std::vector<RowGroup> row_groups;
+  // FileMetaData.column_orders: per leaf column, whether it is TYPE_ORDER (the
+  // only order the format defines). Without it min_value / max_value are
+  // undefined and not used.
+  std::vector<bool> type_order;
 };
 
 struct PageHeader {
@@ -229,6 +235,8 @@ ColumnMeta ReadColumnMeta(ThriftReader& r) {
           } else if (sid == 6 && st == ThriftType::kBinary) {
             m.min_value = std::string(r.ReadBinary());
             m.has_min = true;
+          } else if (sid == 3 && (st == ThriftType::kI64 || st == ThriftType::kI32)) {
+            m.null_count = r.ReadInt(st);
           } else {
             r.Skip(st);
           }
@@ -265,14 +273,20 @@ ColumnChunk ReadColumnChunk(ThriftReader& r) {
   return c;
 }
 
-RowGroup ReadRowGroup(ThriftReader& r) {
+RowGroup ReadRowGroup(ThriftReader& r, std::size_t leaves) {
   RowGroup g;
   r.BeginStruct();
   std::int16_t id;
   ThriftType t;
   while (r.ReadField(id, t)) {
     if (id == 1) {
-      ReadStructList(r, t, "RowGroup.columns", [&] { g.columns.push_back(ReadColumnChunk(r)); });
+      // A chunk per leaf column: a longer list is malformed (and would cost far
+      // more memory than its bytes in the footer).
+      ReadStructList(r, t, "RowGroup.columns", [&] {
+        if (g.columns.size() >= leaves)
+          Fail("a row group lists more column chunks than the schema's " + std::to_string(leaves) + " columns");
+        g.columns.push_back(ReadColumnChunk(r));
+      });
     } else if (id == 3) {
       g.num_rows = r.ReadInt(t);
     } else {
@@ -295,7 +309,22 @@ FileMeta ReadFileMeta(std::string_view bytes) {
     } else if (id == 3) {
       f.num_rows = r.ReadInt(t);
     } else if (id == 4) {
-      ReadStructList(r, t, "FileMetaData.row_groups", [&] { f.row_groups.push_back(ReadRowGroup(r)); });
+      const std::size_t leaves = f.schema.empty() ? std::numeric_limits<std::size_t>::max() : f.schema.size() - 1;
+      ReadStructList(r, t, "FileMetaData.row_groups", [&] { f.row_groups.push_back(ReadRowGroup(r, leaves)); });
+    } else if (id == 7) {
+      // list<ColumnOrder>; ColumnOrder is a union whose field 1 is TypeDefinedOrder.
+      ReadStructList(r, t, "FileMetaData.column_orders", [&] {
+        bool type_order = false;
+        r.BeginStruct();
+        std::int16_t oid;
+        ThriftType ot;
+        while (r.ReadField(oid, ot)) {
+          if (oid == 1 && ot == ThriftType::kStruct) type_order = true;
+          r.Skip(ot);
+        }
+        r.EndStruct();
+        f.type_order.push_back(type_order);
+      });
     } else {
       r.Skip(t);
     }
@@ -716,11 +745,17 @@ struct ReadPlan {
   const std::string* only_column = nullptr;
 };
 
+// Whether a column chunk's min_value / max_value describe every value read from
+// it: the file declares TYPE_ORDER for the column, and no value is a null (read
+// as "", which statistics leave out).
+bool StatsUsable(const FileMeta& meta, std::size_t col, const ColumnMeta& m, bool optional) {
+  return col < meta.type_order.size() && meta.type_order[col] && m.has_min && m.has_max &&
+         (!optional || m.null_count == 0);
+}
+
 // Whether a row group's statistics for a string column rule `value` out.
 bool StatsExclude(const ColumnMeta& m, const std::string& value) {
-  if (m.has_min && value < m.min_value) return true;
-  if (m.has_max && value > m.max_value) return true;
-  return false;
+  return value < m.min_value || value > m.max_value;
 }
 
 Table ParseParquetImpl(std::string_view bytes, const ReadPlan& plan = {}) {
@@ -805,7 +840,9 @@ Table ParseParquetImpl(std::string_view bytes, const ReadPlan& plan = {}) {
       if (!chunk.has_meta) Fail("column chunk without metadata");
       if (chunk.meta.type != cols[c].physical) Fail("column '" + cols[c].name + "' chunk type differs from the schema");
     }
-    if (plan.slice && StatsExclude(rg.columns[slice_col].meta, plan.slice->value)) continue;
+    if (plan.slice && StatsUsable(meta, slice_col, rg.columns[slice_col].meta, cols[slice_col].optional) &&
+        StatsExclude(rg.columns[slice_col].meta, plan.slice->value))
+      continue;
     kept_rows += rg.num_rows;
     for (std::size_t c = 0; c < cols.size(); ++c) {
       if (!cols[c].wanted) continue;
@@ -1037,42 +1074,46 @@ Table ReadParquet(const std::string& path, const RowSlice& slice) {
 std::vector<std::string> ParquetColumnValues(const std::string& path, const std::string& column) {
   std::vector<std::string> out;
   try {
-    // Every row group with statistics saying it holds one value: only the footer
-    // is read. (The footer is found from the file's last 8 bytes; one read of the
-    // last 64 KiB holds it for any table servecast writes.)
-    bool from_stats = true;
-    std::string tail = ReadFileTail(path, 64 * 1024);
-    if (tail.size() >= 8 && tail.compare(tail.size() - 4, 4, "PAR1") == 0) {
+    // Only the footer is read when it describes a well-formed flat file whose
+    // every non-empty row group holds one value of the column by its statistics
+    // (TYPE_ORDER, no nulls). The footer is found from the file's last 8 bytes; one
+    // read of the last 64 KiB holds it for any table servecast writes. Anything
+    // else decodes that column alone, which also reports a malformed file.
+    auto from_footer = [&]() -> bool {
+      std::size_t file_size = 0;
+      std::string tail = ReadFileTail(path, 64 * 1024, &file_size);
+      if (tail.size() < 8 || tail.compare(tail.size() - 4, 4, "PAR1") != 0) return false;
       const std::size_t footer_len = LoadLe<std::uint32_t>(tail.data() + tail.size() - 8);
-      if (footer_len + 8 > tail.size()) tail = ReadFileTail(path, footer_len + 8);
-      if (footer_len + 8 <= tail.size() && tail.size() >= 12) {
-        const FileMeta meta = ReadFileMeta(std::string_view(tail).substr(tail.size() - 8 - footer_len, footer_len));
-        std::size_t col = meta.schema.size();
-        for (std::size_t i = 1; i < meta.schema.size(); ++i)
-          if (meta.schema[i].name == column && meta.schema[i].type == kByteArray) col = i - 1;
-        if (col == meta.schema.size()) from_stats = false;
-        for (const RowGroup& rg : meta.row_groups) {
-          if (!from_stats) break;
-          if (rg.num_rows == 0) continue;
-          if (col >= rg.columns.size()) {
-            from_stats = false;
-            break;
-          }
-          const ColumnMeta& m = rg.columns[col].meta;
-          if (!m.has_min || !m.has_max || m.min_value != m.max_value) {
-            from_stats = false;
-            break;
-          }
-          if (std::find(out.begin(), out.end(), m.min_value) == out.end()) out.push_back(m.min_value);
+      if (file_size < 12 || footer_len > file_size - 12) return false;
+      if (footer_len + 8 > tail.size()) tail = ReadFileTail(path, footer_len + 8, &file_size);
+      if (footer_len + 8 > tail.size()) return false;
+      const FileMeta meta = ReadFileMeta(std::string_view(tail).substr(tail.size() - 8 - footer_len, footer_len));
+      if (meta.schema.empty() || static_cast<std::size_t>(meta.schema[0].num_children) != meta.schema.size() - 1)
+        return false;
+      std::size_t col = meta.schema.size();
+      for (std::size_t i = 1; i < meta.schema.size(); ++i) {
+        const SchemaElement& e = meta.schema[i];
+        if (e.num_children > 0 || e.type < 0 || e.repetition == kRepeated) return false;
+        if (e.name == column) {
+          if (col != meta.schema.size() || e.type != kByteArray) return false;  // twice, or not text
+          col = i - 1;
         }
-      } else {
-        from_stats = false;
       }
-    } else {
-      from_stats = false;
-    }
-    if (from_stats) return out;
-    // Otherwise decode that column alone (this also reports a malformed file).
+      if (col == meta.schema.size()) return false;
+      const bool optional = meta.schema[col + 1].repetition == kOptional;
+      std::int64_t rows = 0;
+      for (const RowGroup& rg : meta.row_groups) {
+        if (rg.num_rows < 0 || rg.columns.size() != meta.schema.size() - 1) return false;
+        rows += rg.num_rows;
+        if (rg.num_rows == 0) continue;
+        const ColumnMeta& m = rg.columns[col].meta;
+        if (!rg.columns[col].has_meta || !StatsUsable(meta, col, m, optional) || m.min_value != m.max_value)
+          return false;
+        if (std::find(out.begin(), out.end(), m.min_value) == out.end()) out.push_back(m.min_value);
+      }
+      return meta.num_rows < 0 || meta.num_rows == rows;
+    };
+    if (from_footer()) return out;
     out.clear();
     const std::string bytes = ReadFile(path);
     const Table t = ParseParquetImpl(bytes, ReadPlan{nullptr, &column});
@@ -1305,6 +1346,15 @@ std::string SerializeParquet(const Table& table, const ParquetWriteOptions& opti
     w.EndStruct();
   }
   w.FieldBinary(6, "servecast");
+  // column_orders: TYPE_ORDER for every column, which makes min_value / max_value defined.
+  w.FieldList(7, ThriftType::kStruct, static_cast<std::uint32_t>(ncols));
+  for (std::size_t c = 0; c < ncols; ++c) {
+    w.BeginStruct();
+    w.FieldStruct(1);  // TYPE_ORDER: TypeDefinedOrder {}
+    w.BeginStruct();
+    w.EndStruct();
+    w.EndStruct();
+  }
   w.EndStruct();
   out += w.bytes();
   PutLe32(out, static_cast<std::uint32_t>(w.bytes().size()));

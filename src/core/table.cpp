@@ -316,6 +316,12 @@ Table Table::ReadCsv(const std::string& path, const std::vector<ColumnSpec>& typ
   return ParseCsv(ReadFile(path), path, types);
 }
 
+int Table::CsvLineOfRow(const std::string& path, std::size_t row) {
+  const std::string text = ReadFile(path);
+  const CsvCells cells = SplitCsv(text, path);
+  return row + 1 < cells.records() ? cells.lines[row + 1] : 0;
+}
+
 std::string Table::ToCsv() const {
   std::string out;
   for (std::size_t c = 0; c < specs_.size(); ++c) {

@@ -62,6 +62,10 @@ class Table {
   // text, "12.0" stays "12.0"); a cell that does not parse as its type is an error.
   static Table ReadCsv(const std::string& path, const std::vector<ColumnSpec>& types = {});
   static Table ParseCsv(std::string_view text, const std::string& origin, const std::vector<ColumnSpec>& types = {});
+  // The 1-based line of CSV file `path` where data row `row` (0-based, the header
+  // not counted) starts, as ReadCsv splits it (blank lines skipped, quoted
+  // newlines inside a record); 0 when the file has no such row.
+  static int CsvLineOfRow(const std::string& path, std::size_t row);
   std::string ToCsv() const;
   // Writes atomically: a temp file beside the target, fsync, rename.
   void WriteCsv(const std::string& path) const;

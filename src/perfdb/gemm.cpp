@@ -376,7 +376,16 @@ const GemmSlice& GemmPerf::Slice(std::string_view quant) const {
     if (e->dtype != dtype) continue;
     if (const GemmSlice* ready = e->ready.load(std::memory_order_acquire)) return *ready;
     std::lock_guard<std::mutex> lock(e->mu);
-    if (!e->built) Build(*e, load_(e->dtype));  // a throw leaves it unbuilt: the next call retries
+    if (!e->built) {
+      // A load or build that fails fails the same way next time (the same file):
+      // keep the error and raise it on every call rather than re-reading.
+      try {
+        Build(*e, load_(e->dtype));
+      } catch (...) {
+        e->error = std::current_exception();
+        e->built = true;
+      }
+    }
     if (!e->slice) std::rethrow_exception(e->error);
     return *e->slice;
   }

@@ -173,8 +173,8 @@ class GemmPerf {
   // Lazy: the slices are `dtypes` (first-encounter order), each built on first
   // use from `load(dtype)`, a gemm_perf table of that dtype's rows, exactly as
   // the eager constructor builds it from the whole table. Thread-safe; a load or
-  // a DataError while building is raised by that Slice() call (and retried by
-  // the next).
+  // a DataError while building is raised by that Slice() call and by every later
+  // one (kept, not retried: the file is the same).
   using SliceLoader = std::function<const Table&(const std::string& gemm_dtype)>;
   GemmPerf(std::vector<std::string> dtypes, SliceLoader load, const Sol& sol, std::string origin = "gemm_perf",
            GemmResolverOptions options = {}, GemmLoadClamp clamp = GemmLoadClamp::kSol);

@@ -416,8 +416,12 @@ OpEstimate OpEstimator::GemmEmpirical(std::string_view quant, std::int64_t m, st
     try {
       dm = GemmQuant(d);
       g = &GemmUtilGrid(d);
+    } catch (const DataError&) {
+      throw;  // a slice whose rows cannot be read is an error, not a missing donor
+    } catch (const SystemError&) {
+      throw;
     } catch (const Error&) {
-      continue;  // a donor that cannot be rated or read
+      continue;  // a donor whose quant cannot be rated
     }
     if (g->empty()) continue;
     const ProfileRank r = RankProfile(own, dm);

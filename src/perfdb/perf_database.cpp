@@ -1,5 +1,7 @@
 #include "perfdb/perf_database.h"
 
+#include "tables/table_spec.h"
+
 #include <algorithm>
 #include <string_view>
 #include <cstring>
@@ -166,6 +168,26 @@ std::vector<std::string> PerfDatabase::SliceValues(const std::string& table_name
 
 namespace {
 bool IsCsv(const std::string& file) { return file.size() >= 4 && file.compare(file.size() - 4, 4, ".csv") == 0; }
+
+// A row the table's declaration refuses (a negative, zero or NaN latency, a key
+// out of its range) never reaches an answer: DataError naming the file, the line
+// (CSV) or row (Parquet) and the column. For a slice the file is checked whole to
+// name the file's row.
+void RefuseBadRows(const std::string& table_name, const servecast::Table& t, const std::string& file,
+                   bool is_slice) {
+  std::optional<tables::RowProblem> p = tables::FirstBadRow(table_name, t);
+  if (!p) return;
+  if (is_slice)
+    if (auto whole = tables::FirstBadRow(table_name, LoadTableFile(file))) p = whole;
+  const std::string what = "column '" + p->column + "' " + p->what;
+  if (IsCsv(file)) {
+    const int line = servecast::Table::CsvLineOfRow(file, p->row);
+    throw DataError(SourceLocation{file, line, ""}, what + " (table " + table_name + ")", p->expected);
+  }
+  throw DataError(SourceLocation{file, 0, ""}, "row " + std::to_string(p->row + 1) + ": " + what + " (table " +
+                                                   table_name + ")",
+                  p->expected);
+}
 }  // namespace
 
 const servecast::Table& PerfDatabase::ParsedCsv(const std::string& file) const {
@@ -347,6 +369,7 @@ std::unique_ptr<LoadedTable> PerfDatabase::Load(const std::string& table_name, c
   std::vector<servecast::Table> loaded;
   for (auto& s : sources) {
     loaded.push_back(slice ? ReadSlice(s.file, *slice) : LoadTableFile(s.file));
+    RefuseBadRows(table_name, loaded.back(), s.file, slice != nullptr);
     s.rows_read = loaded.back().num_rows();
   }
   // Columns: the first source's, in its order, plus absent optional key columns;

@@ -163,8 +163,19 @@ TEST(PerfDatabaseTest, SlicesPartitionTheMergedTable) {
     const LoadedTable& whole = db.Table("gemm_perf");
     EXPECT_EQ(db.SliceValues("gemm_perf", "gemm_dtype"), (std::vector<std::string>{"fp8", "bf16", "int8"}));
     std::size_t rows = 0, shadowed = 0, dropped = 0;
+    const std::size_t cd = whole.table.ColumnIndex("gemm_dtype");
     for (const std::string d : {"fp8", "bf16", "int8"}) {
       const LoadedTable& part = db.Table("gemm_perf", RowSlice{"gemm_dtype", d});
+      // Row by row: the slice is the whole table's rows of that dtype, in order,
+      // each from the same source.
+      std::vector<std::size_t> want;
+      for (std::size_t r = 0; r < whole.table.num_rows(); ++r)
+        if (whole.table.GetString(r, cd) == d) want.push_back(r);
+      ASSERT_EQ(part.table.num_rows(), want.size()) << d;
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(part.table.Row(i), whole.table.Row(want[i])) << d << " row " << i;
+        EXPECT_EQ(part.sources[part.row_source[i]].file, whole.sources[whole.row_source[want[i]]].file);
+      }
       EXPECT_EQ(part.table.columns(), whole.table.columns());
       EXPECT_EQ(part.key_columns, whole.key_columns);
       ASSERT_EQ(part.sources.size(), whole.sources.size());
@@ -190,6 +201,51 @@ TEST(PerfDatabaseTest, SlicesPartitionTheMergedTable) {
   PerfDatabase db = PerfDatabase::Open({root.path()}, "s", "vllm");
   EXPECT_TRUE(HasText(ThrownMessage<Error>([&] { db.Table("gemm_perf", RowSlice{"kernel_source", "x"}); }),
                       "gemm_perf: slice column 'kernel_source' is not a key column (keys: gemm_dtype, m, n, k)"));
+}
+
+// Rows the table's declaration refuses never reach an answer: the load fails with
+// the file, the line (CSV) or row (Parquet) and the column, whole table or slice.
+TEST(PerfDatabaseTest, BadRowsAreRefusedWhenTheTableLoads) {
+  struct Case {
+    std::string row;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"bf16,4,1,1,-0.5", "column 'latency' is -0.5 (table gemm_perf); expected a finite latency > 0 (ms)"},
+      {"bf16,4,1,1,nan", "column 'latency' is nan"},
+      {"bf16,4,1,1,inf", "column 'latency' is inf"},
+      {"bf16,4,1,1,0", "column 'latency' is 0"},
+      {"bf16,-1024,1,1,1.0", "column 'm' is -1024 (table gemm_perf); expected an integer >= 1 (a key of gemm_perf)"},
+      {"bf16,1024.7,1,1,1.0", "column 'm' is 1024.7"},
+      {"bf16,4,0,1,1.0", "column 'n' is 0"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.row);
+    TempDir root;
+    const std::string csv = root.File("s/gemm/vllm/1.0/gemm_perf.csv");
+    Put(csv, std::string(kGemmHeader) + "bf16,1,1,1,1.0\n\nfp8,2,1,1,1.0\n" + c.row + "\n");
+    PerfDatabase db = PerfDatabase::Open({root.path()}, "s", "vllm");
+    const std::string whole = ThrownMessage<DataError>([&] { db.Table("gemm_perf"); });
+    EXPECT_TRUE(HasText(whole, csv + ":5: " + c.message)) << whole;  // line 5: the blank line counts
+    const std::string part = ThrownMessage<DataError>([&] { db.Table("gemm_perf", RowSlice{"gemm_dtype", "bf16"}); });
+    EXPECT_TRUE(HasText(part, csv + ":5: " + c.message)) << part;
+    // The same row in Parquet is named by its row.
+    Table t = Table::ReadCsv(csv);
+    std::filesystem::remove(csv);
+    TableWriteOptions o;
+    o.parquet.group_by = {"gemm_dtype"};
+    WriteTableFile(t, root.File("s/gemm/vllm/1.0/gemm_perf.parquet"), o);
+    PerfDatabase pq = PerfDatabase::Open({root.path()}, "s", "vllm");
+    const std::string p = ThrownMessage<DataError>([&] { pq.Table("gemm_perf", RowSlice{"gemm_dtype", "bf16"}); });
+    EXPECT_TRUE(HasText(p, "gemm_perf.parquet: row 2: " + c.message)) << p;  // grouped: bf16 rows first
+    // A slice without the bad row is not read from it and answers.
+    EXPECT_EQ(pq.Table("gemm_perf", RowSlice{"gemm_dtype", "fp8"}).table.num_rows(), 1u);
+  }
+  // computescale_perf declares 0 legal (a clamped difference of two timings).
+  TempDir root;
+  Put(root.File("s/quantize/vllm/1.0/computescale_perf.csv"), "quant_dtype,m,k,latency\nfp8,1,32,0\n");
+  PerfDatabase db = PerfDatabase::Open({root.path()}, "s", "vllm");
+  EXPECT_EQ(db.Table("computescale_perf").table.num_rows(), 1u);
 }
 
 TEST(PerfDatabaseTest, WithoutTheSharedLayerOnlyThePrimaryVersionIsRead) {

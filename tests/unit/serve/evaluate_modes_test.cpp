@@ -86,9 +86,11 @@ TEST(EvaluateModesTest, ElementwiseEmpiricalIsUtilOverTheSlice) {
   EXPECT_TRUE(Has(c.detail, "memory formula")) << c.detail;
 }
 
-// A custom all-reduce table whose 2048 row is 0 ms: the curve cannot anchor a
-// size above it; util-empirical reads the 1024 sample (0.005 ms) and, the SOL
-// being linear in the size, answers 0.005 x 4096 / 1024 = 0.02 ms.
+// A custom all-reduce table with one row (1024 elements, 0.005 ms). Above it the
+// table's curve holds the row's utilization (extrapolated), and util-empirical
+// reads the same sample: with the SOL linear in the size both answer
+// 0.005 x 4096 / 1024 = 0.02 ms. A 0 ms row, which once made the curve miss and
+// HYBRID fall back, is refused when the table loads (file, line, column).
 class CommFallback : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -98,8 +100,7 @@ class CommFallback : public ::testing::Test {
     const auto dir = root_ / "tiny_gpu" / "comm" / "x" / "1";
     std::filesystem::create_directories(dir);
     std::ofstream(dir / "custom_allreduce_perf.csv") << "allreduce_dtype,num_gpus,message_size,latency\n"
-                                                        "half,2,1024,0.005\n"
-                                                        "half,2,2048,0\n";
+                                                        "half,2,1024,0.005\n";
   }
   void TearDown() override { std::filesystem::remove_all(root_); }
   std::unique_ptr<Database> Open(perfdb::DatabaseMode mode) const {
@@ -123,26 +124,39 @@ class CommFallback : public ::testing::Test {
   std::filesystem::path root_;
 };
 
-TEST_F(CommFallback, HybridFallsBackSiliconRaisesEmpiricalAnswers) {
+TEST_F(CommFallback, OneRowExtrapolatesInTheTableAndEmpiricalAgrees) {
   const PassShape one = Tokens(1);  // message = 1 x 4096 elements
-  const auto hybrid = Open(perfdb::DatabaseMode::kHybrid);
-  const OpCost h = EvaluateOp(AllReduce(), *hybrid, one);
-  EXPECT_NEAR(h.latency_ms, 0.02, 1e-12);
-  EXPECT_EQ(h.source, "empirical");
-  EXPECT_TRUE(Has(h.detail, "util-empirical over custom_allreduce_perf")) << h.detail;
-  EXPECT_TRUE(Has(h.detail, "silicon miss")) << h.detail;
-  const auto silicon = Open(perfdb::DatabaseMode::kSilicon);
-  EXPECT_THROW(EvaluateOp(AllReduce(), *silicon, one), perfdb::MissingDataError);
+  for (auto mode : {perfdb::DatabaseMode::kHybrid, perfdb::DatabaseMode::kSilicon}) {
+    const auto db = Open(mode);
+    const OpCost h = EvaluateOp(AllReduce(), *db, one);
+    EXPECT_NEAR(h.latency_ms, 0.02, 1e-12);
+    EXPECT_EQ(h.source, "extrapolated");
+  }
   const auto empirical = Open(perfdb::DatabaseMode::kEmpirical);
   const OpCost e = EvaluateOp(AllReduce(), *empirical, one);
   EXPECT_NEAR(e.latency_ms, 0.02, 1e-12);
   EXPECT_EQ(e.source, "empirical");
-  // Inside the curve HYBRID reads the table (1024 exactly: 0.005 ms, silicon).
+  // At 1024 exactly HYBRID reads the row (silicon).
   model::Op small = AllReduce();
   small.elems_per_token = 1024;
+  const auto hybrid = Open(perfdb::DatabaseMode::kHybrid);
   const OpCost t = EvaluateOp(small, *hybrid, one);
   EXPECT_NEAR(t.latency_ms, 0.005, 1e-15);
   EXPECT_EQ(t.source, "silicon");
+}
+
+TEST_F(CommFallback, AZeroLatencyRowIsRefusedWhenTheTableLoads) {
+  std::ofstream(root_ / "tiny_gpu" / "comm" / "x" / "1" / "custom_allreduce_perf.csv", std::ios::app)
+      << "half,2,2048,0\n";
+  for (auto mode : {perfdb::DatabaseMode::kHybrid, perfdb::DatabaseMode::kSilicon, perfdb::DatabaseMode::kEmpirical}) {
+    try {
+      Open(mode);
+      ADD_FAILURE() << "a 0 ms row was accepted";
+    } catch (const DataError& e) {
+      EXPECT_TRUE(Has(e.what(), "custom_allreduce_perf.csv:3: column 'latency' is 0")) << e.what();
+      EXPECT_TRUE(Has(e.what(), "expected a finite latency > 0 (ms)")) << e.what();
+    }
+  }
 }
 
 }  // namespace

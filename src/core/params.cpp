@@ -1,8 +1,8 @@
-#include "collect/params.h"
+#include "core/params.h"
 
 #include "core/error.h"
 
-namespace servecast::collect {
+namespace servecast {
 
 Params::Params(std::initializer_list<Item> items) {
   for (const auto& it : items) Set(it.first, it.second);
@@ -66,4 +66,4 @@ std::string Params::Canonical() const {
   return out;
 }
 
-}  // namespace servecast::collect
+}  // namespace servecast

@@ -1,11 +1,12 @@
-#include "collect/table_spec.h"
+#include "tables/table_spec.h"
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 
-namespace servecast::collect {
+namespace servecast::tables {
 namespace {
 
 using VT = ValueType;
@@ -124,9 +125,14 @@ std::vector<TableSpec> BuildSpecs() {
       {"num_key_value_heads", VT::kInt64}, {"head_dim", VT::kInt64},    {"window_size", VT::kInt64},
       {"beam_width", VT::kInt64},          {"attn_dtype", VT::kString}, {"kv_cache_dtype", VT::kString},
       {"step", VT::kInt64}};
+  // num_key_value_heads 0: MHA in AIC's tables; window_size 0: full attention; step 0: the first decode step.
+  const std::vector<std::pair<std::string, std::int64_t>> attention_minimum = {
+      {"num_key_value_heads", 0}, {"window_size", 0}, {"step", 0}};
   specs.push_back(TableSpec{"context_attention_perf", "attention", attention_keys, false, ContextAttentionCost});
+  specs.back().key_minimum = attention_minimum;
   specs.push_back(
       TableSpec{"generation_attention_perf", "attention", attention_keys, false, GenerationAttentionCost});
+  specs.back().key_minimum = attention_minimum;
   specs.push_back(TableSpec{"elementwise_perf",
                             "elementwise",
                             {{"dtype", VT::kString}, {"num_tokens", VT::kInt64}, {"hidden_size", VT::kInt64}},
@@ -198,6 +204,57 @@ const std::vector<ColumnSpec>& PowerColumns() {
   return cols;
 }
 
+std::int64_t TableSpec::KeyMinimum(std::string_view column) const {
+  for (const auto& [name, min] : key_minimum)
+    if (name == column) return min;
+  return 1;
+}
+
+std::optional<RowProblem> FirstBadRow(const std::string& table_name, const Table& t) {
+  const TableSpec* spec = FindTableSpec(table_name);
+  const bool zero_ok = spec && spec->zero_latency_legal;
+  struct Check {
+    std::size_t col;
+    bool latency;
+    bool integer;
+    double minimum;
+  };
+  std::vector<Check> checks;
+  if (auto c = t.FindColumn("latency")) {
+    if (t.columns()[*c].type == ValueType::kString)
+      return RowProblem{0, "latency", "is a text column", "numbers (ms)"};
+    checks.push_back({*c, true, false, 0});
+  }
+  if (spec)
+    for (const auto& k : spec->key_columns) {
+      if (k.type == ValueType::kString) continue;
+      auto c = t.FindColumn(k.name);
+      if (!c) continue;
+      if (t.columns()[*c].type == ValueType::kString)
+        return RowProblem{0, k.name, "is a text column", "integers (a key of " + table_name + ")"};
+      checks.push_back({*c, false, k.type == ValueType::kInt64,
+                        k.type == ValueType::kInt64 ? static_cast<double>(spec->KeyMinimum(k.name))
+                                                    : -std::numeric_limits<double>::infinity()});
+    }
+  for (std::size_t r = 0; r < t.num_rows(); ++r)
+    for (const Check& ch : checks) {
+      const double v = t.GetDouble(r, ch.col);
+      const std::string& name = t.columns()[ch.col].name;
+      if (ch.latency) {
+        if (!std::isfinite(v) || v < 0 || (v == 0 && !zero_ok))
+          return RowProblem{r, name, "is " + ToString(t.Get(r, ch.col)),
+                            std::string("a finite latency ") + (zero_ok ? ">= 0" : "> 0") + " (ms)"};
+        continue;
+      }
+      if (!std::isfinite(v) || (ch.integer && v != std::floor(v)) || v < ch.minimum)
+        return RowProblem{r, name, "is " + ToString(t.Get(r, ch.col)),
+                          ch.integer ? "an integer >= " + std::to_string(static_cast<std::int64_t>(ch.minimum)) +
+                                           " (a key of " + table_name + ")"
+                                     : "a finite number (a key of " + table_name + ")"};
+    }
+  return std::nullopt;
+}
+
 TableWriteOptions TableSpec::WriteOptions() const {
   TableWriteOptions o;
   o.parquet.group_by = slice_columns;
@@ -255,4 +312,4 @@ double DtypeBytes(std::string_view dtype) {
               "'; expected one of float32, bfloat16, float16, half, fp8, fp8_block, int8, nvfp4");
 }
 
-}  // namespace servecast::collect
+}  // namespace servecast::tables

@@ -1,0 +1,53 @@
+// Perf rows the table declarations refuse never reach an answer: the real binary
+// exits 2 naming the file, the line and the column (a negative latency gave a
+// negative TTFT with exit 0 before).
+#include <filesystem>
+#include <fstream>
+
+#include "core/fs.h"
+#include "e2e_common.h"
+
+namespace servecast::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(TableRowsE2E, ANegativeOrNanLatencyStopsTheEstimateWithFileLineAndColumn) {
+  const std::string version = "13.0-cublaslt13.1-cudnn9.14-nccl2.28";
+  for (const std::string bad : {"-0.5", "nan"}) {
+    SCOPED_TRACE(bad);
+    const std::string root = MakeTempDir("sc_rows_");
+    fs::copy(kSource + "/systems/data/h200_sxm", root + "/h200_sxm", fs::copy_options::recursive);
+    const std::string dir = root + "/h200_sxm/gemm/cuda/" + version;
+    // The bundled GEMM table as CSV with its first row's latency replaced (a bf16
+    // row: rows are sorted by dtype, and Llama-3.1-8B reads the bf16 slice).
+    auto conv = RunProcess({kBin, "db", "convert", dir + "/gemm_perf.parquet", root + "/gemm_perf.csv"});
+    ASSERT_EQ(conv.exit_code, 0) << Describe(conv);
+    fs::remove(dir + "/gemm_perf.parquet");
+    std::string text = ReadFile(root + "/gemm_perf.csv");
+    const std::size_t row2 = text.find('\n') + 1, end2 = text.find('\n', row2);
+    std::string line = text.substr(row2, end2 - row2);
+    ASSERT_NE(line.find(",bfloat16,"), std::string::npos) << line;
+    // latency is the column after k: header framework,version,device,op_name,kernel_source,gemm_dtype,m,n,k,latency
+    std::size_t pos = line.find(",bfloat16,");
+    for (int i = 0; i < 4; ++i) pos = line.find(',', pos + 1);
+    const std::size_t stop = line.find(',', pos + 1);
+    line = line.substr(0, pos + 1) + bad + line.substr(stop);
+    text = text.substr(0, row2) + line + text.substr(end2);
+    std::ofstream(dir + "/gemm_perf.csv") << text;
+    fs::remove(root + "/gemm_perf.csv");
+    const ProcessResult r = RunProcess({kBin, "estimate", "--model", "meta-llama/Meta-Llama-3.1-8B", "--system",
+                                        "h200_sxm", "--mode", "agg", "--batch", "32", "--data-root", root,
+                                        "--systems", kSystems});
+    EXPECT_EQ(r.exit_code, 2) << Describe(r);
+    EXPECT_NE(r.err.find(dir + "/gemm_perf.csv:2: column 'latency' is " + bad + " (table gemm_perf); expected a "
+                         "finite latency > 0 (ms)"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out.find("TTFT"), std::string::npos) << r.out;
+    fs::remove_all(root);
+  }
+}
+
+}  // namespace
+}  // namespace servecast::testing
