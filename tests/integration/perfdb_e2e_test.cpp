@@ -92,6 +92,12 @@ TEST(PerfdbE2E, ConvertInPlaceMovesProvenanceAndCollectKeepsTheFormat) {
   EXPECT_EQ(into_dir.exit_code, 2) << Describe(into_dir);
   EXPECT_NE(into_dir.err.find("is a folder"), std::string::npos) << into_dir.err;
 
+  // In place without --replace would leave the folder holding the table twice.
+  auto twice = RunProcess({kBin, "db", "convert", csv, parquet});
+  EXPECT_EQ(twice.exit_code, 2) << Describe(twice);
+  EXPECT_NE(twice.err.find("convert in place with --replace"), std::string::npos) << twice.err;
+  EXPECT_FALSE(fs::exists(parquet));
+
   const Table before = ReadTableFile(csv);
   auto conv = RunProcess({kBin, "db", "convert", "--replace", csv, parquet});
   ASSERT_EQ(conv.exit_code, 0) << Describe(conv);
