@@ -229,6 +229,9 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
     if (format == "auto") table_format = PathExists(dir + "/" + table_name + ".parquet") ? "parquet" : "csv";
     std::string path = dir + "/" + table_name + "." + table_format;
     std::string other = dir + "/" + table_name + (table_format == "csv" ? ".parquet" : ".csv");
+    if (PathExists(other) && format == "auto")
+      throw UsageError(path + " and " + other + " both hold this table; keep one (a data folder holds a table in one "
+                       "format)");
     if (PathExists(other))
       throw UsageError(other + " already holds this table; collect with --format " +
                        (table_format == "csv" ? "parquet" : "csv") + " or convert it with `servecast db convert`");

@@ -14,25 +14,40 @@
 
 namespace servecast {
 
+namespace {
+
+// A file open for reading, closed on scope exit, with its status.
+struct OpenFile {
+  int fd = -1;
+  struct stat st {};
+  explicit OpenFile(const std::string& path) {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw DataError(SourceLocation{path, 0, ""}, "cannot open file", "a readable file");
+    if (::fstat(fd, &st) != 0) {
+      const int err = errno;
+      ::close(fd);
+      throw SystemError("cannot stat " + path, err);
+    }
+  }
+  ~OpenFile() { ::close(fd); }
+  OpenFile(const OpenFile&) = delete;
+  OpenFile& operator=(const OpenFile&) = delete;
+};
+
+}  // namespace
+
 std::string ReadFile(const std::string& path) {
   // One read of the whole file into a buffer of its size (the tables are read
   // often and some are megabytes; a stream copy costs several times more).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw DataError(SourceLocation{path, 0, ""}, "cannot open file", "a readable file");
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw SystemError("cannot stat " + path, errno);
-  if (S_ISDIR(st.st_mode)) throw DataError(SourceLocation{path, 0, ""}, "is a folder", "a readable file");
+  const OpenFile f(path);
+  if (S_ISDIR(f.st.st_mode)) throw DataError(SourceLocation{path, 0, ""}, "is a folder", "a readable file");
   std::string out;
-  if (S_ISREG(st.st_mode)) out.resize(static_cast<std::size_t>(st.st_size));
+  if (S_ISREG(f.st.st_mode)) out.resize(static_cast<std::size_t>(f.st.st_size));
   std::size_t have = 0;
   while (true) {
     if (have == out.size()) {  // full: at the end, or the file grew / is not a regular file
       char probe;
-      const ssize_t p = ::read(fd, &probe, 1);
+      const ssize_t p = ::read(f.fd, &probe, 1);
       if (p < 0 && errno == EINTR) continue;
       if (p < 0) throw SystemError("cannot read " + path, errno);
       if (p == 0) break;
@@ -40,11 +55,9 @@ std::string ReadFile(const std::string& path) {
       out[have++] = probe;
       continue;
     }
-    const ssize_t n = ::read(fd, out.data() + have, out.size() - have);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw SystemError("cannot read " + path, errno);
-    }
+    const ssize_t n = ::read(f.fd, out.data() + have, out.size() - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw SystemError("cannot read " + path, errno);
     if (n == 0) break;
     have += static_cast<std::size_t>(n);
   }
@@ -53,22 +66,15 @@ std::string ReadFile(const std::string& path) {
 }
 
 std::string ReadFileTail(const std::string& path, std::size_t max_bytes, std::size_t* file_size) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw DataError(SourceLocation{path, 0, ""}, "cannot open file", "a readable file");
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw SystemError("cannot stat " + path, errno);
-  if (!S_ISREG(st.st_mode)) throw DataError(SourceLocation{path, 0, ""}, "is not a regular file", "a table file");
-  const auto size = static_cast<std::size_t>(st.st_size);
+  const OpenFile f(path);
+  if (!S_ISREG(f.st.st_mode)) throw DataError(SourceLocation{path, 0, ""}, "is not a regular file", "a table file");
+  const auto size = static_cast<std::size_t>(f.st.st_size);
   if (file_size) *file_size = size;
   const std::size_t n = std::min(size, max_bytes);
   std::string out(n, '\0');
   std::size_t have = 0;
   while (have < n) {
-    const ssize_t r = ::pread(fd, out.data() + have, n - have, static_cast<off_t>(size - n + have));
+    const ssize_t r = ::pread(f.fd, out.data() + have, n - have, static_cast<off_t>(size - n + have));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) throw SystemError("cannot read " + path, errno);
     if (r == 0) break;  // shrank meanwhile

@@ -137,8 +137,10 @@ const LoadedTable& PerfDatabase::Table(const std::string& table_name) const {
 }
 
 const LoadedTable& PerfDatabase::Table(const std::string& table_name, const RowSlice& slice) const {
-  // '\n' cannot occur in a table name (a file stem listed by discovery).
-  return Cached(table_name + "\n" + slice.column + "=" + slice.value, table_name, &slice);
+  // '\n' cannot occur in a table name (a file stem listed by discovery); the
+  // column's length keeps (column, value) pairs apart.
+  return Cached(table_name + "\n" + std::to_string(slice.column.size()) + ":" + slice.column + "=" + slice.value,
+                table_name, &slice);
 }
 
 const LoadedTable& PerfDatabase::Cached(const std::string& cache_key, const std::string& table_name,
