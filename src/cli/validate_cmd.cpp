@@ -94,7 +94,11 @@ int RunValidate(const ValidateArgs& a, const std::function<std::string(const std
 
   const std::vector<serve::SiliconRow> rows = serve::ReadSiliconCsv(a.silicon);
   const serve::ValidateReport rep = serve::Validate(rows, o);
-  const int status = rep.predicted > 0 ? 0 : 1;
+  // Exit 1 also when a row is impossible (a measurement <= 0, tp 0, ...): the
+  // file is wrong there, and a script must see it, not only a reader of the table.
+  int bad_rows = 0;
+  for (const auto& r : rep.rows) bad_rows += !r.predicted && r.failure == "bad row";
+  const int status = rep.predicted > 0 && bad_rows == 0 ? 0 : 1;
 
   if (a.json) {
     Json jrows = Json::array(), failures = Json::array(), parts = Json::array();
@@ -172,6 +176,9 @@ int RunValidate(const ValidateArgs& a, const std::function<std::string(const std
       std::printf("  line %d (id %s): %s\n", r.line, ShortId(r.id).c_str(), n.c_str());
     }
   if (rep.predicted == 0) std::fprintf(stderr, "servecast validate: no row could be predicted\n");
+  if (bad_rows > 0)
+    std::fprintf(stderr, "servecast validate: %d row(s) of %s are impossible measurements or malformed (\"bad row\" above)\n",
+                 bad_rows, a.silicon.c_str());
   return status;
 }
 

@@ -23,8 +23,11 @@ struct ValidateArgs {
 
 CLI::App* AddValidateCommand(CLI::App& app, ValidateArgs& args);
 
-// Exit status: 0 when at least one row was predicted (misses are listed), 1 when
-// none could be. A malformed file throws DataError (exit 2 at the caller).
+// Exit status: 0 when at least one row was predicted and no row is a "bad row"
+// (misses are listed); 1 when none could be predicted or some row is impossible
+// (a measured TTFT or TPOT <= 0, tp 0, isl 0, ...: listed with its reason). A
+// malformed file (a cell that is not a number, a missing column) throws
+// DataError (exit 2 at the caller).
 int RunValidate(const ValidateArgs& args, const std::function<std::string(const std::string&)>& find);
 
 }  // namespace servecast::cli

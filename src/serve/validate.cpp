@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/value.h"
 #include "model/model_config.h"
 #include "model/ops.h"
 #include "perfdb/discovery.h"
@@ -263,6 +264,10 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
   const std::string mode = Lower(row.mode);
   if (mode != "agg" && mode != "disagg") return fail({"bad row", "mode '" + row.mode + "': expected agg or disagg"});
   if (!row.ttft_ms || !row.tpot_ms) return fail({"bad row", "no measured silicon_ttft_ms / silicon_tpot_ms"});
+  if (!(*row.ttft_ms > 0) || !(*row.tpot_ms > 0))
+    return fail({"bad row", "a measured TTFT or TPOT of " + FormatG6(std::min(*row.ttft_ms, *row.tpot_ms)) +
+                                " ms is impossible (silicon_ttft_ms and silicon_tpot_ms must be > 0)"});
+  if (mode == "agg" && row.tp < 1) return fail({"bad row", "tp_size must be >= 1 (one GPU at least)"});
   if (row.isl < 1 || row.osl < 2) return fail({"bad row", "isl must be >= 1 and osl >= 2"});
   if (mode == "agg" && row.batch < 1) return fail({"bad row", "batch_size (client concurrency) must be >= 1"});
 

@@ -167,6 +167,38 @@ TEST(ValidateE2e, NoPredictableRowExitsOne) {
   EXPECT_EQ(doc["failures"][1]["kind"], "bad row");
 }
 
+// Impossible measurements (TTFT <= 0, TPOT <= 0) and tp 0 are refused per row with
+// the reason, the good row is still predicted, and the exit status is 1 so that a
+// script sees the file is wrong (a negative TTFT was predicted before, exit 0).
+TEST(ValidateE2e, ImpossibleMeasurementsAreBadRowsAndExitOne) {
+  const std::string dir = MakeTempDir("validate-impossible");
+  const std::string csv = dir + "/impossible.csv";
+  const std::string head = "backend,model_path,system,mode,isl,osl,batch_size,tp_size,silicon_ttft_ms,silicon_tpot_ms\n";
+  const std::string good = "trtllm,tests/goldens/models/tiny-dense,tiny_gpu,agg,64,8,4,1,0.5,0.1\n";
+  WriteText(csv, head + good +
+                     "trtllm,tests/goldens/models/tiny-dense,tiny_gpu,agg,64,8,4,1,-0.5,0.1\n"
+                     "trtllm,tests/goldens/models/tiny-dense,tiny_gpu,agg,64,8,4,1,0.5,0\n"
+                     "trtllm,tests/goldens/models/tiny-dense,tiny_gpu,agg,64,8,4,0,0.5,0.1\n");
+  const ProcessResult r = RunProcess(ValidateArgv(csv, true), 120, kValSource);
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  const Json doc = Json::parse(r.out);
+  EXPECT_EQ(doc["predicted"], 1);
+  ASSERT_EQ(doc["failures"].size(), 3u) << r.out;
+  for (const auto& f : doc["failures"]) EXPECT_EQ(f["kind"], "bad row") << f.dump();
+  EXPECT_NE(doc["failures"][0]["reason"].get<std::string>().find("-0.5 ms is impossible"), std::string::npos)
+      << doc["failures"][0].dump();
+  EXPECT_NE(doc["failures"][1]["reason"].get<std::string>().find("0 ms is impossible"), std::string::npos)
+      << doc["failures"][1].dump();
+  EXPECT_NE(doc["failures"][2]["reason"].get<std::string>().find("tp_size must be >= 1"), std::string::npos)
+      << doc["failures"][2].dump();
+  const ProcessResult t = RunProcess(ValidateArgv(csv, false), 120, kValSource);
+  EXPECT_EQ(t.exit_code, 1) << Describe(t);
+  EXPECT_NE(t.err.find("3 row(s) of " + csv + " are impossible measurements"), std::string::npos) << t.err;
+  // The good row alone exits 0.
+  WriteText(csv, head + good);
+  EXPECT_EQ(RunProcess(ValidateArgv(csv, true), 120, kValSource).exit_code, 0);
+}
+
 // SGLang's default profile (engines/sglang.yaml): prefill budget 8192 tokens in
 // whole prompts and the prefill_queue TTFT rule with share 0.1. validate and
 // estimate without --ctx-tokens use the same budget. At isl 64, concurrency 4:
