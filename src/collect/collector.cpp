@@ -13,6 +13,7 @@
 #include "collect/finalize.h"
 #include "collect/journal.h"
 #include "collect/launched.h"
+#include "collect/run_lock.h"
 #include "collect/worker.h"
 #include "collect/scheduler.h"
 #include "collect/summary.h"
@@ -239,6 +240,16 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
   if (run_dir.empty()) run_dir = "runs/" + opt.plan.backend + "-" + Timestamp();
   std::string journal_path = run_dir + "/journal.jsonl";
   MakeDirs(run_dir);
+  // One collector per run dir, held until this invocation returns, before the
+  // journal is read or anything measured: a second collect (or --resume) would
+  // run the same cases again and finalize the same tables at once. The ranks of a
+  // --launched job share the run dir legitimately (rank 0 owns the journal,
+  // summary and tables; every rank writes its own collector.rankN.log and reads
+  // rank 0's rendezvous file), so each rank locks a file of its own: rank 0 the
+  // run's .lock, which any other collector on the dir also takes, and rank N
+  // .lock.rankN, which the rank N of a second launch on the same dir takes and
+  // so stops at once instead of joining the first launch's cases.
+  RunLock run_lock(run_dir, lead ? ".lock" : ".lock.rank" + std::to_string(launch.rank));
   if (lead) CheckExistingSchemas(registry, plan, opt.out_root, system, opt, rt);
 
   JournalHeader header;

@@ -1,8 +1,11 @@
 #include "collect/expr.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <set>
 
 #include "core/error.h"
@@ -14,11 +17,20 @@ struct Expr::Node {
   Value literal;
   std::string name;  // identifier or operator
   std::shared_ptr<const Node> lhs, rhs;
+  int depth = 0;  // operator levels from this node down (0 for a literal or identifier)
 };
 
 namespace {
 
 using NodePtr = std::shared_ptr<const Expr::Node>;
+
+// The expression as error messages quote it: in full, or its start when long
+// (a message that repeats a 10,000-character expression helps no one).
+std::string Quoted(const std::string& text) {
+  constexpr std::size_t kShown = 80;
+  if (text.size() <= 2 * kShown) return "'" + text + "'";
+  return "'" + text.substr(0, kShown) + "...' (" + std::to_string(text.size()) + " characters)";
+}
 
 class Parser {
  public:
@@ -33,9 +45,34 @@ class Parser {
 
  private:
   [[noreturn]] void Fail(const std::string& what) const {
-    throw Error("expression '" + s_ + "': " + what + " at column " + std::to_string(i_ + 1) +
+    throw Error("expression " + Quoted(s_) + ": " + what + " at column " + std::to_string(i_ + 1) +
                 "; expected e.g. `m * n < 2147483648 && gemm_dtype == \"fp8\"`");
   }
+
+  // Parsing and evaluation recurse once per level: past the limit the stack of
+  // the parser, of Eval and of the tree's destructor would overflow (10,000
+  // parentheses crashed), so deeper nesting is refused with the limit named.
+  [[noreturn]] void FailDepth() const {
+    throw Error("expression " + Quoted(s_) + ": nested deeper than " + std::to_string(kExprMaxDepth) +
+                " levels at column " + std::to_string(i_ + 1) +
+                " (each parenthesis, unary operator and chained binary operator is a level); split it into "
+                "several conditions");
+  }
+
+  // One level of parser recursion (a parenthesis or a unary operator), for the
+  // scope of the guard.
+  class Level {
+   public:
+    explicit Level(Parser& p) : p_(p) {
+      if (++p_.depth_ > kExprMaxDepth) p_.FailDepth();
+    }
+    ~Level() { --p_.depth_; }
+    Level(const Level&) = delete;
+    Level& operator=(const Level&) = delete;
+
+   private:
+    Parser& p_;
+  };
 
   void SkipSpace() {
     while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
@@ -55,12 +92,24 @@ class Parser {
     return true;
   }
 
-  static NodePtr Binary(std::string op, NodePtr a, NodePtr b) {
+  NodePtr Binary(std::string op, NodePtr a, NodePtr b) const {
     auto n = std::make_shared<Expr::Node>();
     n->kind = Expr::Node::Kind::kBinary;
     n->name = std::move(op);
+    n->depth = 1 + std::max(a->depth, b->depth);
+    if (n->depth > kExprMaxDepth) FailDepth();  // a chain `1 + 1 + ... + 1` nests to the left
     n->lhs = std::move(a);
     n->rhs = std::move(b);
+    return n;
+  }
+
+  NodePtr Unary(std::string op, NodePtr a) const {
+    auto n = std::make_shared<Expr::Node>();
+    n->kind = Expr::Node::Kind::kUnary;
+    n->name = std::move(op);
+    n->depth = 1 + a->depth;
+    if (n->depth > kExprMaxDepth) FailDepth();
+    n->lhs = std::move(a);
     return n;
   }
 
@@ -100,18 +149,12 @@ class Parser {
   }
   NodePtr ParseUnary() {
     if (Accept("!") || Accept("not")) {
-      auto n = std::make_shared<Expr::Node>();
-      n->kind = Expr::Node::Kind::kUnary;
-      n->name = "!";
-      n->lhs = ParseUnary();
-      return n;
+      Level level(*this);
+      return Unary("!", ParseUnary());
     }
     if (Accept("-")) {
-      auto n = std::make_shared<Expr::Node>();
-      n->kind = Expr::Node::Kind::kUnary;
-      n->name = "-";
-      n->lhs = ParseUnary();
-      return n;
+      Level level(*this);
+      return Unary("-", ParseUnary());
     }
     return ParsePrimary();
   }
@@ -121,6 +164,7 @@ class Parser {
     char c = s_[i_];
     auto n = std::make_shared<Expr::Node>();
     if (Accept("(")) {
+      Level level(*this);
       NodePtr inner = ParseOr();
       if (!Accept(")")) Fail("missing ')'");
       return inner;
@@ -141,12 +185,19 @@ class Parser {
       std::string tok = s_.substr(start, i_ - start);
       n->kind = Expr::Node::Kind::kLiteral;
       char* end = nullptr;
+      errno = 0;
       long long iv = std::strtoll(tok.c_str(), &end, 10);
       if (end && *end == '\0') {
+        // strtoll saturates: refuse instead of reading 99999999999999999999 as INT64_MAX.
+        if (errno == ERANGE)
+          Fail("integer literal '" + tok + "' does not fit in int64 (at most " +
+               std::to_string(std::numeric_limits<std::int64_t>::max()) + "); write a decimal such as 1e20 for an "
+               "approximate value");
         n->literal = static_cast<std::int64_t>(iv);
       } else {
         double dv = std::strtod(tok.c_str(), &end);
         if (!end || *end != '\0') Fail("bad number '" + tok + "'");
+        if (std::isinf(dv)) Fail("number '" + tok + "' is out of the range of a double");
         if (std::floor(dv) == dv && std::fabs(dv) < 9.2e18) n->literal = static_cast<std::int64_t>(dv);
         else n->literal = dv;
       }
@@ -164,6 +215,7 @@ class Parser {
 
   const std::string& s_;
   std::size_t i_ = 0;
+  int depth_ = 0;  // parser recursion: open parentheses and unary operators
 };
 
 bool Truthy(const Value& v) {
@@ -171,20 +223,31 @@ bool Truthy(const Value& v) {
   return AsDouble(v) != 0;
 }
 
+[[noreturn]] void FailOverflow(const std::string& text, const std::string& what) {
+  throw Error("expression " + Quoted(text) + ": integer overflow in " + what + " (int64 holds " +
+              std::to_string(std::numeric_limits<std::int64_t>::min()) + " to " +
+              std::to_string(std::numeric_limits<std::int64_t>::max()) + ")");
+}
+
 Value Arith(const std::string& op, const Value& a, const Value& b, const std::string& text) {
   if (!IsNumeric(a) || !IsNumeric(b))
-    throw Error("expression '" + text + "': '" + op + "' needs numbers, got '" + ToString(a) + "' and '" +
+    throw Error("expression " + Quoted(text) + ": '" + op + "' needs numbers, got '" + ToString(a) + "' and '" +
                 ToString(b) + "'");
+  // A zero divisor is an error for / as for %, integer or not (not inf or nan).
+  if ((op == "/" || op == "%") && AsDouble(b) == 0)
+    throw Error("expression " + Quoted(text) + ": " + (op == "/" ? "division" : "modulo") + " by zero (" +
+                ToString(a) + " " + op + " " + ToString(b) + ")");
   auto* ia = std::get_if<std::int64_t>(&a);
   auto* ib = std::get_if<std::int64_t>(&b);
   if (ia && ib && op != "/") {
-    if (op == "+") return *ia + *ib;
-    if (op == "-") return *ia - *ib;
-    if (op == "*") return *ia * *ib;
-    if (op == "%") {
-      if (*ib == 0) throw Error("expression '" + text + "': modulo by zero");
-      return *ia % *ib;
-    }
+    // Exact in int64, or an error: never a wrapped (undefined) result.
+    std::int64_t r = 0;
+    bool overflow = (op == "+" && __builtin_add_overflow(*ia, *ib, &r)) ||
+                    (op == "-" && __builtin_sub_overflow(*ia, *ib, &r)) ||
+                    (op == "*" && __builtin_mul_overflow(*ia, *ib, &r));
+    if (overflow) FailOverflow(text, std::to_string(*ia) + " " + op + " " + std::to_string(*ib));
+    if (op == "%") r = *ib == -1 ? 0 : *ia % *ib;  // INT64_MIN % -1 traps; the remainder is 0
+    return r;
   }
   double x = AsDouble(a), y = AsDouble(b);
   if (op == "+") return x + y;
@@ -209,7 +272,7 @@ Value Compare(const std::string& op, const Value& a, const Value& b, const std::
   } else {
     if (op == "==") return std::int64_t{0};
     if (op == "!=") return std::int64_t{1};
-    throw Error("expression '" + text + "': cannot order '" + ToString(a) + "' against '" + ToString(b) + "'");
+    throw Error("expression " + Quoted(text) + ": cannot order '" + ToString(a) + "' against '" + ToString(b) + "'");
   }
   bool r = op == "==" ? c == 0 : op == "!=" ? c != 0 : op == "<" ? c < 0 : op == "<=" ? c <= 0 : op == ">" ? c > 0 : c >= 0;
   return std::int64_t{r ? 1 : 0};
@@ -223,14 +286,17 @@ Value Eval(const Expr::Node& n, const Params& p, const std::string& text) {
       if (!v) {
         std::string have;
         for (const auto& [k, _] : p.items()) have += (have.empty() ? "" : ", ") + k;
-        throw Error("expression '" + text + "': unknown parameter '" + n.name + "' (the case has: " + have + ")");
+        throw Error("expression " + Quoted(text) + ": unknown parameter '" + n.name + "' (the case has: " + have + ")");
       }
       return *v;
     }
     case Expr::Node::Kind::kUnary: {
       Value v = Eval(*n.lhs, p, text);
       if (n.name == "!") return std::int64_t{Truthy(v) ? 0 : 1};
-      if (auto* i = std::get_if<std::int64_t>(&v)) return -*i;
+      if (auto* i = std::get_if<std::int64_t>(&v)) {
+        if (*i == std::numeric_limits<std::int64_t>::min()) FailOverflow(text, "-(" + std::to_string(*i) + ")");
+        return -*i;
+      }
       return -AsDouble(v);
     }
     case Expr::Node::Kind::kBinary: {

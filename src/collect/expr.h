@@ -15,7 +15,12 @@ namespace servecast::collect {
 //   batch_size * isl <= 65536 and num_heads != num_key_value_heads
 // Operators: || or, && and, ! not, == != < <= > >=, + - * / %, parentheses.
 // Literals: integers, decimals (1.5, 2e9), strings in double or single quotes.
-// Identifiers name parameters. Integer arithmetic stays exact in int64.
+// Identifiers name parameters. Integer arithmetic stays exact in int64: a result
+// (or an integer literal) outside int64 is an error, as is a zero divisor of / or %.
+// Nesting is limited to kExprMaxDepth levels (parentheses, unary operators and
+// chained binary operators each count one); deeper text is refused at parse time.
+inline constexpr int kExprMaxDepth = 256;
+
 class Expr {
  public:
   // Throws Error with the column of the problem when the text does not parse.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -155,7 +156,113 @@ TEST(ExprTest, Truthiness) {
 }
 
 TEST(ExprTest, ModuloByZeroIsAnError) {
-  EXPECT_TRUE(HasText(ThrownMessage<Error>([] { Eval("m % zero"); }), "modulo by zero"));
+  EXPECT_TRUE(HasText(ThrownMessage<Error>([] { Eval("m % zero"); }), "modulo by zero (16 % 0)"));
+  EXPECT_TRUE(HasText(ThrownMessage<Error>([] { Eval("5.5 % 0"); }), "modulo by zero"));  // not fmod's nan
+  EXPECT_TRUE(HasText(ThrownMessage<Error>([] { Eval("m % 0.0"); }), "modulo by zero"));
+}
+
+TEST(ExprTest, DivisionByZeroIsAnErrorLikeModulo) {
+  // Not inf or nan, integer or decimal operands alike.
+  for (const char* text : {"m / zero", "1 / 0", "1.5 / 0", "m / 0.0", "scale / (m - 16)", "0 / 0"}) {
+    std::string msg = ThrownMessage<Error>([&] { Eval(text); });
+    EXPECT_TRUE(HasText(msg, "division by zero")) << text << ": " << msg;
+    EXPECT_TRUE(HasText(msg, std::string("expression '") + text + "'")) << msg;
+  }
+  EXPECT_TRUE(HasText(ThrownMessage<Error>([] { Eval("n / zero"); }), "division by zero (4096 / 0)"));
+  EXPECT_EQ(Eval("0 / m"), Value(0.0));
+  EXPECT_EQ(Eval("m / 0.5"), Value(32.0));
+}
+
+TEST(ExprTest, IntegerOverflowIsAnErrorNotAWrap) {
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  const std::int64_t min = std::numeric_limits<std::int64_t>::min();
+  Params p{{"max", max}, {"min", min}, {"big", std::int64_t{3037000500}}, {"minus_one", std::int64_t{-1}}};
+  struct Bad {
+    const char* text;
+    const char* what;
+  };
+  const Bad bad[] = {
+      {"max + 1", "integer overflow in 9223372036854775807 + 1"},
+      {"min - 1", "integer overflow in -9223372036854775808 - 1"},
+      {"1 - min", "integer overflow in 1 - -9223372036854775808"},
+      {"big * big", "integer overflow in 3037000500 * 3037000500"},
+      {"min * minus_one", "integer overflow in -9223372036854775808 * -1"},
+      {"-min", "integer overflow in -(-9223372036854775808)"},
+      {"9223372036854775807 + 9223372036854775807 > 0", "integer overflow"},
+  };
+  for (const auto& b : bad) {
+    std::string msg = ThrownMessage<Error>([&] { Eval(b.text, p); });
+    EXPECT_TRUE(HasText(msg, b.what)) << b.text << ": " << msg;
+    EXPECT_TRUE(HasText(msg, "int64 holds -9223372036854775808 to 9223372036854775807")) << msg;
+  }
+  std::string msg = ThrownMessage<Error>([] { Eval("m * n * k * m * n * k * m * n * k > 0"); });
+  EXPECT_TRUE(HasText(msg, "integer overflow in 4611686018427387904 * 128")) << msg;  // (16 * 4096 * 128)^3 is 2^69
+  // At the edges, exact.
+  EXPECT_EQ(Eval("max + 0", p), Value(max));
+  EXPECT_EQ(Eval("max - 1 + 1", p), Value(max));
+  EXPECT_EQ(Eval("min + 1 - 1", p), Value(min));
+  EXPECT_EQ(Eval("-max - 1", p), Value(min));
+  EXPECT_EQ(Eval("3037000499 * -3037000499"), Value(I(-9223372030926249001)));
+  EXPECT_EQ(Eval("min % minus_one", p), Value(I(0)));  // the hardware traps on it; the remainder is 0
+  EXPECT_EQ(Eval("min % 10", p), Value(I(-8)));
+  EXPECT_EQ(Eval("9223372036854775807"), Value(max));
+  // With a non-integral operand the arithmetic is double, as before (an integral
+  // literal such as 2.0 or 2e9 is an integer).
+  EXPECT_EQ(Eval("max * 2.5", p), Value(2.5 * static_cast<double>(max)));
+  EXPECT_TRUE(HasText(ThrownMessage<Error>([&] { Eval("max * 2.0", p); }), "integer overflow"));
+}
+
+TEST(ExprTest, IntegerLiteralOutsideInt64IsRefusedAtParseTime) {
+  for (const char* text : {"99999999999999999999", "m < 9223372036854775808", "-99999999999999999999 < m"}) {
+    std::string msg = ThrownMessage<Error>([&] { Expr::Parse(text); });
+    EXPECT_TRUE(HasText(msg, "does not fit in int64 (at most 9223372036854775807)")) << text << ": " << msg;
+    EXPECT_TRUE(HasText(msg, "at column")) << msg;
+  }
+  EXPECT_TRUE(HasText(ThrownMessage<Error>([] { Expr::Parse("m < 1e400"); }), "number '1e400' is out of the range"));
+  EXPECT_EQ(Eval("1e20"), Value(1e20));  // the decimal form the message suggests
+}
+
+std::string Repeat(const std::string& piece, int times) {
+  std::string out;
+  for (int i = 0; i < times; ++i) out += piece;
+  return out;
+}
+
+TEST(ExprTest, NestingIsLimitedWithTheLimitNamed) {
+  const std::string limit = "nested deeper than " + std::to_string(kExprMaxDepth) + " levels";
+  // 10,000 parentheses crashed the parser (stack overflow); a chain of 100,000
+  // operators parsed, and then Eval and the tree's destructor recursed as deep.
+  const std::string deep[] = {
+      Repeat("(", 10000) + "1" + Repeat(")", 10000),
+      Repeat("-", 10000) + "1",
+      Repeat("!", 10000) + "m",
+      Repeat("not ", 10000) + "m",
+      "1" + Repeat(" + 1", 100000),
+      "m" + Repeat(" * 1", 100000) + " > 0",
+      Repeat("m < 1 || ", 100000) + "m > 1",
+      "1" + Repeat(" + (1", 10000) + Repeat(")", 10000),
+  };
+  for (const auto& text : deep) {
+    std::string msg = ThrownMessage<Error>([&] { Expr::Parse(text); });
+    EXPECT_TRUE(HasText(msg, limit)) << msg.substr(0, 300);
+    EXPECT_TRUE(HasText(msg, "at column")) << msg.substr(0, 300);
+    // The message quotes the start of the text and its length, not all of it.
+    EXPECT_TRUE(HasText(msg, "(" + std::to_string(text.size()) + " characters)")) << msg.substr(0, 300);
+    EXPECT_LT(msg.size(), 600u) << msg.substr(0, 300);
+  }
+  // Up to the limit, it parses and evaluates.
+  const int n = kExprMaxDepth;
+  EXPECT_EQ(Eval(Repeat("(", n) + "m" + Repeat(")", n)), Value(I(16)));
+  EXPECT_EQ(Eval(Repeat("-", n) + "m"), Value(I(16)));  // an even count
+  EXPECT_EQ(Eval("0" + Repeat(" + 1", n)), Value(I(n)));
+  EXPECT_EQ(Eval(Repeat("(", 100) + Repeat("-", 100) + "m" + Repeat(" * 1", 150) + Repeat(")", 100)), Value(I(16)));
+  // Parentheses and unary operators nest together: 200 of each is 400 levels.
+  EXPECT_TRUE(HasText(
+      ThrownMessage<Error>([&] { Expr::Parse(Repeat("(", 200) + Repeat("-", 200) + "m" + Repeat(")", 200)); }), limit));
+  EXPECT_TRUE(
+      HasText(ThrownMessage<Error>([&] { Expr::Parse(Repeat("(", n + 1) + "m" + Repeat(")", n + 1)); }), limit));
+  EXPECT_TRUE(HasText(ThrownMessage<Error>([&] { Expr::Parse("0" + Repeat(" + 1", n + 1)); }), limit));
+  EXPECT_TRUE(HasText(ThrownMessage<Error>([&] { Expr::Parse(Repeat("-", n + 1) + "m"); }), limit));
 }
 
 TEST(ExprTest, UnknownIdentifierErrorNamesItAndWhatTheCaseHas) {
