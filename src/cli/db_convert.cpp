@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "collect/finalize.h"
 #include "collect/journal.h"
 #include "collect/table_spec.h"
 #include "core/build_info.h"
@@ -21,8 +22,9 @@ namespace fs = std::filesystem;
 
 CLI::App* AddDbConvertCommand(CLI::App& db, DbConvertArgs& a) {
   auto* c = db.add_subcommand("convert",
-                              "convert one table between CSV and Parquet (by file extension); inside a data folder "
-                              "its collection_meta.yaml entry follows the table");
+                              "convert one table between CSV and Parquet (by file extension); converting a table "
+                              "in place in its data folder needs --replace, which moves its collection_meta.yaml "
+                              "entry along");
   c->add_option("in", a.in, "input table (.csv or .parquet)")->required();
   c->add_option("out", a.out, "output table (.csv or .parquet)")->required();
   c->add_option("--codec", a.codec, "Parquet codec: zstd, snappy or none")->capture_default_str();
@@ -67,10 +69,7 @@ void MoveProvenance(const DbConvertArgs& a, const std::string& meta_path, const 
   conv["at"] = collect::UtcNow();
   conv["servecast_commit"] = std::string(BuildCommit());
   t["converted"] = conv;
-  YAML::Emitter em;
-  em << meta;
-  WriteFileAtomic(meta_path, std::string("# Provenance of the perf tables in this folder; written by servecast.\n") +
-                                 em.c_str() + "\n");
+  collect::WriteCollectionMeta(meta_path, meta);
   std::printf("%s: entry '%s' now names %s\n", meta_path.c_str(), table.c_str(), t["file"].as<std::string>().c_str());
 }
 

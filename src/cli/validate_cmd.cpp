@@ -58,7 +58,10 @@ void PrintStats(const serve::PartitionStats& p) {
 
 CLI::App* AddValidateCommand(CLI::App& app, ValidateArgs& a) {
   auto* c = app.add_subcommand(
-      "validate", "predict every row of a measured serving file and print the error per row and partition");
+      "validate",
+      "predict every row of a measured serving file and print the error per row and partition; exit 0 when some row "
+      "is predicted and none is impossible (a measured TTFT or TPOT <= 0, tp 0: a bad row), 1 otherwise, 2 on a "
+      "malformed file");
   c->add_option("--silicon", a.silicon, "measured serving results (CSV, AIC silicon_sample.csv columns)")->required();
   c->add_option("--data-root", a.data_roots, "data root (repeat; default: systems/data of the installation)");
   c->add_option("--data", a.data,

@@ -130,6 +130,13 @@ PlanFile ReadPlanFile(const std::string& path) {
   return pf;
 }
 
+void WriteCollectionMeta(const std::string& path, const YAML::Node& meta) {
+  YAML::Emitter em;
+  em << meta;
+  WriteFileAtomic(path, std::string("# Provenance of the perf tables in this folder; written by servecast.\n") +
+                            em.c_str() + "\n");
+}
+
 FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::string& out_root,
                         const std::string& format, const RerunProvenance* rerun) {
   if (format != "csv" && format != "parquet" && format != "auto")
@@ -365,10 +372,7 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
       t.remove("stale_rows");
       t.remove("stale_example");
     }
-    YAML::Emitter em;
-    em << meta;
-    WriteFileAtomic(meta_path, std::string("# Provenance of the perf tables in this folder; written by servecast.\n") +
-                                   em.c_str() + "\n");
+    WriteCollectionMeta(meta_path, meta);
   }
   return result;
 }

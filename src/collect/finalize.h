@@ -1,5 +1,7 @@
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <map>
 #include <set>
 #include <string>
@@ -80,6 +82,9 @@ struct RerunProvenance {
 // collection_meta.yaml entry, and `rerun_pending` when some are pending; without
 // it (or for a table with neither) those fields are removed, since the entry
 // describes the latest write of the table.
+// Writes a folder's collection_meta.yaml atomically, with its header line.
+void WriteCollectionMeta(const std::string& path, const YAML::Node& meta);
+
 FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::string& out_root,
                         const std::string& format = "auto", const RerunProvenance* rerun = nullptr);
 

@@ -907,11 +907,7 @@ Table ParseParquetImpl(std::string_view bytes, const ReadPlan& plan = {}) {
   Table table = Table::FromColumns(std::move(specs), std::move(data));
   if (!plan.slice) return table;
   // Row groups the statistics could not rule out may hold other slices too.
-  const std::size_t col = table.ColumnIndex(plan.slice->column);
-  std::vector<std::size_t> keep;
-  keep.reserve(table.num_rows());
-  for (std::size_t r = 0; r < table.num_rows(); ++r)
-    if (table.GetString(r, col) == plan.slice->value) keep.push_back(r);
+  const std::vector<std::size_t> keep = table.RowsOf(*plan.slice, "");
   if (keep.size() == table.num_rows()) return table;
   return table.Select(keep);
 }
@@ -1114,15 +1110,8 @@ std::vector<std::string> ParquetColumnValues(const std::string& path, const std:
       return meta.num_rows < 0 || meta.num_rows == rows;
     };
     if (from_footer()) return out;
-    out.clear();
     const std::string bytes = ReadFile(path);
-    const Table t = ParseParquetImpl(bytes, ReadPlan{nullptr, &column});
-    std::unordered_map<std::string_view, bool> seen;
-    for (std::size_t r = 0; r < t.num_rows(); ++r) {
-      const std::string& v = t.GetString(r, 0);
-      if (seen.emplace(v, true).second) out.push_back(v);
-    }
-    return out;
+    return ParseParquetImpl(bytes, ReadPlan{nullptr, &column}).DistinctText(column, path);
   } catch (const DataError& e) {
     throw DataError(path + ": " + e.what());
   }

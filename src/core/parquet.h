@@ -17,12 +17,6 @@ namespace servecast {
 Table ReadParquet(const std::string& path);
 Table ParseParquet(std::string_view bytes, const std::string& origin);
 
-// A slice of a table: the rows whose string column `column` holds `value`.
-struct RowSlice {
-  std::string column;
-  std::string value;
-};
-
 // Reads only the rows of `slice`. Row groups whose column statistics (min_value /
 // max_value) rule the value out are not decompressed; the rest are decoded and
 // filtered row by row, so a file without statistics reads correctly, only slower.

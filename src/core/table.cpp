@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <deque>
+#include <string_view>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "core/fs.h"
@@ -314,6 +316,35 @@ Table Table::ParseCsv(std::string_view text, const std::string& origin, const st
 
 Table Table::ReadCsv(const std::string& path, const std::vector<ColumnSpec>& types) {
   return ParseCsv(ReadFile(path), path, types);
+}
+
+namespace {
+std::size_t TextColumn(const Table& t, const std::string& column, const std::string& origin) {
+  const auto c = t.FindColumn(column);
+  if (!c) throw DataError(origin + ": no slice column '" + column + "'");
+  if (t.columns()[*c].type != ValueType::kString)
+    throw DataError(origin + ": slice column '" + column + "' is not a string column");
+  return *c;
+}
+}  // namespace
+
+std::vector<std::size_t> Table::RowsOf(const RowSlice& slice, const std::string& origin) const {
+  const std::size_t c = TextColumn(*this, slice.column, origin);
+  const auto& text = std::get<std::vector<std::string>>(data_[c]);
+  std::vector<std::size_t> out;
+  for (std::size_t r = 0; r < num_rows_; ++r)
+    if (text[r] == slice.value) out.push_back(r);
+  return out;
+}
+
+std::vector<std::string> Table::DistinctText(const std::string& column, const std::string& origin) const {
+  const std::size_t c = TextColumn(*this, column, origin);
+  const auto& text = std::get<std::vector<std::string>>(data_[c]);
+  std::vector<std::string> out;
+  std::unordered_set<std::string_view> seen;
+  for (const std::string& v : text)
+    if (seen.insert(v).second) out.push_back(v);
+  return out;
 }
 
 int Table::CsvLineOfRow(const std::string& path, std::size_t row) {

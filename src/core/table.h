@@ -18,6 +18,12 @@ struct ColumnSpec {
   bool operator==(const ColumnSpec&) const = default;
 };
 
+// A slice of a table: the rows whose string column `column` holds `value`.
+struct RowSlice {
+  std::string column;
+  std::string value;
+};
+
 // An in-memory table with typed columns, stored column-wise. Columns are always
 // resolved by name, so tables with extra or reordered columns read the same.
 class Table {
@@ -53,6 +59,11 @@ class Table {
 
   // Keeps the rows whose index is listed, in that order.
   Table Select(const std::vector<std::size_t>& rows) const;
+  // The indices of the rows in `slice`, in order; and a text column's distinct
+  // values in first-encounter order. A column that is absent or not text is a
+  // DataError naming `origin`.
+  std::vector<std::size_t> RowsOf(const RowSlice& slice, const std::string& origin) const;
+  std::vector<std::string> DistinctText(const std::string& column, const std::string& origin) const;
 
   // CSV with a header line. Types are inferred per column: int64 when every
   // non-empty cell is an integer, double when every one is a number, else string

@@ -111,27 +111,21 @@ CommEstimate CommTable::Resolve(const CommSliceKey& key, double message_size,
   CommEstimate out;
   const Pick pick = PickSlice(key);
   if (!pick.slice) (void)Find(key, message_size);  // throws the miss, naming what was collected
-  if (pick.borrowed_from_gpus == 0) {
-    static_cast<Estimate&>(out) = pick.slice->curve.Query(message_size);
-    return out;
+  static_cast<Estimate&>(out) = pick.slice->curve.Query(message_size);
+  if (pick.borrowed_from_gpus == 0) return out;
+  const std::int64_t donor_gpus = pick.borrowed_from_gpus;
+  const double sol_donor = sol_at(message_size, donor_gpus), sol_query = sol_at(message_size, key.num_gpus);
+  if (!(sol_donor > 0)) {
+    throw InterpolationMissError(SliceName(name_, key), SizeQuery(message_size),
+                                 "non-positive SOL at the borrowed boundary slice",
+                                 "boundary num_gpus=" + std::to_string(donor_gpus));
   }
-  {
-    CommSliceKey donor = key;
-    donor.num_gpus = pick.borrowed_from_gpus;
-    static_cast<Estimate&>(out) = pick.slice->curve.Query(message_size);
-    const double sol_donor = sol_at(message_size, donor.num_gpus), sol_query = sol_at(message_size, key.num_gpus);
-    if (!(sol_donor > 0)) {
-      throw InterpolationMissError(SliceName(name_, key), SizeQuery(message_size),
-                                   "non-positive SOL at the borrowed boundary slice",
-                                   "boundary num_gpus=" + std::to_string(donor.num_gpus));
-    }
-    // lat = SOL_q / util_b with util_b = SOL_b / lat_b.
-    out.latency_ms *= sol_query / sol_donor;
-    out.sol_fraction = out.latency_ms > 0 ? sol_query / out.latency_ms : 0;
-    out.source = EstimateSource::kExtrapolated;
-    out.borrowed_from_gpus = donor.num_gpus;
-    return out;
-  }
+  // lat = SOL_q / util_b with util_b = SOL_b / lat_b.
+  out.latency_ms *= sol_query / sol_donor;
+  out.sol_fraction = out.latency_ms > 0 ? sol_query / out.latency_ms : 0;
+  out.source = EstimateSource::kExtrapolated;
+  out.borrowed_from_gpus = donor_gpus;
+  return out;
 }
 
 CommEstimate CommTable::ResolveEmpirical(const CommSliceKey& key, double message_size,

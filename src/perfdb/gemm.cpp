@@ -310,18 +310,9 @@ GemmPerf::GemmPerf(const Table& table, const Sol& sol, std::string origin, GemmR
                    GemmLoadClamp clamp)
     : origin_(std::move(origin)), options_(options), clamp_(clamp) {
   for (auto& [dtype, sites] : GemmSitesFromTable(table)) {
-    if (clamp == GemmLoadClamp::kSol) ClampGemmSitesToSol(dtype, sites, sol);
     auto e = std::make_unique<Entry>();
     e->dtype = dtype;
-    e->built = true;
-    try {
-      e->slice = std::make_unique<GemmSlice>(dtype, std::move(sites), sol, options);
-      e->ready.store(e->slice.get(), std::memory_order_release);
-    } catch (const DataError&) {
-      throw;
-    } catch (const Error&) {  // a quant SOL cannot rate: raised when the slice is asked for
-      e->error = std::current_exception();
-    }
+    Install(*e, std::move(sites), sol);
     slices_.push_back(std::move(e));
   }
 }
@@ -352,12 +343,16 @@ void GemmPerf::Build(Entry& e, const Table& rows) const {
       throw Error(origin_ + ": the rows loaded for gemm_dtype '" + e.dtype + "' hold gemm_dtype '" + dtype + "'");
     sites = std::move(s);
   }
-  if (clamp_ == GemmLoadClamp::kSol) ClampGemmSitesToSol(e.dtype, sites, *sol_);
+  Install(e, std::move(sites), *sol_);
+}
+
+void GemmPerf::Install(Entry& e, std::vector<GemmSite> sites, const Sol& sol) const {
+  if (clamp_ == GemmLoadClamp::kSol) ClampGemmSitesToSol(e.dtype, sites, sol);
   try {
-    e.slice = std::make_unique<GemmSlice>(e.dtype, std::move(sites), *sol_, options_);
+    e.slice = std::make_unique<GemmSlice>(e.dtype, std::move(sites), sol, options_);
   } catch (const DataError&) {
-    throw;
-  } catch (const Error&) {
+    throw;  // a malformed row: an error of the table
+  } catch (const Error&) {  // a quant SOL cannot rate: raised when the slice is asked for
     e.error = std::current_exception();
   }
   e.built = true;

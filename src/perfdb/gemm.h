@@ -200,6 +200,9 @@ class GemmPerf {
   };
   // Builds `e` from rows of its dtype (and only those).
   void Build(Entry& e, const Table& rows) const;
+  // Clamps `sites` to SOL (per clamp_) and makes them `e`'s slice, or keeps why
+  // the system cannot rate its quant; a DataError (a malformed row) propagates.
+  void Install(Entry& e, std::vector<GemmSite> sites, const Sol& sol) const;
 
   std::string origin_;
   std::unique_ptr<Sol> sol_;  // for lazy slices

@@ -208,28 +208,12 @@ const servecast::Table& PerfDatabase::ParsedCsv(const std::string& file) const {
 servecast::Table PerfDatabase::ReadSlice(const std::string& file, const RowSlice& slice) const {
   if (!IsCsv(file)) return ReadTableFile(file, slice);
   const servecast::Table& t = ParsedCsv(file);
-  const auto c = t.FindColumn(slice.column);
-  if (!c) throw DataError(file + ": no slice column '" + slice.column + "'");
-  if (t.columns()[*c].type != ValueType::kString)
-    throw DataError(file + ": slice column '" + slice.column + "' is not a string column");
-  std::vector<std::size_t> keep;
-  for (std::size_t r = 0; r < t.num_rows(); ++r)
-    if (t.GetString(r, *c) == slice.value) keep.push_back(r);
-  return t.Select(keep);
+  return t.Select(t.RowsOf(slice, file));
 }
 
 std::vector<std::string> PerfDatabase::FileSliceValues(const std::string& file, const std::string& column) const {
   if (!IsCsv(file)) return TableFileColumnValues(file, column);
-  const servecast::Table& t = ParsedCsv(file);
-  const auto c = t.FindColumn(column);
-  if (!c) throw DataError(file + ": no slice column '" + column + "'");
-  if (t.columns()[*c].type != ValueType::kString)
-    throw DataError(file + ": slice column '" + column + "' is not a string column");
-  std::vector<std::string> out;
-  std::set<std::string> seen;
-  for (std::size_t r = 0; r < t.num_rows(); ++r)
-    if (seen.insert(t.GetString(r, *c)).second) out.push_back(t.GetString(r, *c));
-  return out;
+  return ParsedCsv(file).DistinctText(column, file);
 }
 
 std::vector<TableSource> PerfDatabase::Sources(const std::string& table_name, std::string& family) const {

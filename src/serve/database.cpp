@@ -59,10 +59,24 @@ std::unique_ptr<Database> Database::Open(systems::SystemSpec spec, const Databas
     // under a lock and reported in a fixed order.
     std::vector<std::thread> loaders;
     std::mutex absent_mu;
+    // Runs `work` for `table` on a thread of its own: a table the source lacks
+    // is absent, any other failure is rethrown by Open.
+    auto spawn = [&](const std::string& table, auto work) {
+      loaders.emplace_back([&d, &absent_mu, table, work]() mutable {
+        try {
+          work();
+        } catch (const perfdb::MissingDataError&) {
+          std::lock_guard<std::mutex> lock(absent_mu);
+          d->absent_.push_back(table);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(absent_mu);
+          d->load_errors_.push_back(std::current_exception());
+        }
+      });
+    };
     auto load = [&](const std::string& table, auto build) {
-      loaders.emplace_back([&db, &d, &absent_mu, table, build]() mutable {
-      const auto t0 = std::chrono::steady_clock::now();
-      try {
+      spawn(table, [&db, table, build]() mutable {
+        const auto t0 = std::chrono::steady_clock::now();
         const perfdb::LoadedTable& loaded = db.Table(table);
         const auto t1 = std::chrono::steady_clock::now();
         build(loaded);
@@ -70,13 +84,6 @@ std::unique_ptr<Database> Database::Open(systems::SystemSpec spec, const Databas
         log::Debug(table + ": " + std::to_string(loaded.table.num_rows()) + " rows read in " +
                    std::to_string(std::chrono::duration<double>(t1 - t0).count()) + " s, indexed in " +
                    std::to_string(std::chrono::duration<double>(t2 - t1).count()) + " s");
-      } catch (const perfdb::MissingDataError&) {
-        std::lock_guard<std::mutex> lock(absent_mu);
-        d->absent_.push_back(table);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(absent_mu);
-        d->load_errors_.push_back(std::current_exception());
-      }
       });
     };
     auto sol = d->sol_;
@@ -84,22 +91,14 @@ std::unique_ptr<Database> Database::Open(systems::SystemSpec spec, const Databas
       // gemm_perf is the largest table by far and a model reads one or two of its
       // gemm_dtype slices: list the slices now (Parquet: from row-group
       // statistics) and decode each on its first query.
-      loaders.emplace_back([&db, &d, &absent_mu, sol] {
-        try {
-          std::vector<std::string> dtypes = db.SliceValues("gemm_perf", "gemm_dtype");
-          d->gemm_.emplace(
-              std::move(dtypes),
-              [pdb = &db](const std::string& dtype) -> const Table& {
-                return pdb->Table("gemm_perf", RowSlice{"gemm_dtype", dtype}).table;
-              },
-              *sol, "gemm_perf");
-        } catch (const perfdb::MissingDataError&) {
-          std::lock_guard<std::mutex> lock(absent_mu);
-          d->absent_.push_back("gemm_perf");
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(absent_mu);
-          d->load_errors_.push_back(std::current_exception());
-        }
+      spawn("gemm_perf", [&db, &d, sol] {
+        std::vector<std::string> dtypes = db.SliceValues("gemm_perf", "gemm_dtype");
+        d->gemm_.emplace(
+            std::move(dtypes),
+            [pdb = &db](const std::string& dtype) -> const Table& {
+              return pdb->Table("gemm_perf", RowSlice{"gemm_dtype", dtype}).table;
+            },
+            *sol, "gemm_perf");
       });
     }
     if (needs.count(TableNeed::kContextAttention))
