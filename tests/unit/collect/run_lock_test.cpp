@@ -15,6 +15,7 @@
 
 #include "../core/core_test_util.h"
 #include "core/error.h"
+#include "core/fs.h"
 
 namespace servecast::collect {
 namespace {
@@ -24,12 +25,7 @@ using servecast::testing::TempDir;
 using servecast::testing::ThrownMessage;
 using servecast::testing::WriteText;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string ReadAll(const std::string& path) { return ReadFile(path); }
 
 std::string InUse(const std::string& dir) {
   return "run dir " + dir + " in use by pid " + std::to_string(::getpid());
