@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "model/model_config.h"
@@ -31,7 +32,8 @@ struct Setup {
   md::ModelConfig model;
   md::ParallelConfig par;
   md::OpList ops;
-  std::unique_ptr<sv::Database> db;
+  std::optional<sv::Deployment> deployment;
+  const sv::Database* db = nullptr;
   sv::EngineProfile engine;
   sv::Workload work;
 };
@@ -39,22 +41,16 @@ struct Setup {
 std::unique_ptr<Setup> MakeSetup(servecast::perfdb::DatabaseMode mode) {
   auto s = std::make_unique<Setup>();
   servecast::systems::SystemSpec spec = servecast::systems::LoadSystemByName(kSource + "/systems", "h200_sxm");
-  s->model = md::LoadModel("meta-llama/Meta-Llama-3.1-8B", kSource + "/models");
-  md::QuantOverrides ov;
-  sv::AdjustQuantForSystem(s->model, spec, ov);
-  md::OpListOptions oo;
-  oo.engine = md::Engine::kTrtllm;
-  oo.sm_version = spec.gpu.sm_version;
-  oo.gpus_per_node = spec.node.gpus_per_node;
-  s->ops = md::BuildOpList(s->model, s->par, oo);
+  sv::Deployment& d = s->deployment.emplace(md::LoadModel("meta-llama/Meta-Llama-3.1-8B", kSource + "/models"), spec);
+  const md::OpListOptions oo = sv::OpOptionsFor(md::Engine::kTrtllm, spec);
   sv::DatabaseOptions dbo;
   dbo.roots = {kParquet};
   dbo.backend = "trtllm";
   dbo.version = "1.3.0rc20";
   dbo.mode = mode;
-  s->db = sv::Database::Open(spec, dbo, sv::NeedsOf(s->ops));
-  sv::AdjustQuantForData(s->model, *s->db, ov);
-  s->ops = md::BuildOpList(s->model, s->par, oo);
+  s->db = &d.OpenData(dbo, d.Needs({s->par}, oo));
+  s->model = d.model();
+  s->ops = d.Ops(s->par, oo);
   s->engine = sv::LoadEngineProfileByName(kSource + "/engines", md::Engine::kTrtllm);
   s->work.batch = 1;
   s->work.isl = 1024;

@@ -35,9 +35,7 @@ void RunDefault(benchmark::State& state, const std::string& model_id, int gpus, 
   std::size_t estimates = 0, points = 0;
   for (auto _ : state) {
     servecast::systems::SystemSpec spec = servecast::systems::LoadSystemByName(kSource + "/systems", "h200_sxm");
-    md::ModelConfig m = md::LoadModel(model_id, kSource + "/models");
-    const md::QuantOverrides ov;
-    sv::AdjustQuantForSystem(m, spec, ov);
+    sv::Deployment d(md::LoadModel(model_id, kSource + "/models"), std::move(spec));
     se::SearchInputs in;
     in.engine = md::Engine::kTrtllm;
     in.total_gpus = gpus;
@@ -49,9 +47,8 @@ void RunDefault(benchmark::State& state, const std::string& model_id, int gpus, 
     dbo.roots = {kParquet};
     dbo.backend = "trtllm";
     dbo.version = "1.3.0rc20";
-    const int sm = spec.gpu.sm_version, per_node = spec.node.gpus_per_node;
-    auto db = sv::Database::Open(std::move(spec), dbo, se::SearchNeeds(m, in, sm, per_node));
-    sv::AdjustQuantForData(m, *db, ov);
+    const sv::Database* db = &d.OpenData(dbo, se::SearchNeeds(d, in));
+    const md::ModelConfig& m = d.model();
     const sv::EngineProfile engine = sv::LoadEngineProfileByName(kSource + "/engines", in.engine);
     const se::SearchResult r = se::RunSearch(m, *db, engine, in);
     if (r.chosen < 0) {

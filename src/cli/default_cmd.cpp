@@ -55,9 +55,7 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
   const std::string models_dir = a.models_dir.empty() ? find("models") : a.models_dir;
   const std::string engines_dir = a.engines_dir.empty() ? find("engines") : a.engines_dir;
   systems::SystemSpec spec = systems::LoadSystemByName(systems_dir, a.system);
-  model::ModelConfig m = model::LoadModel(a.model, models_dir);
-  const model::QuantOverrides ov;
-  serve::AdjustQuantForSystem(m, spec, ov);
+  serve::Deployment d(model::LoadModel(a.model, models_dir), spec);
 
   const SlaArgs sla{a.isl, a.osl, a.ttft, a.tpot, a.request_latency, a.modes};
   search::SearchInputs in = SearchInputsFrom(sla, model::ParseEngine(a.engine), a.total_gpus);
@@ -67,9 +65,8 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
   if (in.prefix < 0 || in.prefix >= in.isl) throw UsageError("--prefix must lie in [0, isl)");
   const serve::DatabaseOptions dbo =
       MakeDataOptions(a.data_roots, a.data, a.database_mode, a.transfer_policy, systems_dir);
-  auto db = serve::Database::Open(spec, dbo,
-                                  search::SearchNeeds(m, in, spec.gpu.sm_version, spec.node.gpus_per_node));
-  serve::AdjustQuantForData(m, *db, ov);
+  const serve::Database* db = &d.OpenData(dbo, search::SearchNeeds(d, in));
+  const model::ModelConfig& m = d.model();
   const serve::EngineProfile engine = serve::LoadEngineProfileByName(engines_dir, in.engine, a.calibration);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 

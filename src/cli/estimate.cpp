@@ -7,6 +7,7 @@
 
 #include "cli/plan_common.h"
 #include "core/error.h"
+#include "model/family.h"
 #include "model/model_config.h"
 #include "model/ops.h"
 #include "perfdb/modes.h"
@@ -216,10 +217,8 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
   const std::string engines_dir = a.engines_dir.empty() ? find("engines") : a.engines_dir;
 
   systems::SystemSpec spec = systems::LoadSystemByName(systems_dir, a.system);
-  model::ModelConfig m = model::LoadModel(a.model, models_dir);
-  model::QuantOverrides ov{a.gemm_quant, a.moe_quant, a.kv_quant, a.fmha_quant, a.comm_quant};
-  model::ApplyQuantOverrides(m, ov);
-  serve::AdjustQuantForSystem(m, spec, ov);
+  const model::QuantOverrides ov{a.gemm_quant, a.moe_quant, a.kv_quant, a.fmha_quant, a.comm_quant};
+  serve::Deployment d(model::LoadModel(a.model, models_dir), spec, ov);
 
   // The deployment: one parallel config (static, agg) or one per worker kind (disagg).
   const bool disagg = a.mode == "disagg";
@@ -232,12 +231,9 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
       disagg ? MakeParallel(Pick(a.decode_tp, a.tp), Pick(a.decode_pp, a.pp), Pick(a.decode_dp, a.dp),
                             Pick(a.decode_moe_tp, a.moe_tp), Pick(a.decode_moe_ep, a.moe_ep))
              : par;
-  model::OpListOptions oo;
-  oo.engine = model::ParseEngine(a.engine);
+  model::OpListOptions oo = serve::OpOptionsFor(model::ParseEngine(a.engine), spec);
   oo.nextn = a.nextn;
   oo.moe_distribution = a.moe_distribution;
-  oo.sm_version = spec.gpu.sm_version;
-  oo.gpus_per_node = spec.node.gpus_per_node;
   serve::Workload w;
   w.batch = a.batch;
   w.isl = a.isl;
@@ -247,20 +243,15 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
   w.mtp_accepted = a.mtp_accepted;
   w.stride = a.stride;
   serve::ValidateWorkload(w);
-  model::OpList ops = model::BuildOpList(m, prefill_par, oo);
-  model::OpList decode_ops = disagg ? model::BuildOpList(m, decode_par, oo) : model::OpList{};
-
+  std::vector<model::ParallelConfig> configs{prefill_par};
+  if (disagg) configs.push_back(decode_par);
+  const std::set<serve::TableNeed> needs = d.Needs(configs, oo);  // validates the parallel configs first
   const serve::DatabaseOptions dbo =
       MakeDataOptions(a.data_roots, a.data, a.database_mode, a.transfer_policy, systems_dir);
-  std::set<serve::TableNeed> needs = serve::NeedsOf(ops);
-  if (disagg) needs.merge(serve::NeedsOf(decode_ops));
-  auto db = serve::Database::Open(spec, dbo, needs);
-  const std::string fmha_before = m.quant.fmha;
-  serve::AdjustQuantForData(m, *db, ov);
-  if (m.quant.fmha != fmha_before) {
-    ops = model::BuildOpList(m, prefill_par, oo);
-    if (disagg) decode_ops = model::BuildOpList(m, decode_par, oo);
-  }
+  const serve::Database* db = &d.OpenData(dbo, needs);
+  const model::ModelConfig& m = d.model();
+  const model::OpList ops = d.Ops(prefill_par, oo);
+  const model::OpList decode_ops = disagg ? d.Ops(decode_par, oo) : model::OpList{};
   const serve::EngineProfile engine = serve::LoadEngineProfileByName(engines_dir, oo.engine, a.calibration);
 
   Json notes = Json::array();
@@ -268,7 +259,7 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
   for (const auto& n : ops.notes) notes.push_back(n);
   Json head = {
       {"mode", a.mode},
-      {"model", {{"name", m.name}, {"architecture", m.architecture}, {"family", model::FamilyName(m.family)}}},
+      {"model", {{"name", m.name}, {"architecture", m.architecture}, {"family", model::FamilyOf(m).Name()}}},
       {"quant",
        {{"gemm", m.quant.gemm}, {"moe", m.quant.moe}, {"kv", m.quant.kv}, {"fmha", m.quant.fmha}, {"comm", m.quant.comm}}},
       {"system", spec.name},
@@ -278,9 +269,9 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
   };
   auto print_head = [&](const char* what) {
     std::printf("servecast estimate (%s)\n", what);
-    std::printf("  model     %s  [%s, %s]\n", m.name.c_str(), model::FamilyName(m.family), m.architecture.c_str());
+    std::printf("  model     %s  [%s, %s]\n", m.name.c_str(), model::FamilyOf(m).Name(), m.architecture.c_str());
     std::printf("  quant     gemm %s, moe %s, kv %s, fmha %s, comm %s\n", m.quant.gemm.c_str(),
-                m.family == model::Family::kDense ? "-" : m.quant.moe.c_str(), m.quant.kv.c_str(),
+                !model::FamilyOf(m).HasExperts() ? "-" : m.quant.moe.c_str(), m.quant.kv.c_str(),
                 m.quant.fmha.c_str(), m.quant.comm.c_str());
     std::printf("  system    %s (%s), engine %s, data %s, database mode %s\n", spec.name.c_str(),
                 spec.gpu.device_name.c_str(), a.engine.c_str(), db->source().c_str(),

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "model/family.h"
 #include "core/fs.h"
 #include "perfdb/modes.h"
 #include "perfdb/perf_database.h"
@@ -42,7 +43,7 @@ double ModelWeightBytes(const model::ModelConfig& m, model::Engine e) {
     return serve::WeightBytes(model::BuildOpList(m, model::ParallelConfig{}, oo).context);
   } catch (const UsageError&) {
     const double H = static_cast<double>(m.hidden_size), L = static_cast<double>(m.num_layers);
-    const double ffn = m.family == model::Family::kDense
+    const double ffn = !model::FamilyOf(m).HasExperts()
                            ? 3 * H * static_cast<double>(m.intermediate_size)
                            : 3 * H * static_cast<double>(m.moe_intermediate_size) * static_cast<double>(m.num_experts) +
                                  H * static_cast<double>(m.num_experts);
@@ -62,10 +63,9 @@ int RunGenerate(const GenerateArgs& a, const std::function<std::string(const std
   std::string origin, fallback_reason;
   bool agg_meets = false, disagg_meets = false;
   try {
-    auto db = serve::Database::Open(s.spec, DataOptions(a.plan, s.systems_dir),
-                                    search::SearchNeeds(s.model, in, s.spec.gpu.sm_version, s.spec.node.gpus_per_node));
-    serve::AdjustQuantForData(s.model, *db, model::QuantOverrides{});
-    const search::SearchResult r = search::RunSearch(s.model, *db, engine, in);
+    const serve::Database* db =
+        &s.deployment.OpenData(DataOptions(a.plan, s.systems_dir), search::SearchNeeds(s.deployment, in));
+    const search::SearchResult r = search::RunSearch(s.model(), *db, engine, in);
     for (const search::ModeResult& mr : r.modes) {
       if (mr.best.empty()) continue;
       const search::Point& p = mr.points[mr.best.front()];
@@ -88,30 +88,30 @@ int RunGenerate(const GenerateArgs& a, const std::function<std::string(const std
 
   report::LaunchContext c;
   c.engine = engine_kind;
-  c.model_id = s.model.name;
-  c.system = s.spec.name;
+  c.model_id = s.model().name;
+  c.system = s.spec().name;
   c.isl = in.isl;
   c.osl = in.osl;
-  c.kv_fp8 = s.model.quant.kv == "fp8";
+  c.kv_fp8 = s.model().quant.kv == "fp8";
   c.memory_fraction = engine.memory.kv_budget.fraction;
   c.total_gpus = a.total_gpus;
-  c.gpus_per_node = s.spec.node.gpus_per_node;
+  c.gpus_per_node = s.spec().node.gpus_per_node;
   if (!agg && !disagg) {
-    const double weights = ModelWeightBytes(s.model, engine_kind);
-    const int tp = report::WeightsFitTp(weights, s.spec.gpu.mem_capacity_bytes, s.spec.node.gpus_per_node,
+    const double weights = ModelWeightBytes(s.model(), engine_kind);
+    const int tp = report::WeightsFitTp(weights, s.spec().gpu.mem_capacity_bytes, s.spec().node.gpus_per_node,
                                         a.total_gpus);
     if (tp == 0)
       throw UsageError("no deployment: the search could not answer (" + fallback_reason + ") and " +
                        std::to_string(weights / 1e9) + " GB of weights do not fit " +
-                       std::to_string(std::min(s.spec.node.gpus_per_node, a.total_gpus)) + " GPU(s) of " +
-                       std::to_string(s.spec.gpu.mem_capacity_bytes / 1e9) + " GB with 1.5x headroom");
-    agg = report::WeightsFitPoint(s.model, tp, a.total_gpus, in.isl);
+                       std::to_string(std::min(s.spec().node.gpus_per_node, a.total_gpus)) + " GPU(s) of " +
+                       std::to_string(s.spec().gpu.mem_capacity_bytes / 1e9) + " GB with 1.5x headroom");
+    agg = report::WeightsFitPoint(s.model(), tp, a.total_gpus, in.isl);
     c.predicted = false;
     origin = "weights-fit rule (" + fallback_reason + ")";
   }
   c.origin = origin;
 
-  const std::string dir = a.save_dir.empty() ? report::DefaultSaveDir(s.model.name, s.spec.name, a.total_gpus)
+  const std::string dir = a.save_dir.empty() ? report::DefaultSaveDir(s.model().name, s.spec().name, a.total_gpus)
                                              : a.save_dir;
   std::vector<report::GeneratedFile> files;
   for (const auto& p : {agg, disagg})
@@ -119,8 +119,8 @@ int RunGenerate(const GenerateArgs& a, const std::function<std::string(const std
       for (auto& f : report::LaunchFiles(c, *p)) files.push_back(std::move(f));
 
   nlohmann::ordered_json summary;
-  summary["model"] = s.model.name;
-  summary["system"] = s.spec.name;
+  summary["model"] = s.model().name;
+  summary["system"] = s.spec().name;
   summary["engine"] = model::EngineName(engine_kind);
   summary["total_gpus"] = a.total_gpus;
   summary["origin"] = origin;
@@ -150,7 +150,7 @@ int RunGenerate(const GenerateArgs& a, const std::function<std::string(const std
     std::printf("%s\n", summary.dump(2).c_str());
     return 0;
   }
-  std::printf("servecast generate: %s on %s, %d GPUs, engine %s\n", s.model.name.c_str(), s.spec.name.c_str(),
+  std::printf("servecast generate: %s on %s, %d GPUs, engine %s\n", s.model().name.c_str(), s.spec().name.c_str(),
               a.total_gpus, model::EngineName(engine_kind));
   std::printf("chosen by: %s\n", origin.c_str());
   for (const auto& [name, p, meets] : {std::tuple{"agg", agg, agg_meets}, std::tuple{"disagg", disagg, disagg_meets}}) {

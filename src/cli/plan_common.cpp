@@ -35,14 +35,13 @@ void AddSlaFlags(CLI::App* c, SlaArgs& a) {
 }
 
 PlanSetup LoadPlan(const PlanArgs& a, const std::function<std::string(const std::string&)>& find) {
-  PlanSetup s;
-  s.systems_dir = a.systems_dir.empty() ? find("systems") : a.systems_dir;
-  s.models_dir = a.models_dir.empty() ? find("models") : a.models_dir;
-  s.engines_dir = a.engines_dir.empty() ? find("engines") : a.engines_dir;
-  s.spec = systems::LoadSystemByName(s.systems_dir, a.system);
-  s.model = model::LoadModel(a.model, s.models_dir);
-  serve::AdjustQuantForSystem(s.model, s.spec, model::QuantOverrides{});
-  return s;
+  std::string systems_dir = a.systems_dir.empty() ? find("systems") : a.systems_dir;
+  std::string models_dir = a.models_dir.empty() ? find("models") : a.models_dir;
+  std::string engines_dir = a.engines_dir.empty() ? find("engines") : a.engines_dir;
+  systems::SystemSpec spec = systems::LoadSystemByName(systems_dir, a.system);
+  model::ModelConfig m = model::LoadModel(a.model, models_dir);
+  serve::Deployment d(std::move(m), std::move(spec));
+  return PlanSetup{std::move(systems_dir), std::move(models_dir), std::move(engines_dir), std::move(d)};
 }
 
 serve::DatabaseOptions MakeDataOptions(const std::vector<std::string>& roots, const std::string& data,

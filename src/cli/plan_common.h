@@ -12,6 +12,7 @@
 #include "model/model_config.h"
 #include "search/search.h"
 #include "serve/database.h"
+#include "serve/session.h"
 #include "system/system_spec.h"
 
 namespace servecast::cli {
@@ -38,10 +39,12 @@ void AddSlaFlags(CLI::App* c, SlaArgs& a);
 
 struct PlanSetup {
   std::string systems_dir, models_dir, engines_dir;
-  systems::SystemSpec spec;
-  model::ModelConfig model;
+  serve::Deployment deployment;
+  const systems::SystemSpec& spec() const { return deployment.spec(); }
+  const model::ModelConfig& model() const { return deployment.model(); }
 };
-// Resolves the folders, loads the system and the model (quantization adjusted for the system).
+// Resolves the folders, loads the system and the model (quantization adjusted for
+// the system; the data is opened by the command).
 PlanSetup LoadPlan(const PlanArgs& a, const std::function<std::string(const std::string&)>& find);
 
 // Database options from the data flags: --data BACKEND[/VERSION], --data-root

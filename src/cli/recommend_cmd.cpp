@@ -63,16 +63,13 @@ int RunRecommend(const RecommendArgs& a, const std::function<std::string(const s
   const model::Engine engine_kind = model::ParseEngine(a.plan.engine);
   search::SearchInputs in = SearchInputsFrom(a.sla, engine_kind, a.max_gpus);
   const std::vector<int> ladder = search::GpuLadder(a.max_gpus);
-  auto db = serve::Database::Open(
-      s.spec, DataOptions(a.plan, s.systems_dir),
-      search::SearchNeeds(s.model, in, s.spec.gpu.sm_version, s.spec.node.gpus_per_node));
-  serve::AdjustQuantForData(s.model, *db, model::QuantOverrides{});
+  const serve::Database* db = &s.deployment.OpenData(DataOptions(a.plan, s.systems_dir), search::SearchNeeds(s.deployment, in));
   const serve::EngineProfile engine = serve::LoadEngineProfileByName(s.engines_dir, engine_kind);
 
   auto run = [&](int gpus) {
     search::SearchInputs at = in;
     at.total_gpus = gpus;
-    return search::RunSearch(s.model, *db, engine, at);
+    return search::RunSearch(s.model(), *db, engine, at);
   };
   const search::RecommendResult r = search::Recommend(run, target, ladder);
 
@@ -83,8 +80,8 @@ int RunRecommend(const RecommendArgs& a, const std::function<std::string(const s
                                                         : "TPOT <= " + Fmt(in.tpot_ms, 1) + " ms");
   if (a.plan.json) {
     nlohmann::ordered_json j;
-    j["model"] = s.model.name;
-    j["system"] = s.spec.name;
+    j["model"] = s.model().name;
+    j["system"] = s.spec().name;
     j["engine"] = model::EngineName(engine_kind);
     j["data"] = db->source();
     j["database_mode"] = perfdb::DatabaseModeName(db->mode());
@@ -113,7 +110,7 @@ int RunRecommend(const RecommendArgs& a, const std::function<std::string(const s
                        {"note", st.note}});
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("servecast recommend: %s on %s (%s), data %s (%s)\n", s.model.name.c_str(), s.spec.name.c_str(),
+    std::printf("servecast recommend: %s on %s (%s), data %s (%s)\n", s.model().name.c_str(), s.spec().name.c_str(),
                 model::EngineName(engine_kind), db->source().c_str(), perfdb::DatabaseModeName(db->mode()));
     std::printf("target: %s at %s (isl %lld, osl %lld)\n\n", target_text.c_str(), limits.c_str(),
                 static_cast<long long>(in.isl), static_cast<long long>(in.osl));

@@ -44,7 +44,7 @@ EngineOutcome CheckEngine(const SupportArgs& a, const PlanSetup& s, model::Engin
   in.total_gpus = gpus;
   std::set<serve::TableNeed> needs;
   try {
-    needs = search::SearchNeeds(s.model, in, s.spec.gpu.sm_version, s.spec.node.gpus_per_node);
+    needs = search::SearchNeeds(s.deployment, in);
   } catch (const UsageError& ex) {
     out.report.reason = ex.what();
     return out;
@@ -64,10 +64,10 @@ EngineOutcome CheckEngine(const SupportArgs& a, const PlanSetup& s, model::Engin
     try {
       serve::DatabaseOptions so = t;
       so.mode = perfdb::DatabaseMode::kSilicon;
-      silicon = serve::Database::Open(s.spec, so, needs);
+      silicon = serve::Database::Open(s.spec(), so, needs);
       serve::DatabaseOptions ho = t;
       ho.mode = perfdb::DatabaseMode::kHybrid;
-      hybrid = serve::Database::Open(s.spec, ho, needs);
+      hybrid = serve::Database::Open(s.spec(), ho, needs);
       break;
     } catch (const perfdb::MissingDataError& ex) {
       if (out.open_error.empty()) out.open_error = ex.what();
@@ -83,8 +83,9 @@ EngineOutcome CheckEngine(const SupportArgs& a, const PlanSetup& s, model::Engin
   }
   if (own_failed) out.data_note = std::string("no ") + model::EngineName(e) + " data; read " + silicon->source();
   out.open_error.clear();
-  model::ModelConfig m = s.model;
-  serve::AdjustQuantForData(m, *silicon, model::QuantOverrides{});
+  serve::Deployment d = s.deployment;  // each engine's data settles its own copy
+  d.UseData(*silicon);
+  const model::ModelConfig& m = d.model();
   search::SupportWorkload w;
   w.isl = a.isl;
   w.osl = a.osl;
@@ -98,7 +99,7 @@ EngineOutcome CheckEngine(const SupportArgs& a, const PlanSetup& s, model::Engin
 int RunSupport(const SupportArgs& a, const std::function<std::string(const std::string&)>& find) {
   if (a.isl < 1 || a.osl < 2) throw UsageError("--isl must be >= 1 and --osl >= 2");
   PlanSetup s = LoadPlan(a.plan, find);
-  const int gpus = a.total_gpus > 0 ? a.total_gpus : std::max(1, s.spec.node.gpus_per_node);
+  const int gpus = a.total_gpus > 0 ? a.total_gpus : std::max(1, s.spec().node.gpus_per_node);
   std::vector<model::Engine> engines;
   if (a.plan.engine.empty())
     engines = {model::Engine::kTrtllm, model::Engine::kVllm, model::Engine::kSglang};
@@ -112,9 +113,9 @@ int RunSupport(const SupportArgs& a, const std::function<std::string(const std::
   for (const auto& o : outs) any = any || o.report.verdict != search::SupportVerdict::kFail;
   if (a.plan.json) {
     nlohmann::ordered_json j;
-    j["model"] = s.model.name;
-    j["architecture"] = s.model.architecture;
-    j["system"] = s.spec.name;
+    j["model"] = s.model().name;
+    j["architecture"] = s.model().architecture;
+    j["system"] = s.spec().name;
     j["total_gpus"] = gpus;
     j["workload"] = {{"isl", a.isl}, {"osl", a.osl}, {"batches", {1, 64}}};
     auto& arr = j["engines"] = nlohmann::ordered_json::array();
@@ -142,7 +143,7 @@ int RunSupport(const SupportArgs& a, const std::function<std::string(const std::
   }
   std::printf("servecast support: %s (%s) on %s; parallel configurations for %d GPUs, isl %lld, osl %lld, batch 1 "
               "and 64\n\n",
-              s.model.name.c_str(), s.model.architecture.c_str(), s.spec.name.c_str(), gpus,
+              s.model().name.c_str(), s.model().architecture.c_str(), s.spec().name.c_str(), gpus,
               static_cast<long long>(a.isl), static_cast<long long>(a.osl));
   std::printf("  %-7s %-28s %-8s %-17s %s\n", "engine", "data", "verdict", "pass/partial/all", "reason");
   for (const auto& o : outs) {

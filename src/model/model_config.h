@@ -4,10 +4,11 @@
 // Hugging Face config.json (+ hf_quant_config.json / quantization_config) and
 // the quantization of each op class (docs/estimator.md, "Models").
 //
-// Families (by architectures[0]):
-//   kDense     LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MiMoForCausalLM
-//   kMoe       MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, GptOssForCausalLM
-//   kDeepSeek  DeepseekV3ForCausalLM (parsed fully; the estimator says "not yet supported")
+// The family is decided by architectures[0] through the family registry
+// (model/family.h; docs/models.md lists them):
+//   dense     LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MiMoForCausalLM
+//   moe       MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, GptOssForCausalLM
+//   deepseek  DeepseekV3ForCausalLM (parsed fully; the estimator says "not yet supported")
 // Multimodal configs are read from their `text_config`.
 
 #include <cstdint>
@@ -17,8 +18,7 @@
 
 namespace servecast::model {
 
-enum class Family { kDense, kMoe, kDeepSeek };
-const char* FamilyName(Family f);  // "dense", "moe", "deepseek"
+class ModelFamily;  // model/family.h
 
 // The quantization of each op class, by the perf tables' dtype names:
 //   gemm  bfloat16 | fp8 | fp8_static | fp8_block | int8_wo | int4_wo | nvfp4 | nvfp4_wo | ...
@@ -44,7 +44,7 @@ struct ModelConfig {
   std::string name;          // bundled name / HF id ("meta-llama/Meta-Llama-3.1-8B") or the directory given
   std::string config_path;   // the config.json read
   std::string architecture;  // architectures[0]
-  Family family = Family::kDense;
+  const ModelFamily* family = nullptr;  // the registered family accepting `architecture`
 
   std::int64_t num_layers = 0;    // num_hidden_layers (L)
   std::int64_t hidden_size = 0;   // H
@@ -84,6 +84,9 @@ struct ModelConfig {
   QuantConfig quant;
   std::vector<std::string> quant_notes;  // how each mode was decided ("gemm fp8_static: quant_algo fp8, static scales")
 };
+
+// The model's family; Error when none is set (a hand-built config).
+const ModelFamily& FamilyOf(const ModelConfig& m);
 
 // Parses config.json text (and the optional hf_quant_config.json text, "" when
 // absent). `where` names the file in errors. Malformed JSON, a missing or

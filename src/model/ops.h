@@ -111,16 +111,22 @@ struct OpListOptions {
   int gpus_per_node = 8;
 };
 
-// Checks the parallel config against the model and engine (heads divisible,
-// tp x dp = moe_tp x moe_ep for MoE, experts >= moe_ep, engine rules) ->
-// UsageError naming the rule. DeepSeek -> UsageError "not yet supported".
+// UsageError "<model> (<architecture>): <why>" when the model's family does not
+// cover it yet (ModelFamily::Unsupported).
+void RequireSupported(const ModelConfig& m);
+
+// Checks the parallel config against the model and engine: the common rules
+// (sizes >= 1, tp divides the heads, pp <= layers), then the family's (dense: dp
+// 1 and tp divides the FFN; MoE: tp x dp = moe_tp x moe_ep, experts >= moe_ep,
+// engine rules) -> UsageError naming the rule. An unsupported family ->
+// UsageError "not yet supported".
 void ValidateParallel(const ModelConfig& m, const ParallelConfig& p, Engine e);
 
-// Builds both phases' ops. Calls ValidateParallel first.
+// Builds both phases' ops through the model's family. Calls ValidateParallel first.
 OpList BuildOpList(const ModelConfig& m, const ParallelConfig& p, const OpListOptions& o);
 
-// KV-cache elements per token on one GPU over all layers: ceil(n_kv / tp) x d x L x 2
-// (K and V). Not divided by pp (AIC §3.5).
+// KV-cache elements per token on one GPU over all layers (the family's rule;
+// grouped-query attention: ceil(n_kv / tp) x d x L x 2, not divided by pp).
 double KvElemsPerToken(const ModelConfig& m, const ParallelConfig& p);
 
 }  // namespace servecast::model

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "model/family.h"
 
 namespace servecast::model {
 namespace {
@@ -118,7 +119,7 @@ void InferCompressedTensors(ModelConfig& m, const json& qc, const std::string& f
 
   const std::string what = "weights " + SchemeText(w) + ", activations " + SchemeText(a);
   std::string gemm, moe;
-  const bool dense = m.family == Family::kDense;
+  const bool dense = !FamilyOf(m).HasExperts();  // int8 schemes exist only for dense GEMMs
   if (w->type == "float" && w->num_bits == 8 && a && a->type == "float" && a->num_bits == 8) {
     const bool block = w->strategy == "block" || w->has_block_structure;
     m.dynamic_activations = a->dynamic;

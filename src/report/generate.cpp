@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cstdio>
 
+#include "model/family.h"
+
 namespace servecast::report {
 
 namespace {
@@ -288,7 +290,7 @@ search::Point WeightsFitPoint(const model::ModelConfig& m, int tp, int total_gpu
   search::Point p;
   p.mode = search::Mode::kAgg;
   p.par.tp = tp;
-  if (m.family != model::Family::kDense) p.par.moe_ep = tp;  // experts spread over the same GPUs (TEP)
+  if (model::FamilyOf(m).HasExperts()) p.par.moe_ep = tp;  // experts spread over the same GPUs (TEP)
   p.batch = 128;
   p.ctx_tokens = isl;
   p.gpus_per_replica = tp;

@@ -9,6 +9,7 @@
 
 #include "core/build_info.h"
 
+#include "model/family.h"
 #include "report/format.h"
 
 namespace servecast::report {
@@ -377,9 +378,9 @@ std::string HtmlReport(const SearchResult& r, const ReportContext& c) {
   h += "<section class=\"inputs\"><h2>Search</h2><dl class=\"facts\">";
   if (c.model) {
     std::string q = "gemm " + HtmlEscape(c.model->quant.gemm);
-    if (c.model->family != model::Family::kDense) q += ", moe " + HtmlEscape(c.model->quant.moe);
+    if (model::FamilyOf(*c.model).HasExperts()) q += ", moe " + HtmlEscape(c.model->quant.moe);
     q += ", kv " + HtmlEscape(c.model->quant.kv);
-    h += fact("Model", model + " <small>[" + HtmlEscape(model::FamilyName(c.model->family)) + "]</small>");
+    h += fact("Model", model + " <small>[" + HtmlEscape(model::FamilyOf(*c.model).Name()) + "]</small>");
     h += fact("Quantization", q);
   }
   h += fact("System", HtmlEscape(c.system) + " (" + HtmlEscape(c.device) + ")");

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/family.h"
 #include "report/format.h"
 
 namespace servecast::report {
@@ -115,8 +116,8 @@ std::string TerminalReport(const SearchResult& r, const ReportContext& c) {
   const search::SearchInputs& in = c.inputs;
   std::string out;
   out += "servecast default\n";
-  out += "  model     " + c.model->name + " [" + model::FamilyName(c.model->family) + "], quant gemm " +
-         c.model->quant.gemm + (c.model->family == model::Family::kDense ? "" : ", moe " + c.model->quant.moe) +
+  out += "  model     " + c.model->name + " [" + model::FamilyOf(*c.model).Name() + "], quant gemm " +
+         c.model->quant.gemm + (!model::FamilyOf(*c.model).HasExperts() ? "" : ", moe " + c.model->quant.moe) +
          ", kv " + c.model->quant.kv + "\n";
   out += "  system    " + c.system + " (" + c.device + "), " + std::to_string(in.total_gpus) + " GPUs, engine " +
          c.engine + ", data " + c.data + ", database mode " + c.database_mode + "\n";

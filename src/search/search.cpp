@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "model/family.h"
 #include "serve/agg.h"
 #include "serve/session.h"
 #include "serve/static.h"
@@ -351,21 +352,22 @@ std::vector<ParallelConfig> EnumerateParallel(const model::ModelConfig& m, model
       if (rejected) ++(*rejected)[Reason("parallel config not allowed: ", ex)];
     }
   };
+  model::RequireSupported(m);
+  const model::SearchKnobs knobs = model::FamilyOf(m).Knobs();
   std::vector<int> sizes;
   for (int g : {1, 2, 4, 8, 16})
     if (g <= total_gpus) sizes.push_back(g);
-  if (m.family == model::Family::kDense) {
+  if (!knobs.expert_parallel) {
     for (int tp : sizes)
-      if (tp <= 8) keep({tp, 1, 1, 1, 1});
+      if (tp <= knobs.max_tp) keep({tp, 1, 1, 1, 1});
     return out;
   }
-  if (m.family == model::Family::kDeepSeek) {
-    model::ValidateParallel(m, ParallelConfig{}, e);  // throws "not yet supported"
-  }
+  const std::vector<int> dps = knobs.attention_dp ? sizes : std::vector<int>{1};
   for (int tp : sizes)
-    for (int dp : sizes)
+    for (int dp : dps)
       for (int mtp : sizes)
         for (int mep : sizes) {
+          if (tp > knobs.max_tp) continue;
           if (tp * dp > total_gpus || std::find(sizes.begin(), sizes.end(), tp * dp) == sizes.end()) continue;
           if (tp * dp != mtp * mep) continue;
           if (e == model::Engine::kTrtllm && dp > 1 && tp > 1) continue;
@@ -397,17 +399,10 @@ std::vector<std::size_t> ParetoFrontier(const std::vector<Point>& points) {
   return front;
 }
 
-std::set<serve::TableNeed> SearchNeeds(const model::ModelConfig& m, const SearchInputs& in, int sm_version,
-                                       int gpus_per_node) {
-  std::set<serve::TableNeed> needs;
-  model::OpListOptions oo;
-  oo.engine = in.engine;
+std::set<serve::TableNeed> SearchNeeds(const serve::Deployment& d, const SearchInputs& in) {
+  model::OpListOptions oo = serve::OpOptionsFor(in.engine, d.spec());
   oo.nextn = in.nextn;
-  oo.sm_version = sm_version;
-  oo.gpus_per_node = gpus_per_node;
-  for (const ParallelConfig& p : EnumerateParallel(m, in.engine, in.total_gpus))
-    needs.merge(serve::NeedsOf(model::BuildOpList(m, p, oo)));
-  return needs;
+  return d.Needs(EnumerateParallel(d.model(), in.engine, in.total_gpus), oo);
 }
 
 SearchResult RunSearch(const model::ModelConfig& m, const serve::Database& db, const serve::EngineProfile& engine,

@@ -16,6 +16,7 @@
 #include "model/ops.h"
 #include "serve/database.h"
 #include "serve/engine_profile.h"
+#include "serve/session.h"
 
 namespace servecast::search {
 
@@ -80,7 +81,7 @@ struct SearchResult {
 const Point* ChosenPoint(const SearchResult& r);
 
 // Parallel configurations of one worker per AIC's enumeration rules for `total_gpus`
-// (dense: tp in {1,2,4,8}; MoE: tp, dp, moe_tp, moe_ep in {1,2,4,8,16} with
+// and the family's search knobs (dense: tp in {1,2,4,8}; MoE: tp, dp, moe_tp, moe_ep in {1,2,4,8,16} with
 // tp x dp = moe_tp x moe_ep and the engine's rules), each validated against the
 // model. Agg workers and disagg prefill / decode workers draw from the same list
 // (AIC's SGLang MoE lists take every size 1..16; servecast keeps powers of two).
@@ -110,7 +111,6 @@ std::vector<std::string> DataNotes(const Point& p, const model::ModelConfig& m, 
                                    const SearchInputs& in);
 
 // Every table any configuration of the search may read.
-std::set<serve::TableNeed> SearchNeeds(const model::ModelConfig& m, const SearchInputs& in, int sm_version,
-                                       int gpus_per_node);
+std::set<serve::TableNeed> SearchNeeds(const serve::Deployment& d, const SearchInputs& in);
 
 }  // namespace servecast::search

@@ -9,8 +9,7 @@
 
 namespace servecast::serve {
 
-double MemoryProfile::ActivationCoefficient(model::Family family, int tp) const {
-  const std::string key = family == model::Family::kDense ? "dense" : "moe";
+double MemoryProfile::ActivationCoefficient(const std::string& key, int tp) const {
   auto it = activation_coefficients.find(key);
   if (it == activation_coefficients.end() || it->second.empty())
     throw ConfigError("engine profile has no activation coefficients for the " + key + " family");

@@ -25,15 +25,16 @@ struct KvBudget {
 };
 
 struct MemoryProfile {
-  // Activation coefficient per model family ("dense", "moe") and tp bucket (1, 2, 4, 8).
+  // Activation coefficient per model family key (ModelFamily::ActivationKey:
+  // "dense", "moe") and tp bucket (1, 2, 4, 8).
   std::map<std::string, std::map<int, double>> activation_coefficients;
   double activation_floor_bytes = 0;
   double activation_factor = 1;
   double other_bytes_factor = 1;
   KvBudget kv_budget;
 
-  // coefficient[family][largest bucket <= min(tp, 8)]; ConfigError when the family is absent.
-  double ActivationCoefficient(model::Family family, int tp) const;
+  // coefficient[key][largest bucket <= min(tp, 8)]; ConfigError when the key is absent.
+  double ActivationCoefficient(const std::string& family_key, int tp) const;
 };
 
 // In-flight batching constants (AIC §3.3).

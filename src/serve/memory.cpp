@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/family.h"
 #include "perfdb/sol.h"
 
 namespace servecast::serve {
@@ -27,7 +28,7 @@ MemoryBreakdown EstimateMemory(const model::ModelConfig& m, const model::Paralle
   const MemoryProfile& mp = engine.memory;
   r.weights = WeightBytes(ops.context) / p.pp;
   const double h = static_cast<double>(m.num_heads * m.head_dim);
-  double act = 2.0 * static_cast<double>(in.tokens) * h * mp.ActivationCoefficient(m.family, p.tp);
+  double act = 2.0 * static_cast<double>(in.tokens) * h * mp.ActivationCoefficient(model::FamilyOf(m).ActivationKey(), p.tp);
   act = std::max(act, mp.activation_floor_bytes);
   if (in.nextn > 0) act *= in.nextn + 1;
   r.activations = act * mp.activation_factor;

@@ -1,6 +1,34 @@
 #include "serve/session.h"
 
+#include "core/error.h"
+
 namespace servecast::serve {
+
+namespace {
+
+void AdjustQuantForSystem(model::ModelConfig& m, const systems::SystemSpec& spec, const model::QuantOverrides& o) {
+  if (spec.gpu.sm_version >= 100) return;
+  if (!o.gemm && m.quant.gemm == "nvfp4") {
+    m.quant.gemm = "nvfp4_wo";
+    m.quant_notes.push_back("gemm nvfp4 -> nvfp4_wo: sm " + std::to_string(spec.gpu.sm_version) +
+                            " has no FP4 tensor cores (weight-only)");
+  }
+  if (!o.moe && m.quant.moe == "nvfp4") {
+    m.quant.moe = "nvfp4_wo";
+    m.quant_notes.push_back("moe nvfp4 -> nvfp4_wo: sm " + std::to_string(spec.gpu.sm_version) +
+                            " has no FP4 tensor cores (weight-only)");
+  }
+}
+
+void AdjustQuantForData(model::ModelConfig& m, const Database& db, const model::QuantOverrides& o) {
+  if (o.fmha || m.quant.fmha != "fp8" || !db.context_attention()) return;
+  for (const auto& [key, grid] : db.context_attention()->slices())
+    if (key.attn_dtype == "fp8") return;
+  m.quant.fmha = "bfloat16";
+  m.quant_notes.push_back("fmha fp8 -> bfloat16: context_attention_perf of " + db.source() + " has no fp8 slice");
+}
+
+}  // namespace
 
 std::set<TableNeed> NeedsOf(const model::OpList& ops) {
   std::set<TableNeed> needs{TableNeed::kElementwise};
@@ -23,26 +51,46 @@ std::set<TableNeed> NeedsOf(const model::OpList& ops) {
   return needs;
 }
 
-void AdjustQuantForSystem(model::ModelConfig& m, const systems::SystemSpec& spec, const model::QuantOverrides& o) {
-  if (spec.gpu.sm_version >= 100) return;
-  if (!o.gemm && m.quant.gemm == "nvfp4") {
-    m.quant.gemm = "nvfp4_wo";
-    m.quant_notes.push_back("gemm nvfp4 -> nvfp4_wo: sm " + std::to_string(spec.gpu.sm_version) +
-                            " has no FP4 tensor cores (weight-only)");
-  }
-  if (!o.moe && m.quant.moe == "nvfp4") {
-    m.quant.moe = "nvfp4_wo";
-    m.quant_notes.push_back("moe nvfp4 -> nvfp4_wo: sm " + std::to_string(spec.gpu.sm_version) +
-                            " has no FP4 tensor cores (weight-only)");
-  }
+model::OpListOptions OpOptionsFor(model::Engine engine, const systems::SystemSpec& spec) {
+  model::OpListOptions o;
+  o.engine = engine;
+  o.sm_version = spec.gpu.sm_version;
+  o.gpus_per_node = spec.node.gpus_per_node;
+  return o;
 }
 
-void AdjustQuantForData(model::ModelConfig& m, const Database& db, const model::QuantOverrides& o) {
-  if (o.fmha || m.quant.fmha != "fp8" || !db.context_attention()) return;
-  for (const auto& [key, grid] : db.context_attention()->slices())
-    if (key.attn_dtype == "fp8") return;
-  m.quant.fmha = "bfloat16";
-  m.quant_notes.push_back("fmha fp8 -> bfloat16: context_attention_perf of " + db.source() + " has no fp8 slice");
+Deployment::Deployment(model::ModelConfig m, systems::SystemSpec spec, const model::QuantOverrides& overrides)
+    : model_(std::move(m)), spec_(std::move(spec)), overrides_(overrides) {
+  model::ApplyQuantOverrides(model_, overrides_);
+  AdjustQuantForSystem(model_, spec_, overrides_);
+}
+
+std::set<TableNeed> Deployment::Needs(const std::vector<model::ParallelConfig>& configs,
+                                      const model::OpListOptions& o) const {
+  std::set<TableNeed> needs;
+  for (const model::ParallelConfig& p : configs) needs.merge(NeedsOf(model::BuildOpList(model_, p, o)));
+  return needs;
+}
+
+const Database& Deployment::OpenData(const DatabaseOptions& options, const std::set<TableNeed>& needs) {
+  owned_ = Database::Open(spec_, options, needs);
+  UseData(*owned_);
+  return *owned_;
+}
+
+void Deployment::UseData(const Database& db) {
+  if (db_ != nullptr && db_ != &db) throw Error("deployment of " + model_.name + ": the data is already settled");
+  db_ = &db;
+  AdjustQuantForData(model_, db, overrides_);
+}
+
+model::OpList Deployment::Ops(const model::ParallelConfig& p, const model::OpListOptions& o) const {
+  return model::BuildOpList(model_, p, o);
+}
+
+const Database& Deployment::db() const {
+  if (db_ == nullptr) throw Error("deployment of " + model_.name + ": no data opened");
+  return *db_;
 }
 
 }  // namespace servecast::serve

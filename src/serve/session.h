@@ -1,10 +1,13 @@
 #pragma once
 
 // Glue shared by the commands, tests and benchmarks: which tables an op list
-// needs, and AIC's post-steps of quantization inference that depend on the
-// system and the data (docs/models.md, "Quantization").
+// needs, and the deployment facade that settles a model's quantization for the
+// system and the data once, then builds its op lists (docs/models.md,
+// "Quantization").
 
+#include <memory>
 #include <set>
+#include <vector>
 
 #include "model/model_config.h"
 #include "model/ops.h"
@@ -16,12 +19,42 @@ namespace servecast::serve {
 // Tables the ops read (plus elementwise_perf, read when present).
 std::set<TableNeed> NeedsOf(const model::OpList& ops);
 
-// Before the data is opened: Hopper and older have no FP4 tensor cores, so an
-// inferred nvfp4 GEMM/MoE runs weight-only (nvfp4_wo). Overridden fields stay.
-void AdjustQuantForSystem(model::ModelConfig& m, const systems::SystemSpec& spec, const model::QuantOverrides& o);
+// Op-list options for `engine` on `spec` (its SM version and node size).
+model::OpListOptions OpOptionsFor(model::Engine engine, const systems::SystemSpec& spec);
 
-// After: an inferred fp8 attention (fmha) falls back to bfloat16 when the
-// context-attention table has no fp8 slice. Overridden fields stay.
-void AdjustQuantForData(model::ModelConfig& m, const Database& db, const model::QuantOverrides& o);
+// A model made ready for one system and one data source. In order:
+//   1. the user's quantization overrides (UsageError naming the flag for an unknown mode);
+//   2. the system: Hopper and older have no FP4 tensor cores, so an inferred nvfp4
+//      GEMM / MoE runs weight-only (nvfp4_wo);
+//   3. the data (OpenData / UseData): an inferred fp8 attention (fmha) falls back to
+//      bfloat16 when the context-attention table has no fp8 slice.
+// Overridden fields stay as the user set them. Op lists built before the data is
+// read serve only to name the tables it needs; Ops() after it builds from the
+// settled model.
+class Deployment {
+ public:
+  Deployment(model::ModelConfig m, systems::SystemSpec spec, const model::QuantOverrides& overrides = {});
+
+  // Tables the op lists of `configs` read.
+  std::set<TableNeed> Needs(const std::vector<model::ParallelConfig>& configs, const model::OpListOptions& o) const;
+  // Opens the data source (only `needs`) and settles the quantization for it.
+  const Database& OpenData(const DatabaseOptions& options, const std::set<TableNeed>& needs);
+  // The same for a database opened elsewhere (validate's cache of sources); it must outlive this.
+  void UseData(const Database& db);
+
+  model::OpList Ops(const model::ParallelConfig& p, const model::OpListOptions& o) const;
+
+  const model::ModelConfig& model() const { return model_; }
+  const systems::SystemSpec& spec() const { return spec_; }
+  bool has_data() const { return db_ != nullptr; }
+  const Database& db() const;  // Error before OpenData / UseData
+
+ private:
+  model::ModelConfig model_;
+  systems::SystemSpec spec_;
+  model::QuantOverrides overrides_;
+  std::shared_ptr<const Database> owned_;
+  const Database* db_ = nullptr;
+};
 
 }  // namespace servecast::serve

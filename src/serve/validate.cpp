@@ -4,10 +4,12 @@
 #include <cmath>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "core/error.h"
+#include "model/family.h"
 #include "core/value.h"
 #include "model/model_config.h"
 #include "model/ops.h"
@@ -278,16 +280,12 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
   const systems::SystemSpec* spec = nullptr;
   if (auto f = Guard("unknown system", [&] { spec = &res.System(row.system); })) return fail(*f);
 
-  model::ModelConfig m = *base;
-  const bool moe_model = m.family != model::Family::kDense;
+  const bool moe_model = model::FamilyOf(*base).HasExperts();
   model::QuantOverrides ov;
   ov.gemm = row.gemm_quant;
   if (moe_model) ov.moe = row.moe_quant;
-  if (auto f = Guard("bad row", [&] {
-        model::ApplyQuantOverrides(m, ov);
-        AdjustQuantForSystem(m, *spec, ov);
-      }))
-    return fail(*f);
+  std::optional<Deployment> d;
+  if (auto f = Guard("bad row", [&] { d.emplace(*base, *spec, ov); })) return fail(*f);
 
   std::string why;
   const std::string source = res.sources.Resolve(row, why);
@@ -298,11 +296,8 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
   const EngineProfile* profile = nullptr;
   if (auto f = Guard("bad engine profile", [&] { profile = &res.Engine(engine); })) return fail(*f);
 
-  model::OpListOptions oo;
-  oo.engine = engine;
+  model::OpListOptions oo = OpOptionsFor(engine, *spec);
   oo.moe_distribution = res.options.moe_distribution;
-  oo.sm_version = spec->gpu.sm_version;
-  oo.gpus_per_node = spec->node.gpus_per_node;
 
   const std::string workload = std::to_string(row.isl) + "/" + std::to_string(row.osl);
   if (mode == "agg") {
@@ -313,16 +308,14 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
     out.config = workload + " c" + std::to_string(row.batch) + " " + ParallelText(par, moe_model);
     AggEstimate r;
     if (auto f = Guard("bad row", [&] {
-          model::OpList ops = model::BuildOpList(m, par, oo);
-          const std::string fmha = m.quant.fmha;
-          AdjustQuantForData(m, *db, ov);
-          if (m.quant.fmha != fmha) ops = model::BuildOpList(m, par, oo);
+          d->UseData(*db);
+          const model::OpList ops = d->Ops(par, oo);
           AggInputs ai;
           ai.batch = per_rank;
           ai.ctx_tokens = profile->agg.CtxTokens(row.isl, per_rank);  // the engine's default prefill budget
           ai.isl = row.isl;
           ai.osl = row.osl;
-          r = RunAgg(m, par, ops, *db, *profile, ai);
+          r = RunAgg(d->model(), par, ops, *db, *profile, ai);
         }))
       return fail(*f);
     if (r.memory.oom)
@@ -344,14 +337,9 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
                  std::to_string(decode_batch) + "]";
     DisaggEstimate r;
     if (auto f = Guard("bad row", [&] {
-          model::OpList pops = model::BuildOpList(m, pp, oo);
-          model::OpList dops = model::BuildOpList(m, dp, oo);
-          const std::string fmha = m.quant.fmha;
-          AdjustQuantForData(m, *db, ov);
-          if (m.quant.fmha != fmha) {
-            pops = model::BuildOpList(m, pp, oo);
-            dops = model::BuildOpList(m, dp, oo);
-          }
+          d->UseData(*db);
+          const model::OpList pops = d->Ops(pp, oo);
+          const model::OpList dops = d->Ops(dp, oo);
           DisaggInputs di;
           di.isl = row.isl;
           di.osl = row.osl;
@@ -359,7 +347,7 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
           di.decode_batch = decode_batch;
           di.prefill_workers = std::max(row.prefill_workers, 1);
           di.decode_workers = std::max(row.decode_workers, 1);
-          r = RunDisagg(m, pp, pops, dp, dops, *db, *profile, di);
+          r = RunDisagg(d->model(), pp, pops, dp, dops, *db, *profile, di);
         }))
       return fail(*f);
     out.ttft_ms = r.ttft_ms;

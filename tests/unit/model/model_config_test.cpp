@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "model/family.h"
 
 namespace servecast::model {
 namespace {
@@ -95,7 +96,7 @@ TEST(BundledModels, EveryOneLoadsWithAFamilyAndConsistentShapes) {
     EXPECT_EQ(m.num_heads % m.num_kv_heads, 0);
     EXPECT_EQ(static_cast<std::int64_t>(m.layer_windows.size()), m.num_layers);
     EXPECT_FALSE(m.quant_notes.empty());
-    const bool moe_like = m.family != Family::kDense;
+    const bool moe_like = FamilyOf(m).HasExperts();
     EXPECT_EQ(m.num_experts > 0, moe_like);
     EXPECT_EQ(m.experts_per_token > 0, moe_like);
     const std::string expected_family =
@@ -104,7 +105,7 @@ TEST(BundledModels, EveryOneLoadsWithAFamilyAndConsistentShapes) {
            id.find("Mixtral") != std::string::npos || id.find("gpt-oss") != std::string::npos)
             ? "moe"
             : "dense";
-    EXPECT_EQ(FamilyName(m.family), expected_family);
+    EXPECT_STREQ(FamilyOf(m).Name(), expected_family.c_str());
   }
 }
 
@@ -147,7 +148,7 @@ TEST(BundledModels, ValuesMatchTheReferenceConfigs) {
 TEST(LoadModel, Llama31_8B) {
   const ModelConfig m = LoadModel("meta-llama/Meta-Llama-3.1-8B", kModelsDir);
   EXPECT_EQ(m.architecture, "LlamaForCausalLM");
-  EXPECT_EQ(m.family, Family::kDense);
+  EXPECT_STREQ(FamilyOf(m).Name(), "dense");
   EXPECT_EQ(m.num_layers, 32);
   EXPECT_EQ(m.hidden_size, 4096);
   EXPECT_EQ(m.num_heads, 32);
@@ -177,7 +178,7 @@ TEST(LoadModel, Llama31_405B) {
 TEST(LoadModel, Qwen3_32B) {
   const ModelConfig m = LoadModel("Qwen/Qwen3-32B", kModelsDir);
   EXPECT_EQ(m.architecture, "Qwen3ForCausalLM");
-  EXPECT_EQ(m.family, Family::kDense);
+  EXPECT_STREQ(FamilyOf(m).Name(), "dense");
   EXPECT_EQ(m.num_layers, 64);
   EXPECT_EQ(m.hidden_size, 5120);
   EXPECT_EQ(m.num_heads, 64);
@@ -196,7 +197,7 @@ TEST(LoadModel, Qwen3_30B_A3B) {
   const ModelConfig m = LoadModel("qwen/qwen3-30b-a3b", kModelsDir);  // case-insensitive id
   EXPECT_EQ(m.name, "Qwen/Qwen3-30B-A3B");
   EXPECT_EQ(m.architecture, "Qwen3MoeForCausalLM");
-  EXPECT_EQ(m.family, Family::kMoe);
+  EXPECT_STREQ(FamilyOf(m).Name(), "moe");
   EXPECT_EQ(m.num_layers, 48);
   EXPECT_EQ(m.hidden_size, 2048);
   EXPECT_EQ(m.num_heads, 32);
@@ -226,7 +227,7 @@ TEST(LoadModel, Qwen3_235B_A22B) {
 TEST(LoadModel, Mixtral8x7B) {
   const ModelConfig m = LoadModel("mistralai/Mixtral-8x7B-v0.1", kModelsDir);
   EXPECT_EQ(m.architecture, "MixtralForCausalLM");
-  EXPECT_EQ(m.family, Family::kMoe);
+  EXPECT_STREQ(FamilyOf(m).Name(), "moe");
   EXPECT_EQ(m.num_layers, 32);
   EXPECT_EQ(m.hidden_size, 4096);
   EXPECT_EQ(m.num_heads, 32);
@@ -253,7 +254,7 @@ TEST(LoadModel, Mixtral8x22B) {
 TEST(LoadModel, GptOss120b) {
   const ModelConfig m = LoadModel("openai/gpt-oss-120b", kModelsDir);
   EXPECT_EQ(m.architecture, "GptOssForCausalLM");
-  EXPECT_EQ(m.family, Family::kMoe);
+  EXPECT_STREQ(FamilyOf(m).Name(), "moe");
   EXPECT_EQ(m.num_layers, 36);
   EXPECT_EQ(m.hidden_size, 2880);
   EXPECT_EQ(m.num_heads, 64);
@@ -284,7 +285,7 @@ TEST(LoadModel, GptOss20b) {
 TEST(LoadModel, DeepSeekV3) {
   const ModelConfig m = LoadModel("deepseek-ai/DeepSeek-V3", kModelsDir);
   EXPECT_EQ(m.architecture, "DeepseekV3ForCausalLM");
-  EXPECT_EQ(m.family, Family::kDeepSeek);
+  EXPECT_STREQ(FamilyOf(m).Name(), "deepseek");
   EXPECT_EQ(m.num_layers, 61);
   EXPECT_EQ(m.hidden_size, 7168);
   EXPECT_EQ(m.num_heads, 128);
@@ -412,7 +413,7 @@ TEST(ParseHfConfig, MultimodalReadsTextConfig) {
   })";
   const ModelConfig m = ParseHfConfig(cfg, "", "mm.json");
   EXPECT_EQ(m.architecture, "Qwen3ForCausalLM");
-  EXPECT_EQ(m.family, Family::kDense);
+  EXPECT_STREQ(FamilyOf(m).Name(), "dense");
   EXPECT_TRUE(m.qk_norm);
   EXPECT_EQ(m.num_layers, 28);
   EXPECT_EQ(m.hidden_size, 2048);
@@ -429,7 +430,7 @@ TEST(ParseHfConfig, Qwen2MoeSharedExpertWidth) {
     "num_key_value_heads": 16, "vocab_size": 151936, "sliding_window": 32768, "use_sliding_window": false
   })";
   const ModelConfig m = ParseHfConfig(cfg, "", "q2.json");
-  EXPECT_EQ(m.family, Family::kMoe);
+  EXPECT_STREQ(FamilyOf(m).Name(), "moe");
   EXPECT_EQ(m.num_experts, 60);
   EXPECT_EQ(m.experts_per_token, 4);
   EXPECT_EQ(m.moe_intermediate_size, 1408);

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "model/family.h"
 #include "model/model_config.h"
 #include "report/terminal.h"
 #include "search/search.h"
@@ -70,6 +71,7 @@ inline search::SearchResult MakeResult() {
 inline model::ModelConfig MakeModel() {
   model::ModelConfig m;
   m.name = "acme/<Tiny> & \"Co\"";
+  m.family = &model::FindFamily("dense");
   m.quant.gemm = "bf16";
   m.quant.kv = "bf16";
   return m;

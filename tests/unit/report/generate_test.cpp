@@ -5,6 +5,8 @@
 #include <map>
 #include <string>
 
+#include "model/family.h"
+
 namespace servecast::report {
 namespace {
 
@@ -155,7 +157,7 @@ TEST(GenerateRule, WeightsFitTp) {
 
 TEST(GenerateRule, RuleDeploymentCarriesNoPrediction) {
   model::ModelConfig m;
-  m.family = model::Family::kMoe;
+  m.family = &model::FindFamily("moe");
   const search::Point p = WeightsFitPoint(m, 4, 16, 2000);
   EXPECT_EQ(p.par.tp, 4);
   EXPECT_EQ(p.par.moe_ep, 4);

@@ -38,17 +38,17 @@ TEST(EngineProfile, ShippedProfilesLoad) {
   EXPECT_DOUBLE_EQ(t.memory.kv_budget.fraction, 0.9);
   EXPECT_DOUBLE_EQ(t.memory.kv_budget.reserved, 0.015);
   EXPECT_DOUBLE_EQ(t.memory.activation_floor_bytes, 70.0 * 1024 * 1024);
-  EXPECT_DOUBLE_EQ(t.memory.ActivationCoefficient(model::Family::kDense, 1), 11);
-  EXPECT_DOUBLE_EQ(t.memory.ActivationCoefficient(model::Family::kDense, 2), 6.5);
-  EXPECT_DOUBLE_EQ(t.memory.ActivationCoefficient(model::Family::kMoe, 4), 10);
-  EXPECT_DOUBLE_EQ(t.memory.ActivationCoefficient(model::Family::kMoe, 16), 10);  // min(tp, 8)
-  EXPECT_DOUBLE_EQ(t.memory.ActivationCoefficient(model::Family::kDense, 3), 6.5);  // bucket <= 3
+  EXPECT_DOUBLE_EQ(t.memory.ActivationCoefficient("dense", 1), 11);
+  EXPECT_DOUBLE_EQ(t.memory.ActivationCoefficient("dense", 2), 6.5);
+  EXPECT_DOUBLE_EQ(t.memory.ActivationCoefficient("moe", 4), 10);
+  EXPECT_DOUBLE_EQ(t.memory.ActivationCoefficient("moe", 16), 10);  // min(tp, 8)
+  EXPECT_DOUBLE_EQ(t.memory.ActivationCoefficient("dense", 3), 6.5);  // bucket <= 3
   const EngineProfile v = LoadEngineProfileByName(kEngines, model::Engine::kVllm);
   EXPECT_EQ(v.memory.kv_budget.rule, KvBudgetRule::kOfTotal);
   const EngineProfile s = LoadEngineProfileByName(kEngines, model::Engine::kSglang);
   EXPECT_DOUBLE_EQ(s.memory.activation_factor, 1.15);
   EXPECT_DOUBLE_EQ(s.memory.other_bytes_factor, 1.2);
-  EXPECT_DOUBLE_EQ(s.memory.ActivationCoefficient(model::Family::kDense, 1), 14);
+  EXPECT_DOUBLE_EQ(s.memory.ActivationCoefficient("dense", 1), 14);
 }
 
 void ExpectConfigError(const std::string& path, const std::string& fragment) {

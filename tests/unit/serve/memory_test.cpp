@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "core/error.h"
 #include "model/model_config.h"
 #include "model/ops.h"
 #include "serve/engine_profile.h"
@@ -72,50 +73,55 @@ TEST(Memory, OomWhenKvDoesNotFit) {
   EXPECT_LT(m.max_batch, 1000);
 }
 
-TEST(Session, AdjustQuantForSystemDemotesNvfp4OnHopper) {
+TEST(Session, DeploymentDemotesNvfp4OnHopper) {
   Fixture f;
   model::ModelConfig m = f.dense;
   m.quant.gemm = "nvfp4";
   m.quant.moe = "nvfp4";
-  AdjustQuantForSystem(m, f.spec, {});
-  EXPECT_EQ(m.quant.gemm, "nvfp4_wo");
-  EXPECT_EQ(m.quant.moe, "nvfp4_wo");
-  EXPECT_EQ(m.quant_notes.size(), f.dense.quant_notes.size() + 2);
+  const Deployment d(m, f.spec);
+  EXPECT_EQ(d.model().quant.gemm, "nvfp4_wo");
+  EXPECT_EQ(d.model().quant.moe, "nvfp4_wo");
+  EXPECT_EQ(d.model().quant_notes.size(), f.dense.quant_notes.size() + 2);
+  for (const model::Op& op : d.Ops({}, {}).context)
+    if (op.kind == model::OpKind::kGemm && op.name != "context_logits_gemm") EXPECT_EQ(op.quant, "nvfp4_wo") << op.name;
 
-  model::ModelConfig o = f.dense;
-  o.quant.gemm = "nvfp4";
   model::QuantOverrides ov;
   ov.gemm = "nvfp4";
-  AdjustQuantForSystem(o, f.spec, ov);
-  EXPECT_EQ(o.quant.gemm, "nvfp4");  // the user's choice stays
+  const Deployment o(f.dense, f.spec, ov);
+  EXPECT_EQ(o.model().quant.gemm, "nvfp4");  // the user's choice stays
 
   systems::SystemSpec blackwell = f.spec;
   blackwell.gpu.sm_version = 100;
-  model::ModelConfig b = f.dense;
-  b.quant.gemm = "nvfp4";
-  AdjustQuantForSystem(b, blackwell, {});
-  EXPECT_EQ(b.quant.gemm, "nvfp4");
+  const Deployment b(m, blackwell);
+  EXPECT_EQ(b.model().quant.gemm, "nvfp4");
+
+  model::QuantOverrides bad;
+  bad.gemm = "fp9";
+  EXPECT_THROW(Deployment(f.dense, f.spec, bad), UsageError);
 }
 
-TEST(Session, AdjustQuantForDataDropsFp8FmhaWithoutFp8Slice) {
+TEST(Session, DeploymentDropsFp8FmhaWithoutFp8Slice) {
   Fixture f;
   model::ModelConfig m = f.dense;
   m.quant.fmha = "fp8";
-  const model::OpList ops = model::BuildOpList(m, {}, {});
   DatabaseOptions o;
   o.roots = {kSource + "/tests/goldens/data"};
   o.backend = "dense";
   o.version = "1";
-  auto db = Database::Open(f.spec, o, NeedsOf(ops));
-  AdjustQuantForData(m, *db, {});
-  EXPECT_EQ(m.quant.fmha, "bfloat16");  // the fixture's context_attention_perf is bf16 only
+  Deployment d(m, f.spec);
+  EXPECT_THROW(d.db(), Error);  // no data yet
+  EXPECT_EQ(d.Ops({}, {}).context[3].fmha_quant, "fp8");  // before the data: as inferred
+  d.OpenData(o, d.Needs({model::ParallelConfig{}}, {}));
+  EXPECT_EQ(d.model().quant.fmha, "bfloat16");  // the fixture's context_attention_perf is bf16 only
+  const model::OpList ops = d.Ops({}, {});
+  ASSERT_EQ(ops.context[3].kind, model::OpKind::kContextAttention);
+  EXPECT_EQ(ops.context[3].fmha_quant, "bfloat16");  // op lists built after the data follow it
 
-  model::ModelConfig kept = f.dense;
-  kept.quant.fmha = "fp8";
   model::QuantOverrides ov;
   ov.fmha = "fp8";
-  AdjustQuantForData(kept, *db, ov);
-  EXPECT_EQ(kept.quant.fmha, "fp8");
+  Deployment kept(f.dense, f.spec, ov);
+  kept.UseData(d.db());
+  EXPECT_EQ(kept.model().quant.fmha, "fp8");
 }
 
 TEST(Session, NeedsOfListsTheTablesOfTheOps) {

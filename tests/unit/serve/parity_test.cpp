@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -81,11 +82,10 @@ perfdb::DatabaseMode ModeOf(const std::string& aic_mode) {
 
 // The deployment and data of one surface, built as `servecast estimate` builds them.
 struct CaseData {
-  systems::SystemSpec spec;
-  model::ModelConfig model;
+  std::optional<Deployment> deployment;
+  model::ModelConfig model;  // the deployment's, quantization settled for the data
   model::OpListOptions oo;
-  model::QuantOverrides ov;
-  std::unique_ptr<Database> db;
+  const Database* db = nullptr;
   EngineProfile engine;
 };
 
@@ -106,24 +106,16 @@ model::ParallelConfig Parallel(bool dense, int tp, int pp, int dp, int moe_tp, i
 }
 
 // Opens the data for `pars` (one parallel config, or prefill + decode) and returns
-// their op lists, rebuilt after the fmha demotion as the CLI does.
+// their op lists, built after the data settled the quantization as the CLI does.
 std::vector<model::OpList> Open(CaseData& s, const Json& c, const Json& inputs,
                                 const std::vector<model::ParallelConfig>& pars) {
-  s.spec = systems::LoadSystemByName(kSource + "/systems", c.at("system").get<std::string>());
-  s.model = model::LoadModel(c.at("model_hf_id").get<std::string>(), kSource + "/models");
+  const systems::SystemSpec spec = systems::LoadSystemByName(kSource + "/systems", c.at("system").get<std::string>());
   // Quant modes are inferred from the checkpoint; only the HYBRID cases force the MoE quant.
-  if (c.at("database_mode") == "HYBRID" && c.at("model_kind") == "moe") s.ov.moe = inputs.at("moe_quant").get<std::string>();
-  model::ApplyQuantOverrides(s.model, s.ov);
-  AdjustQuantForSystem(s.model, s.spec, s.ov);
-  s.oo.engine = model::ParseEngine(c.at("backend").get<std::string>());
-  s.oo.sm_version = s.spec.gpu.sm_version;
-  s.oo.gpus_per_node = s.spec.node.gpus_per_node;
-  std::vector<model::OpList> ops;
-  std::set<TableNeed> needs;
-  for (const auto& p : pars) {
-    ops.push_back(model::BuildOpList(s.model, p, s.oo));
-    needs.merge(NeedsOf(ops.back()));
-  }
+  model::QuantOverrides ov;
+  if (c.at("database_mode") == "HYBRID" && c.at("model_kind") == "moe") ov.moe = inputs.at("moe_quant").get<std::string>();
+  Deployment& d =
+      s.deployment.emplace(model::LoadModel(c.at("model_hf_id").get<std::string>(), kSource + "/models"), spec, ov);
+  s.oo = OpOptionsFor(model::ParseEngine(c.at("backend").get<std::string>()), spec);
   DatabaseOptions dbo;
   dbo.roots = {kAicData};
   dbo.backend = c.at("backend").get<std::string>();
@@ -131,11 +123,10 @@ std::vector<model::OpList> Open(CaseData& s, const Json& c, const Json& inputs,
   dbo.mode = ModeOf(c.at("database_mode").get<std::string>());
   if (c.contains("transfer_policy") && c.at("transfer_policy").is_string())
     dbo.policy = perfdb::ParseTransferPolicy(c.at("transfer_policy").get<std::string>());
-  s.db = Database::Open(s.spec, dbo, needs);
-  const std::string fmha = s.model.quant.fmha;
-  AdjustQuantForData(s.model, *s.db, s.ov);
-  if (s.model.quant.fmha != fmha)
-    for (std::size_t i = 0; i < pars.size(); ++i) ops[i] = model::BuildOpList(s.model, pars[i], s.oo);
+  s.db = &d.OpenData(dbo, d.Needs(pars, s.oo));
+  s.model = d.model();
+  std::vector<model::OpList> ops;
+  for (const auto& p : pars) ops.push_back(d.Ops(p, s.oo));
   s.engine = LoadEngineProfileByName(kSource + "/engines", s.oo.engine, "aic");
   return ops;
 }

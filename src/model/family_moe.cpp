@@ -1,0 +1,128 @@
+// Mixture-of-experts transformers: the dense family's attention block, then a
+// router, optional shared experts, and routed experts behind each engine's
+// dispatch communication.
+
+#include <cmath>
+
+#include "model/family.h"
+#include "model/op_builder.h"
+
+namespace servecast::model {
+
+void ReadRoutedExperts(const ConfigFields& f, ModelConfig& m) {
+  auto [experts, experts_key] = f.FirstOf({"num_local_experts", "n_routed_experts", "moe_num_experts", "num_experts"});
+  if (experts_key.empty())
+    f.Fail("num_local_experts", "missing key",
+           "the expert count in num_local_experts, n_routed_experts, moe_num_experts or num_experts");
+  auto [topk, topk_key] = f.FirstOf({"num_experts_per_tok", "top_k_experts", "moe_top_k"});
+  if (topk_key.empty())
+    f.Fail("num_experts_per_tok", "missing key",
+           "the experts per token in num_experts_per_tok, top_k_experts or moe_top_k");
+  if (topk > experts)
+    f.Fail(topk_key, "value " + std::to_string(topk) + " exceeds the expert count " + std::to_string(experts),
+           "at most " + experts_key);
+  m.num_experts = experts;
+  m.experts_per_token = topk;
+  m.moe_intermediate_size = f.OptionalPositive("moe_intermediate_size", m.intermediate_size);
+
+  auto [shared, shared_key] = f.FirstOf({"n_shared_experts", "num_shared_experts"});
+  if (!shared_key.empty()) {
+    m.num_shared_experts = shared;
+    m.shared_expert_intermediate_size = shared * m.moe_intermediate_size;
+  } else if (f.Has("shared_expert_intermediate_size")) {
+    m.shared_expert_intermediate_size = f.OptionalCount("shared_expert_intermediate_size");
+    m.num_shared_experts = m.shared_expert_intermediate_size / m.moe_intermediate_size;
+  }
+}
+
+void ValidateExpertParallel(const ModelConfig& m, const ParallelConfig& p, Engine e) {
+  const auto Str = [](std::int64_t v) { return std::to_string(v); };
+  Require(p.tp * p.dp == p.moe_tp * p.moe_ep, "MoE needs tp x dp = moe_tp x moe_ep (got " + p.ToString() + ")");
+  Require(m.num_experts >= p.moe_ep, "moe_ep " + Str(p.moe_ep) + " exceeds the " + Str(m.num_experts) +
+                                         " experts of " + m.name);
+  Require(m.num_experts % p.moe_ep == 0,
+          "moe_ep " + Str(p.moe_ep) + " does not divide the " + Str(m.num_experts) + " experts of " + m.name);
+  Require(m.moe_intermediate_size % p.moe_tp == 0, "moe_tp " + Str(p.moe_tp) + " does not divide the expert width " +
+                                                       Str(m.moe_intermediate_size) + " of " + m.name);
+  if (m.quant.moe == "fp8_block")
+    Require((m.moe_intermediate_size / p.moe_tp) % 128 == 0,
+            "fp8_block experts need the per-GPU expert width (" + Str(m.moe_intermediate_size) + " / moe_tp " +
+                Str(p.moe_tp) + ") to be a multiple of 128");
+  if (e == Engine::kTrtllm)
+    Require(p.dp == 1 || p.tp == 1, "trtllm: attention dp > 1 needs tp 1 (got " + p.ToString() + ")");
+  if (e == Engine::kVllm)
+    Require(p.moe_tp == 1 || p.moe_ep == 1, "vllm: moe_tp and moe_ep cannot both exceed 1 (got " + p.ToString() + ")");
+}
+
+std::string ExpertDistribution(const OpListOptions& o) {
+  return o.moe_distribution.empty() ? std::string("power_law_1.2") : o.moe_distribution;
+}
+
+namespace {
+
+class MoeFamily final : public ModelFamily {
+ public:
+  const char* Name() const override { return "moe"; }
+  std::vector<Architecture> Architectures() const override {
+    return {{"MixtralForCausalLM", "mixtral", false},
+            {"Qwen2MoeForCausalLM", "qwen2_moe", false},
+            {"Qwen3MoeForCausalLM", "qwen3_moe", true},
+            {"GptOssForCausalLM", "gpt_oss", false}};
+  }
+  void ReadConfig(const ConfigFields& f, ModelConfig& m) const override { ReadRoutedExperts(f, m); }
+  bool HasExperts() const override { return true; }
+
+  void ValidateParallel(const ModelConfig& m, const ParallelConfig& p, Engine e) const override {
+    ValidateExpertParallel(m, p, e);
+  }
+  SearchKnobs Knobs() const override { return {16, true, true}; }
+
+  std::vector<Op> BuildPhase(const ModelConfig& m, const ParallelConfig& p, const OpListOptions& o, bool context,
+                             double phase_scale) const override {
+    const double layers = static_cast<double>(m.num_layers) * phase_scale;
+    PhaseBuilder b(context ? "context" : "generation", layers);
+    const std::int64_t H = m.hidden_size;
+    AddAttentionBlock(b, m, p, context, phase_scale);
+    b.Elementwise("add_norm_2", 2 * H, 2 * H, "rmsnorm_residual", H);
+    b.Gemm("router_gemm", m.num_experts, H, "bfloat16", layers);
+    const std::int64_t shared = m.shared_expert_intermediate_size > 0
+                                    ? m.shared_expert_intermediate_size
+                                    : m.num_shared_experts * m.moe_intermediate_size;
+    if (shared > 0) {
+      const std::int64_t S = shared / p.tp;
+      b.Gemm("shared_gate_ffn1_gemm", 2 * S, H, m.quant.gemm, layers);
+      b.Elementwise("shared_act_gate", 2 * S, S, "silu_and_mul", S);
+      b.Gemm("shared_ffn2_gemm", H, S, m.quant.gemm, layers);
+    }
+    AddMoeDispatch(b, m, p, o, true);
+    Op& moe = b.Add("moe", OpKind::kMoe, layers);
+    moe.hidden = H;
+    moe.inter = m.moe_intermediate_size;
+    moe.topk = m.experts_per_token;
+    moe.experts = m.num_experts;
+    moe.moe_tp = p.moe_tp;
+    moe.moe_ep = p.moe_ep;
+    moe.token_multiplier = p.dp;
+    moe.quant = m.quant.moe;
+    moe.distribution = ExpertDistribution(o);
+    // Gated experts: gate, up and down projections (3 matrices H x I_moe each).
+    const double per_rank = std::floor(static_cast<double>(H) * static_cast<double>(m.moe_intermediate_size) *
+                                       static_cast<double>(m.num_experts) * 3.0 / p.moe_ep);
+    moe.weight_elems = std::floor(per_rank / p.moe_tp);
+    AddMoeDispatch(b, m, p, o, false);
+    if (!context) AddLogits(b, m, p, context, phase_scale);
+    AddTail(b, m, p, phase_scale);
+    return b.Take();
+  }
+  void AddNotes(const ModelConfig& m, const OpListOptions& o, std::vector<std::string>& notes) const override {
+    (void)m;
+    notes.push_back("MoE expert load: " + ExpertDistribution(o) + " routing");
+  }
+  const char* ActivationKey() const override { return "moe"; }
+};
+
+}  // namespace
+
+std::unique_ptr<ModelFamily> MakeMoeFamily() { return std::make_unique<MoeFamily>(); }
+
+}  // namespace servecast::model

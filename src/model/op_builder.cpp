@@ -1,0 +1,163 @@
+#include "model/op_builder.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace servecast::model {
+
+void Require(bool ok, const std::string& what) {
+  if (!ok) throw UsageError(what);
+}
+
+Op& PhaseBuilder::Add(const std::string& name, OpKind kind, double scale) {
+  Op op;
+  op.name = phase_ + "_" + name;
+  op.kind = kind;
+  op.scale = scale;
+  ops_.push_back(std::move(op));
+  return ops_.back();
+}
+
+Op& PhaseBuilder::Gemm(const std::string& name, std::int64_t n, std::int64_t k, const std::string& quant,
+                       double scale) {
+  Op& op = Add(name, OpKind::kGemm, scale);
+  op.n = n;
+  op.k = k;
+  op.quant = quant;
+  op.weight_elems = static_cast<double>(n) * static_cast<double>(k);
+  return op;
+}
+
+Op& PhaseBuilder::Elementwise(const std::string& name, std::int64_t dim_in, std::int64_t dim_out,
+                              const std::string& measured, std::int64_t width) {
+  Op& op = Add(name, OpKind::kElementwise, layers_);
+  op.dim_in = dim_in;
+  op.dim_out = dim_out;
+  op.measured_op = measured;
+  op.measured_width = width;
+  return op;
+}
+
+Op& PhaseBuilder::AllReduce(const std::string& name, int gpus, std::int64_t width, const std::string& dtype,
+                            double scale) {
+  Op& op = Add(name, OpKind::kCustomAllReduce, scale);
+  op.collective = "all_reduce";
+  op.gpus = gpus;
+  op.elems_per_token = width;
+  op.comm_dtype = dtype;
+  return op;
+}
+
+Op& PhaseBuilder::Nccl(const std::string& name, const std::string& collective, int gpus, std::int64_t width,
+                       double volume, const std::string& dtype, double scale) {
+  Op& op = Add(name, OpKind::kNccl, scale);
+  op.collective = collective;
+  op.gpus = gpus;
+  op.elems_per_token = width;
+  op.volume_factor = volume;
+  op.comm_dtype = dtype;
+  return op;
+}
+
+std::vector<std::pair<std::int64_t, std::int64_t>> WindowGroups(const ModelConfig& m) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> groups;
+  if (m.layer_windows.empty()) return {{0, m.num_layers}};
+  for (std::int64_t w : m.layer_windows) {
+    auto it = std::find_if(groups.begin(), groups.end(), [w](const auto& g) { return g.first == w; });
+    if (it == groups.end())
+      groups.emplace_back(w, 1);
+    else
+      ++it->second;
+  }
+  return groups;
+}
+
+void AddAttentionBlock(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, bool context,
+                       double phase_scale) {
+  const std::int64_t H = m.hidden_size, d = m.head_dim;
+  const std::int64_t heads = m.num_heads / p.tp;
+  const std::int64_t kv_heads = CeilDiv(m.num_kv_heads, p.tp);
+  Op& emb = b.Add("embedding", OpKind::kEmbedding, phase_scale);
+  emb.dim_in = H;
+  emb.measured_op = "embedding";
+  emb.measured_width = H;
+  emb.weight_elems = static_cast<double>(CeilDiv(m.vocab_size, p.tp)) * static_cast<double>(H);
+  b.Elementwise("add_norm_1", 2 * H, 2 * H, "rmsnorm_residual", H);
+  b.Gemm("qkv_gemm", heads * d + 2 * d * kv_heads, H, m.quant.gemm, b.layers());
+  const auto groups = WindowGroups(m);
+  for (const auto& [window, count] : groups) {
+    std::string name = "attention";
+    if (groups.size() > 1) name += window > 0 ? "_window" + std::to_string(window) : "_full";
+    Op& a = b.Add(name, context ? OpKind::kContextAttention : OpKind::kGenerationAttention,
+                  static_cast<double>(count) * phase_scale);
+    a.heads = heads;
+    a.kv_heads = kv_heads;
+    a.head_dim = d;
+    a.window = window;
+    a.kv_quant = m.quant.kv;
+    a.fmha_quant = m.quant.fmha;
+    a.qk_norm = m.qk_norm;
+  }
+  Op& proj = b.Gemm("proj_gemm", H, heads * d, m.quant.gemm, b.layers());
+  proj.low_precision_input = true;
+}
+
+void AddLogits(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, bool context, double phase_scale) {
+  Op& logits = b.Gemm("logits_gemm", CeilDiv(m.vocab_size, p.tp), m.hidden_size, "bfloat16", phase_scale);
+  if (context) logits.tokens = TokenRule::kPerRequest;
+}
+
+void AddTail(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, double phase_scale) {
+  if (p.tp > 1) b.AllReduce("embedding_ar", p.tp, m.hidden_size, m.quant.comm, phase_scale);
+  if (p.pp > 1) {
+    Op& p2p = b.Add("p2p", OpKind::kP2P, (p.pp - 1) * phase_scale);
+    p2p.elems_per_token = m.hidden_size;
+  }
+}
+
+void AddMoeDispatch(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, const OpListOptions& o,
+                    bool pre) {
+  const int gpus = p.moe_tp * p.moe_ep;
+  const int attn_tp = gpus / p.dp;
+  const std::int64_t H = m.hidden_size;
+  const std::string& dt = m.quant.comm;
+  const double L = b.layers();
+  const std::string name = pre ? "moe_pre_dispatch" : "moe_post_dispatch";
+  switch (o.engine) {
+    case Engine::kTrtllm:
+      if (o.sm_version == 100) {
+        if (p.dp > 1)
+          b.Nccl(name, pre ? "all_gather" : "reduce_scatter", gpus, H, p.dp, dt, L);
+        else if (attn_tp > 1)
+          b.AllReduce(name, gpus, H, dt, L);
+      } else if (attn_tp > 1) {
+        b.AllReduce(name, gpus, H, dt, L);
+      } else if (p.dp > 1) {
+        b.Nccl(name, pre ? "all_gather" : "reduce_scatter", gpus, H, p.dp, dt, L);
+      }
+      break;
+    case Engine::kVllm:
+      if (attn_tp > 1) b.AllReduce(name + (p.dp > 1 ? "_ar" : ""), gpus, H, dt, L);
+      if (p.dp > 1)
+        b.Nccl(name + (attn_tp > 1 ? "_nccl" : ""), pre ? "all_gather" : "reduce_scatter", gpus, H, p.dp, dt, L);
+      break;
+    case Engine::kSglang:
+      if (p.tp > 1 && p.dp > 1) {
+        if (pre) {
+          b.Nccl(name + "_rs", "reduce_scatter", attn_tp, H, 1, dt, L);
+          b.Nccl(name + "_ag", "all_gather", gpus, H, p.dp, dt, L);
+        } else {
+          b.Nccl(name + "_rs", "reduce_scatter", gpus, H, p.dp, dt, L);
+          b.Nccl(name + "_ag", "all_gather", attn_tp, H, 1, dt, L);
+        }
+      } else if (attn_tp > 1) {
+        b.AllReduce(name, gpus, H, dt, L);
+      } else if (p.dp > 1) {
+        b.Nccl(name, pre ? "all_gather" : "reduce_scatter", gpus, H, p.dp, dt, L);
+      }
+      break;
+  }
+}
+
+}  // namespace servecast::model

@@ -1,0 +1,60 @@
+#pragma once
+
+// Building blocks of the families' op lists (family_*.cpp): a phase's op
+// builder and the parts several families share (embedding + attention block,
+// logits, pipeline tail, the engines' communication around the experts).
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/model_config.h"
+#include "model/ops.h"
+
+namespace servecast::model {
+
+inline std::int64_t CeilDiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// UsageError(what) unless ok.
+void Require(bool ok, const std::string& what);
+
+// The ops of one phase, named "<phase>_<name>".
+class PhaseBuilder {
+ public:
+  PhaseBuilder(std::string phase, double layers) : phase_(std::move(phase)), layers_(layers) {}
+
+  Op& Add(const std::string& name, OpKind kind, double scale);
+  Op& Gemm(const std::string& name, std::int64_t n, std::int64_t k, const std::string& quant, double scale);
+  // A per-layer memory-bound op measured as `measured` (elementwise_perf) at `width`.
+  Op& Elementwise(const std::string& name, std::int64_t dim_in, std::int64_t dim_out, const std::string& measured,
+                  std::int64_t width);
+  Op& AllReduce(const std::string& name, int gpus, std::int64_t width, const std::string& dtype, double scale);
+  Op& Nccl(const std::string& name, const std::string& collective, int gpus, std::int64_t width, double volume,
+           const std::string& dtype, double scale);
+  double layers() const { return layers_; }
+  std::vector<Op> Take() { return std::move(ops_); }
+
+ private:
+  std::string phase_;
+  double layers_;
+  std::vector<Op> ops_;
+};
+
+// Attention layers grouped by window: (window, number of layers), in first-seen order.
+std::vector<std::pair<std::int64_t, std::int64_t>> WindowGroups(const ModelConfig& m);
+
+// Embedding, first norm, QKV GEMM, attention (one op per window group),
+// output projection: the part dense and MoE layers share. `phase_scale`
+// converts a layer count into the phase's occurrences.
+void AddAttentionBlock(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, bool context,
+                       double phase_scale);
+// The logits GEMM (bf16; the context phase computes only each request's last token).
+void AddLogits(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, bool context, double phase_scale);
+// The embedding all-reduce (tp > 1) and the pipeline-stage transfers (pp > 1).
+void AddTail(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, double phase_scale);
+// The communication around the experts, per engine (AIC §2.4 dispatch rules);
+// `pre` = before the experts (it also carries the attention output's reduction).
+void AddMoeDispatch(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, const OpListOptions& o, bool pre);
+
+}  // namespace servecast::model
