@@ -6,6 +6,7 @@
 
 #include "core/table_file.h"
 #include "e2e_common.h"
+#include "tables/table_spec.h"
 
 namespace servecast::testing {
 namespace {
@@ -26,12 +27,17 @@ TEST(PerfdbE2E, ParquetCollectionChecksConvertsAndInspects) {
   auto c = RunProcess({kBin, "check", dir + "/pq", "--systems", kSystems});
   EXPECT_EQ(c.exit_code, 0) << Describe(c);
 
-  // Parquet -> CSV -> Parquet keeps every value.
-  auto conv = RunProcess({kBin, "db", "convert", table, dir + "/t.csv"});
+  // Parquet -> CSV -> Parquet keeps every value and type. The files keep the
+  // table's name, so the CSV is read with the declared column types (a clock of
+  // exactly 2600 MHz stays a double, not an integer column).
+  fs::create_directories(dir + "/csv");
+  fs::create_directories(dir + "/back");
+  const std::string csv = dir + "/csv/elementwise_perf.csv", back_file = dir + "/back/elementwise_perf.parquet";
+  auto conv = RunProcess({kBin, "db", "convert", table, csv});
   ASSERT_EQ(conv.exit_code, 0) << Describe(conv);
-  auto back = RunProcess({kBin, "db", "convert", dir + "/t.csv", dir + "/t.parquet", "--codec", "snappy"});
+  auto back = RunProcess({kBin, "db", "convert", csv, back_file, "--codec", "snappy"});
   ASSERT_EQ(back.exit_code, 0) << Describe(back);
-  Table a = ReadTableFile(table), b = ReadTableFile(dir + "/t.parquet");
+  Table a = ReadTableFile(table), b = ReadTableFile(back_file);
   ASSERT_EQ(a.num_rows(), 4u);
   ASSERT_EQ(a.num_rows(), b.num_rows());
   ASSERT_EQ(a.columns(), b.columns());
@@ -58,7 +64,7 @@ TEST(PerfdbE2E, ParquetCollectionChecksConvertsAndInspects) {
   ASSERT_EQ(slices.exit_code, 0) << Describe(slices);
   EXPECT_NE(slices.out.find("elementwise_perf"), std::string::npos) << slices.out;
 
-  auto bad = RunProcess({kBin, "db", "convert", dir + "/t.csv", dir + "/t.txt"});
+  auto bad = RunProcess({kBin, "db", "convert", csv, dir + "/t.txt"});
   EXPECT_EQ(bad.exit_code, 2) << Describe(bad);
   fs::remove_all(dir);
 }
@@ -98,7 +104,8 @@ TEST(PerfdbE2E, ConvertInPlaceMovesProvenanceAndCollectKeepsTheFormat) {
   EXPECT_NE(twice.err.find("convert in place with --replace"), std::string::npos) << twice.err;
   EXPECT_FALSE(fs::exists(parquet));
 
-  const Table before = ReadTableFile(csv);
+  // The CSV as the table's declaration types it (what the conversion writes).
+  const Table before = ReadTableFile(csv, tables::FindTableSpec("elementwise_perf")->AllColumns(true));
   auto conv = RunProcess({kBin, "db", "convert", "--replace", csv, parquet});
   ASSERT_EQ(conv.exit_code, 0) << Describe(conv);
   EXPECT_FALSE(fs::exists(csv));
