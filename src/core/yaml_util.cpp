@@ -2,6 +2,8 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "core/fs.h"
 
@@ -14,15 +16,39 @@ std::string Join(const std::string& path, const std::string& key) {
   return path + "." + key;
 }
 
+// A key written twice in one mapping: yaml-cpp keeps both and a lookup sees only
+// one, so the other would be silently ignored. Refused in every YAML input.
+void RejectRepeatedKeys(const YAML::Node& n, const std::string& origin, const std::string& path, int depth) {
+  if (depth > 64) return;  // deeper than any servecast file; yaml-cpp bounds nesting itself
+  if (n.IsMap()) {
+    std::vector<std::string> seen;
+    for (const auto& kv : n) {
+      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string("?");
+      for (const std::string& s : seen)
+        if (s == key)
+          throw ConfigError(YamlWhere(origin, kv.first, Join(path, key)), "key appears more than once",
+                            "each key once");
+      seen.push_back(key);
+      RejectRepeatedKeys(kv.second, origin, Join(path, key), depth + 1);
+    }
+  } else if (n.IsSequence()) {
+    for (std::size_t i = 0; i < n.size(); ++i)
+      RejectRepeatedKeys(n[i], origin, path + "[" + std::to_string(i) + "]", depth + 1);
+  }
+}
+
 }  // namespace
 
 YAML::Node LoadYamlString(const std::string& text, const std::string& origin) {
+  YAML::Node doc;
   try {
-    return YAML::Load(text);
+    doc = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(SourceLocation{origin, e.mark.line >= 0 ? e.mark.line + 1 : 0, ""},
                       "malformed YAML: " + e.msg, "valid YAML");
   }
+  RejectRepeatedKeys(doc, origin, "", 0);
+  return doc;
 }
 
 YAML::Node LoadYamlFile(const std::string& path) {

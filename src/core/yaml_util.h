@@ -10,7 +10,8 @@
 
 namespace servecast {
 
-// Loads a YAML file. A syntax error becomes ConfigError with the file and line.
+// Loads a YAML file. A syntax error, or a key written twice in one mapping,
+// becomes ConfigError with the file, the line (and the key path).
 YAML::Node LoadYamlFile(const std::string& path);
 YAML::Node LoadYamlString(const std::string& text, const std::string& origin);
 

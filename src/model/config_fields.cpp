@@ -19,19 +19,21 @@ void ConfigFields::Fail(const std::string& key, const std::string& what, const s
   throw ConfigError(SourceLocation{file_, 0, Path(key)}, what, expected);
 }
 
-std::int64_t ConfigFields::Required(const std::string& key) const {
+std::int64_t ConfigFields::Required(const std::string& key, std::int64_t max) const {
   if (!Has(key)) Fail(key, "missing key", "a positive integer");
-  return Positive(key);
+  return Positive(key, max);
 }
 
-std::int64_t ConfigFields::OptionalPositive(const std::string& key, std::int64_t fallback) const {
-  return Has(key) ? Positive(key) : fallback;
+std::int64_t ConfigFields::OptionalPositive(const std::string& key, std::int64_t fallback, std::int64_t max) const {
+  return Has(key) ? Positive(key, max) : fallback;
 }
 
 std::int64_t ConfigFields::OptionalCount(const std::string& key) const {
   if (!Has(key)) return 0;
   const std::int64_t v = Integer(key);
   if (v < 0) Fail(key, "value " + std::to_string(v) + " is negative", "an integer >= 0");
+  if (v > kMaxConfigSize)
+    Fail(key, "value " + std::to_string(v) + " is implausibly large", "an integer <= " + std::to_string(kMaxConfigSize));
   return v;
 }
 
@@ -59,9 +61,10 @@ std::string ConfigFields::StringOr(const std::string& key, const std::string& fa
   return v.get<std::string>();
 }
 
-std::int64_t ConfigFields::Positive(const std::string& key) const {
+std::int64_t ConfigFields::Positive(const std::string& key, std::int64_t max) const {
   const std::int64_t v = Integer(key);
   if (v <= 0) Fail(key, "value " + std::to_string(v) + " is not positive", "a positive integer");
+  if (v > max) Fail(key, "value " + std::to_string(v) + " is implausibly large", "a positive integer <= " + std::to_string(max));
   return v;
 }
 

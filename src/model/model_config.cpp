@@ -33,9 +33,56 @@ std::string Lower(std::string s) {
 }
 
 // Parses JSON text; malformed text -> ConfigError with the parser's line, column and byte.
+// Object keys seen while parsing, to refuse a key written twice in one object
+// (the parser would keep the last one silently).
+class RepeatedKeys {
+ public:
+  bool operator()(int depth, json::parse_event_t event, json& parsed) {
+    (void)depth;
+    switch (event) {
+      case json::parse_event_t::object_start: levels_.emplace_back(); break;
+      case json::parse_event_t::object_end:
+        if (!levels_.empty()) levels_.pop_back();
+        break;
+      case json::parse_event_t::key:
+        if (!levels_.empty()) {
+          const std::string key = parsed.get<std::string>();
+          Level& l = levels_.back();
+          if (repeated_.empty() && std::find(l.keys.begin(), l.keys.end(), key) != l.keys.end())
+            repeated_ = PathTo(key);
+          l.keys.push_back(key);
+          l.current = key;
+        }
+        break;
+      default: break;
+    }
+    return true;
+  }
+  // The dotted path of the first key written twice ("" when none).
+  const std::string& repeated() const { return repeated_; }
+
+ private:
+  struct Level {
+    std::vector<std::string> keys;
+    std::string current;
+  };
+  std::string PathTo(const std::string& key) const {
+    std::string p;
+    for (std::size_t i = 0; i + 1 < levels_.size(); ++i) p += levels_[i].current + ".";
+    return p + key;
+  }
+  std::vector<Level> levels_;
+  std::string repeated_;
+};
+
 json ParseJson(const std::string& text, const std::string& file) {
   try {
-    return json::parse(text);
+    RepeatedKeys keys;
+    json doc = json::parse(text, [&keys](int d, json::parse_event_t e, json& j) { return keys(d, e, j); });
+    if (!keys.repeated().empty())
+      throw ConfigError(SourceLocation{file, 0, keys.repeated()}, "key appears more than once in one object",
+                        "each key once");
+    return doc;
   } catch (const json::parse_error& e) {
     // Line and column of the byte the parser stopped at (e.byte is 1-based).
     const std::size_t stop = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
@@ -155,6 +202,9 @@ ModelConfig LoadDirectory(const fs::path& dir, const std::string& name) {
   const fs::path hf_quant = dir / "hf_quant_config.json";
   std::error_code ec;
   const std::string hf_text = fs::is_regular_file(hf_quant, ec) ? ReadFile(hf_quant.string()) : "";
+  if (fs::is_regular_file(hf_quant, ec) && IsBlank(hf_text))
+    throw ConfigError(SourceLocation{hf_quant.string(), 0, ""}, "empty file",
+                      "ModelOpt's JSON object with quantization.quant_algo (or no file at all)");
   ModelConfig m = ParseHfConfig(ReadFile(config.string()), hf_text, config.string());
   m.name = name;
   return m;
@@ -209,7 +259,12 @@ ModelConfig ParseHfConfig(const std::string& config_json, const std::string& hf_
   m.head_dim = head_dim;
   m.intermediate_size = f.Required("intermediate_size");
   m.vocab_size = f.Required("vocab_size");
-  m.max_position_embeddings = f.OptionalPositive("max_position_embeddings", 0);
+  m.max_position_embeddings = f.OptionalPositive("max_position_embeddings", 0, std::int64_t{1} << 31);
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    const std::string dtype = f.StringOr(key, "");
+    if (!dtype.empty() && dtype != "bfloat16" && dtype != "float16" && dtype != "float32" && dtype != "auto")
+      f.Fail(key, "unknown weight dtype '" + dtype + "'", "bfloat16, float16, float32 or auto");
+  }
 
   m.family->ReadConfig(f, m);
   ReadWindows(f, m);

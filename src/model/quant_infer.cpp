@@ -189,6 +189,15 @@ void InferCompressedTensors(ModelConfig& m, const json& qc, const std::string& f
   }
 }
 
+// weight_block_size: the fp8_block tables are measured with 128 x 128 weight blocks.
+void CheckBlockSize(const json& v, const std::string& file, const std::string& key) {
+  const bool ok = v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer() &&
+                  v[0].get<std::int64_t>() == 128 && v[1].get<std::int64_t>() == 128;
+  if (!ok)
+    Fail(file, key, "block size " + v.dump() + " is not supported",
+         "[128, 128] (the block the fp8_block GEMM and MoE tables are measured at)");
+}
+
 bool ValidName(const std::vector<std::string>& names, const std::string& v) {
   return std::find(names.begin(), names.end(), v) != names.end();
 }
@@ -242,6 +251,9 @@ void InferQuant(ModelConfig& m, const QuantSources& src) {
       kv_key = "quantization.kv_cache_quant_algo";
       kv_from = "hf_quant_config.json " + kv_key;
     }
+    if (algo.empty() && kv_algo.empty())
+      Fail(src.hf_quant_where, "quantization", "names no quantization (quant_algo and kv_cache_quant_algo are both absent or null)",
+           "quant_algo and/or kv_cache_quant_algo (or no hf_quant_config.json at all)");
   }
 
   // The field that names the algo, for messages about it.
@@ -273,6 +285,7 @@ void InferQuant(ModelConfig& m, const QuantSources& src) {
       if (scheme && Lower(*scheme) == "dynamic") m.dynamic_activations = true;
       auto wbs = qc.find("weight_block_size");
       block = wbs != qc.end() && !wbs->is_null();
+      if (block) CheckBlockSize(*wbs, file, key + ".weight_block_size");
     }
     if (kv_algo.empty()) {
       kv_algo = Lower(OptionalString(qc, "kv_cache_quant_algo", file, key + ".kv_cache_quant_algo").value_or(""));

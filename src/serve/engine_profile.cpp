@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/yaml_util.h"
+#include "model/family.h"
 
 namespace servecast::serve {
 
@@ -57,8 +58,12 @@ EngineProfile LoadEngineProfile(const std::string& path) {
   mem.AllowOnlyKeys({"activation_coefficients", "activation_floor_bytes", "activation_factor", "other_bytes_factor",
                      "kv_budget"});
   YamlReader coef = mem.Child("activation_coefficients");
-  coef.AllowOnlyKeys({"dense", "moe"});
-  for (const char* fam : {"dense", "moe"}) {
+  // One coefficient set per activation key the registered model families use.
+  std::vector<std::string> keys;
+  for (const model::ModelFamily* f : model::Families())
+    if (std::find(keys.begin(), keys.end(), f->ActivationKey()) == keys.end()) keys.push_back(f->ActivationKey());
+  coef.AllowOnlyKeys(keys);
+  for (const std::string& fam : keys) {
     YamlReader f = coef.Child(fam);
     for (const auto& kv : f.node()) {
       const std::int64_t tp = YamlToInt(path, kv.first, std::string("activation_coefficients.") + fam);
@@ -68,6 +73,10 @@ EngineProfile LoadEngineProfile(const std::string& path) {
                           "bad coefficient", "a tp bucket >= 1 mapped to a positive number");
       p.memory.activation_coefficients[fam][static_cast<int>(tp)] = c;
     }
+    // Every tp maps to the largest bucket <= it: without bucket 1, tp 1 would
+    // silently take a larger tp's coefficient.
+    if (!p.memory.activation_coefficients[fam].count(1))
+      throw ConfigError(coef.Where(fam), "no tp bucket 1", "a coefficient for tp 1 (and any larger buckets)");
   }
   p.memory.activation_floor_bytes = mem.RequiredDouble("activation_floor_bytes");
   p.memory.activation_factor = mem.RequiredDouble("activation_factor");
@@ -168,7 +177,13 @@ EngineProfile LoadEngineProfileByName(const std::string& engines_dir, model::Eng
   const std::string path = (dir / (std::string(model::EngineName(engine)) + ".yaml")).string();
   if (!std::filesystem::exists(path))
     throw ConfigError("engine profile " + path + " not found (set --engines-dir or SERVECAST_HOME)");
-  return LoadEngineProfile(path);
+  EngineProfile p = LoadEngineProfile(path);
+  if (p.engine != engine)
+    throw ConfigError(SourceLocation{path, 0, "engine"},
+                      std::string("the profile is for ") + model::EngineName(p.engine) + ", but the file is named for " +
+                          model::EngineName(engine),
+                      std::string("engine: ") + model::EngineName(engine));
+  return p;
 }
 
 }  // namespace servecast::serve

@@ -30,21 +30,9 @@ std::string Written(const YAML::Node& n) {
   return n.IsScalar() ? "'" + n.Scalar() + "'" : "value";
 }
 
-// Rejects a key written twice in one mapping (the second would be silently ignored).
-void CheckNoRepeatedKeys(const YamlReader& r) {
-  std::set<std::string> seen;
-  for (const auto& kv : r.node()) {
-    const std::string key = kv.first.Scalar();
-    if (!seen.insert(key).second)
-      throw ConfigError(YamlWhere(r.file(), kv.first, JoinKey(r, key)), "key appears more than once", "each key once");
-  }
-}
-
-// Rejects keys outside `allowed` (typos) and repeated keys.
-void CheckKeys(const YamlReader& r, const std::vector<std::string>& allowed) {
-  r.AllowOnlyKeys(allowed);
-  CheckNoRepeatedKeys(r);
-}
+// Rejects keys outside `allowed` (typos); a repeated key is refused when the
+// file loads (LoadYamlFile).
+void CheckKeys(const YamlReader& r, const std::vector<std::string>& allowed) { r.AllowOnlyKeys(allowed); }
 
 // A number that must be finite and > 0 (or >= 0 when `allow_zero`); `unit` goes
 // into the message.
@@ -169,7 +157,6 @@ MemoryReserves ReadReserves(const YamlReader& r, double mem_capacity_bytes) {
   CheckKeys(r, {"nccl_bytes_by_gpus", "other_bytes"});
   MemoryReserves out;
   YamlReader nccl = r.Child("nccl_bytes_by_gpus");
-  CheckNoRepeatedKeys(nccl);
   double max_nccl = 0;
   for (const auto& kv : nccl.node()) {
     const std::string key = JoinKey(nccl, kv.first.Scalar());
