@@ -157,15 +157,18 @@ std::int64_t ParseRerunBefore(const std::string& time) {
   return *s;
 }
 
-}  // namespace
-
-int Collect(const Registry& registry, const CollectOptions& opt) {
-  const Backend* backend = registry.FindBackend(opt.plan.backend);
+const Backend& FindBackendOrThrow(const Registry& registry, const std::string& name) {
+  const Backend* backend = registry.FindBackend(name);
   if (!backend) {
     std::string have;
     for (const auto& b : registry.BackendNames()) have += (have.empty() ? "" : ", ") + b;
-    throw UsageError("unknown backend '" + opt.plan.backend + "'; expected one of: " + have);
+    throw UsageError("unknown backend '" + name + "'; expected one of: " + have);
   }
+  return *backend;
+}
+
+// Options that only go with others (--retry-failed, --rerun-where, --rerun-before).
+void CheckOptionCombinations(const CollectOptions& opt) {
   if (opt.retry_failed && !opt.resume) throw UsageError("--retry-failed needs --resume");
   if (opt.rerun_where && !opt.resume)
     throw UsageError("--rerun-where needs --resume: it re-runs finished cases of an existing run (--run-dir)");
@@ -175,23 +178,33 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
     throw UsageError(
         "--rerun-before needs --rerun-where: it narrows the cases that expression re-runs to those "
         "recorded before TIME");
-  std::optional<std::int64_t> rerun_before_s;
-  if (opt.rerun_before) {
-    rerun_before_s = ParseRerunBefore(*opt.rerun_before);
-    if (*rerun_before_s > *ParseUtcSeconds(UtcNow()))
-      log::Warn("--rerun-before " + *opt.rerun_before +
-                " is in the future: every case --rerun-where matches counts as not yet re-run, also the ones this "
-                "invocation re-runs (a later call with the same time re-runs them again)");
-  }
+}
+
+// --rerun-before in seconds since the epoch (none without it); a time in the
+// future is allowed with a warning.
+std::optional<std::int64_t> RerunBeforeSeconds(const CollectOptions& opt) {
+  if (!opt.rerun_before) return std::nullopt;
+  std::int64_t s = ParseRerunBefore(*opt.rerun_before);
+  if (s > *ParseUtcSeconds(UtcNow()))
+    log::Warn("--rerun-before " + *opt.rerun_before +
+              " is in the future: every case --rerun-where matches counts as not yet re-run, also the ones this "
+              "invocation re-runs (a later call with the same time re-runs them again)");
+  return s;
+}
+
+// --format and --measure-power against what the backend can write.
+void CheckTableOptions(const CollectOptions& opt) {
   if (opt.format != "csv" && opt.format != "parquet" && opt.format != "auto")
     throw UsageError("--format " + opt.format + "; expected csv, parquet or auto");
-
   if (opt.measure_power && opt.plan.backend == "cpu")
     throw UsageError("--measure-power: the cpu backend has no power sensor to read; collect without it");
-  RuntimeInfo rt = backend->DetectRuntime();
-  std::string system = opt.system.empty() ? backend->DefaultSystem(rt) : opt.system;
+}
+
+// --system, the backend's default for the runtime, or the system whose spec
+// names the detected device; checked to load before any work.
+std::string ResolveSystem(const Backend& backend, const RuntimeInfo& rt, const CollectOptions& opt) {
+  std::string system = opt.system.empty() ? backend.DefaultSystem(rt) : opt.system;
   if (system.empty()) {
-    // The system whose spec names the detected device.
     for (const auto& name : systems::ListSystems(opt.systems_dir)) {
       auto spec = systems::LoadSystemByName(opt.systems_dir, name);
       for (const auto& alias : spec.gpu.device_name_aliases)
@@ -202,39 +215,358 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
                        "' among its device_name_aliases; pass --system NAME (and never relabel a nearby SKU)");
   }
   systems::LoadSystemByName(opt.systems_dir, system);  // a typo fails here, before any work
+  return system;
+}
 
-  // The GPUs one case may span: the worker slots, or the launcher's world.
-  std::vector<int> devices = opt.devices.empty() ? backend->DefaultDevices() : opt.devices;
-  LaunchInfo launch;
-  int launched_device = 0;
+// Where the cases run: the worker slots, or this rank of a launcher's job.
+struct Placement {
+  std::vector<int> devices;  // worker slots (not launched)
+  LaunchInfo launch;         // launched: this rank
+  int launched_device = 0;   // launched: the device of this rank
+  bool lead = true;          // writes the journal, summary and tables (rank 0 when launched)
+};
+
+// The placement, and in `rt.gpus` the GPUs one case may span.
+Placement PlaceCases(const Backend& backend, const CollectOptions& opt, RuntimeInfo& rt) {
+  Placement p;
+  p.devices = opt.devices.empty() ? backend.DefaultDevices() : opt.devices;
   if (opt.launched) {
-    launch = DetectLaunch();
-    rt.gpus = launch.world;
+    p.launch = DetectLaunch();
+    rt.gpus = p.launch.world;
     rt.gpus_exact = true;
-    if (!opt.devices.empty() && static_cast<std::size_t>(launch.local_rank) >= opt.devices.size())
-      throw UsageError("--launched: local rank " + std::to_string(launch.local_rank) + " has no entry in --gpus");
-    launched_device = opt.devices.empty() ? launch.local_rank : opt.devices[static_cast<std::size_t>(launch.local_rank)];
+    if (!opt.devices.empty() && static_cast<std::size_t>(p.launch.local_rank) >= opt.devices.size())
+      throw UsageError("--launched: local rank " + std::to_string(p.launch.local_rank) + " has no entry in --gpus");
+    p.launched_device =
+        opt.devices.empty() ? p.launch.local_rank : opt.devices[static_cast<std::size_t>(p.launch.local_rank)];
   } else {
-    rt.gpus = static_cast<int>(devices.size());
+    rt.gpus = static_cast<int>(p.devices.size());
   }
+  p.lead = !opt.launched || p.launch.rank == 0;
+  return p;
+}
+
+// A launched run needs a shared run dir and collects only ops whose every case spans all ranks.
+void CheckLaunchedPlan(const Registry& registry, const Plan& plan, const CollectOptions& opt,
+                       const LaunchInfo& launch) {
+  if (opt.run_dir.empty())
+    throw UsageError("--launched: give --run-dir, one folder every rank sees (shared across nodes)");
+  for (const auto& c : plan.cases)
+    if (registry.FindOp(plan.backend, c.op)->Ranks(c.params) != launch.world)
+      throw UsageError("--launched: op '" + c.op + "' has cases that do not span all " + std::to_string(launch.world) +
+                       " ranks (" + c.id +
+                       "); a launched run collects multi-process ops only (--ops), single-GPU ops run without a "
+                       "launcher");
+}
+
+JournalHeader MakeJournalHeader(const RuntimeInfo& rt, const std::string& system, const Plan& plan,
+                                const CollectOptions& opt) {
+  JournalHeader header;
+  header.backend = rt.backend;
+  header.version = rt.version;
+  header.device = rt.device_name;
+  header.arch = rt.arch;
+  header.sm = rt.sm;
+  header.system = system;
+  header.plan_hash = plan.plan_hash;
+  header.shard_index = opt.plan.shard_index;
+  header.shard_count = opt.plan.shard_count;
+  header.servecast_commit = std::string(BuildCommit());
+  header.created_at = UtcNow();  // every record this invocation writes is stamped at or after it
+  return header;
+}
+
+// What the journal held before this invocation (empty for a new run).
+struct PriorRecords {
+  std::unordered_map<std::string, Disposition> done;     // latest status per case id
+  std::unordered_map<std::string, std::string> done_at;  // `at` of the latest record per case id
+  std::int64_t newest_old_at = 0;  // the newest parsable `at` of the records (epoch s); read for --rerun-where
+  std::size_t records = 0;
+};
+
+// Opens the run's journal for the lead: continued with --resume (its header
+// must match this run's), else created. Other ranks open none.
+PriorRecords OpenJournal(const std::string& run_dir, const std::string& journal_path, const JournalHeader& header,
+                         const CollectOptions& opt, bool lead, std::optional<JournalWriter>& journal) {
+  PriorRecords prior;
+  if (!lead) {
+    // Another rank of a launch: rank 0 owns the journal and says which cases run.
+  } else if (opt.resume) {
+    if (!PathExists(journal_path))
+      throw UsageError("--resume: no journal at " + journal_path + "; start without --resume");
+    JournalContents jc = ReadJournal(journal_path);
+    std::string diff = jc.header.Mismatch(header);
+    if (!diff.empty()) throw StartupError("cannot resume " + journal_path + ": " + diff);
+    if (jc.torn_tail) log::Warn(journal_path + ": dropping a torn last record (the previous run died mid-write)");
+    for (const auto& r : jc.records) {
+      prior.done[r.id] = r.status;
+      prior.done_at[r.id] = r.at;
+      if (opt.rerun_where)
+        if (std::optional<std::int64_t> at = ParseUtcSeconds(r.at))
+          prior.newest_old_at = std::max(prior.newest_old_at, *at);
+    }
+    prior.records = jc.records.size();
+    journal.emplace(JournalWriter::Append(journal_path, jc.valid_bytes));
+  } else {
+    if (PathExists(journal_path))
+      throw UsageError(run_dir + " already holds a journal; continue it with --resume or choose another --run-dir");
+    journal.emplace(JournalWriter::Create(journal_path, header));
+  }
+  return prior;
+}
+
+// The cases this invocation runs, and how many of the others it skips and why.
+struct Selection {
+  std::vector<Case> to_run;
+  std::set<std::string> rerun_ids;  // finished cases re-run for --rerun-where
+  std::size_t skipped_done = 0, skipped_failed = 0;
+  // Finished cases --rerun-where matches that --rerun-before keeps (counted in
+  // skipped_done too): newest record at or after TIME, or with an unreadable time.
+  std::size_t rerun_recorded_since = 0, rerun_unreadable_at = 0;
+  std::string unreadable_example;
+};
+
+// Unfinished cases run; failed ones with --retry-failed; finished ones that
+// --rerun-where selects and whose newest record is older than --rerun-before.
+Selection SelectCases(const Plan& plan, PriorRecords& prior, const std::set<std::string>& rerun_selected,
+                      const std::optional<std::int64_t>& rerun_before_s, const CollectOptions& opt) {
+  Selection s;
+  // Whether a matching finished case's newest record is older than --rerun-before.
+  auto recorded_before = [&](const std::string& id) {
+    if (!rerun_before_s) return true;
+    const std::string& at = prior.done_at[id];
+    std::optional<std::int64_t> at_s = ParseUtcSeconds(at);
+    if (!at_s) {
+      if (s.rerun_unreadable_at++ == 0) s.unreadable_example = id + " has at '" + at + "'";
+      return false;
+    }
+    if (*at_s >= *rerun_before_s) ++s.rerun_recorded_since;
+    return *at_s < *rerun_before_s;
+  };
+  for (const auto& c : plan.cases) {
+    auto it = prior.done.find(c.id);
+    if (it == prior.done.end())
+      s.to_run.push_back(c);
+    else if (IsFailure(it->second) && opt.retry_failed)
+      s.to_run.push_back(c);
+    else if (IsFailure(it->second))
+      ++s.skipped_failed;
+    else if (!rerun_selected.count(c.id) || !recorded_before(c.id))
+      ++s.skipped_done;
+    else {
+      s.to_run.push_back(c);
+      s.rerun_ids.insert(c.id);
+    }
+  }
+  return s;
+}
+
+// The lead's log lines on the selection: matching cases --rerun-before cannot
+// date, and with --resume what is done, kept, re-run and to run.
+void LogSelection(const Selection& s, const CollectOptions& opt) {
+  if (s.rerun_unreadable_at > 0)
+    log::Warn(std::to_string(s.rerun_unreadable_at) +
+              " case(s) that --rerun-where matches are not re-run: the time of " +
+              "their newest journal record is not a UTC time YYYY-MM-DDTHH:MM:SSZ, so --rerun-before " +
+              *opt.rerun_before + " cannot tell whether it is earlier (e.g. " + s.unreadable_example +
+              "); without --rerun-before they would be re-run");
+  std::string rerun_before_note;  // the --rerun-before part of the resume line
+  if (opt.rerun_before) {
+    const std::string& t = *opt.rerun_before;
+    rerun_before_note = " and their newest record is before " + t + " (" + std::to_string(s.rerun_recorded_since) +
+                        " matching ones skipped: already recorded at or after " + t +
+                        (s.rerun_unreadable_at > 0
+                             ? "; " + std::to_string(s.rerun_unreadable_at) + " more with an unreadable record time"
+                             : std::string()) +
+                        ")";
+  }
+  if (opt.resume)
+    log::Info("resume: " + std::to_string(s.skipped_done) + " cases already done, " + std::to_string(s.skipped_failed) +
+              " failed ones kept" + (opt.retry_failed ? "" : " (use --retry-failed to re-run them)") + ", " +
+              (opt.rerun_where ? std::to_string(s.rerun_ids.size()) + " done ones re-run because --rerun-where '" +
+                                     opt.rerun_where->text() + "' holds for them" + rerun_before_note + ", "
+                               : std::string()) +
+              std::to_string(s.to_run.size()) + " to run");
+}
+
+// The cases of a launched run on this rank: rank 0 names the group token and
+// the cases in the rendezvous file, and every rank runs exactly those together.
+void RunLaunched(const Registry& registry, const Backend& backend, const CollectOptions& opt, const RuntimeInfo& rt,
+                 const Plan& plan, const Placement& place, const std::string& run_dir, std::vector<Case>& to_run,
+                 JournalWriter* journal) {
+  const LaunchInfo& launch = place.launch;
+  const int device = place.launched_device;
+  std::string content = Rendezvous(launch, run_dir, [&] {
+    std::string text = backend.NewGroupId() + "\n";
+    for (const auto& c : to_run) text += c.id + "\n";
+    return text;
+  });
+  std::vector<std::string> lines;
+  for (std::size_t pos = 0; pos < content.size();) {
+    std::size_t nl = content.find('\n', pos);
+    if (nl == std::string::npos) nl = content.size();
+    lines.push_back(content.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  if (lines.empty() || lines[0].empty()) throw StartupError("rendezvous file of " + run_dir + " has no group token");
+  if (!place.lead) {
+    std::unordered_map<std::string, const Case*> by_id;
+    for (const auto& c : plan.cases) by_id[c.id] = &c;
+    to_run.clear();
+    for (std::size_t i = 1; i < lines.size(); ++i) {
+      if (lines[i].empty()) continue;
+      auto it = by_id.find(lines[i]);
+      if (it == by_id.end())
+        throw StartupError("rank " + std::to_string(launch.rank) + ": rank 0 asked for case " + lines[i] +
+                           ", which this rank's plan does not have; every rank must run the same command");
+      to_run.push_back(*it->second);
+    }
+  }
+  log::Info("rank " + std::to_string(launch.rank) + " of " + std::to_string(launch.world) + " (" + launch.launcher +
+            ", local rank " + std::to_string(launch.local_rank) + ", device " + std::to_string(device) +
+            "): " + std::to_string(to_run.size()) + " cases");
+  backend.InitWorker(device);
+  LaunchedRunOptions lo;
+  lo.backend = rt.backend;
+  lo.device = device;
+  lo.timeout_s = opt.timeout_s;
+  lo.timing_budget_s = opt.timing_budget_s;
+  lo.measure_power = opt.measure_power;
+  lo.group_id = lines[0];
+  std::optional<ProgressBar> bar;
+  if (place.lead) bar.emplace("collect " + rt.backend + " (" + std::to_string(launch.world) + " ranks)", to_run.size());
+  RunLaunchedCases(
+      registry, launch, lo, rt, to_run, journal,
+      [&](std::size_t d, std::size_t f) {
+        if (bar) bar->Update(d, f);
+      },
+      [] { return g_stop != 0; });
+  if (bar) bar->Finish();
+}
+
+// The cases on worker processes: single-GPU cases one worker per slot,
+// multi-process cases in gangs.
+void RunOnWorkers(const Registry& registry, const Backend& backend, const CollectOptions& opt, const RuntimeInfo& rt,
+                  const Plan& plan, const std::vector<int>& devices, const std::string& run_dir,
+                  const std::vector<Case>& to_run, JournalWriter& journal) {
+  SchedulerOptions sched;
+  sched.worker_exe = opt.worker_exe;
+  sched.devices = devices;
+  sched.timeout_s = opt.timeout_s;
+  sched.worker_log = run_dir + "/collector.log";
+  sched.worker_args = {"--timing-budget", std::to_string(opt.timing_budget_s)};
+  if (opt.measure_power) sched.worker_args.push_back("--measure-power");
+  double mem = opt.worker_memory_bytes;
+  if (mem == 0 && rt.backend == "cpu") mem = 0.75 * HostMemTotalBytes() / static_cast<double>(sched.devices.size());
+  if (mem > 0) {
+    sched.worker_args.push_back("--memory-limit-bytes");
+    sched.worker_args.push_back(std::to_string(static_cast<long long>(mem)));
+  }
+  std::vector<Case> solo, gang;
+  for (auto& c : to_run) (registry.FindOp(plan.backend, c.op)->Ranks(c.params) > 1 ? gang : solo).push_back(c);
+  log::Info("running " + std::to_string(to_run.size()) + " cases on " + std::to_string(sched.devices.size()) +
+            " worker slot(s)" +
+            (gang.empty() ? "" : " (" + std::to_string(gang.size()) + " of them multi-GPU, in gangs)"));
+  ProgressBar bar("collect " + rt.backend, to_run.size());
+  std::size_t solo_done = 0, solo_failed = 0;
+  auto on_record = [&](const JournalRecord& r) {
+    if (IsFailure(r.status))
+      log::Write(log::Level::kDebug, r.id + ": " + std::string(ToString(r.status)) + " [" +
+                                         std::string(ToString(r.failure_class)) + "] " + r.message);
+  };
+  if (!solo.empty())
+    RunCases(
+        registry, rt.backend, solo, sched, journal, on_record,
+        [&](const SchedulerProgress& p) {
+          solo_done = p.done;
+          solo_failed = p.failed;
+          bar.Update(p.done, p.failed);
+        },
+        [] { return g_stop != 0; });
+  if (!gang.empty() && g_stop == 0)
+    RunGangCases(
+        registry, rt.backend, gang, sched, [&] { return backend.NewGroupId(); }, journal, on_record,
+        [&](const SchedulerProgress& p) { bar.Update(solo_done + p.done, solo_failed + p.failed); },
+        [] { return g_stop != 0; });
+  bar.Finish();
+}
+
+// With --rerun-where: the re-run cases that got a new record in this
+// invocation, and the ones that did not (an interrupted invocation may not have
+// reached them all); also noted in the summary's `extra`.
+std::optional<RerunProvenance> RerunOutcome(const CollectOptions& opt, const JournalContents& all,
+                                            std::size_t records_before, const std::set<std::string>& rerun_ids,
+                                            Json& extra) {
+  if (!opt.rerun_where) return std::nullopt;
+  RerunProvenance rerun;
+  rerun.where = opt.rerun_where->text();
+  rerun.before = opt.rerun_before.value_or("");
+  for (std::size_t i = records_before; i < all.records.size(); ++i)
+    if (rerun_ids.count(all.records[i].id)) rerun.case_ids.insert(all.records[i].id);
+  for (const auto& id : rerun_ids)
+    if (!rerun.case_ids.count(id)) rerun.pending_ids.insert(id);
+  extra["rerun_where"] = rerun.where;
+  if (opt.rerun_before) extra["rerun_before"] = *opt.rerun_before;
+  extra["rerun_cases"] = rerun.case_ids.size();
+  extra["rerun_pending"] = rerun.pending_ids.size();
+  return rerun;
+}
+
+void PrintTableOutcomes(const FinalizeResult& fin) {
+  for (const auto& [t, o] : fin.tables) {
+    std::string reran;
+    if (o.rerun_cases > 0 || o.rerun_pending > 0)
+      reran = ", " + std::to_string(o.rerun_cases) + " cases re-run for --rerun-where" +
+              (o.rerun_pending > 0 ? ", " + std::to_string(o.rerun_pending) + " still to re-run" : "");
+    std::printf("%s: %zu rows (+%zu from this run%s) -> %s [%s, %zu of %zu planned keys missing]\n", t.c_str(),
+                o.rows_after, o.rows_added, reran.c_str(), o.path.c_str(), o.status.c_str(), o.missing, o.planned);
+  }
+}
+
+// An interrupted run: how to continue it, with the same rerun without the
+// cases re-run since it started.
+void PrintInterrupted(const CollectOptions& opt, const std::string& run_dir, const JournalHeader& header,
+                      std::int64_t newest_old_at, const std::optional<RerunProvenance>& rerun,
+                      std::size_t rerun_total) {
+  std::string rerun_hint;
+  if (opt.rerun_where) {
+    // Without a --rerun-before: the second after the newest record this rerun found
+    // (not its start time: an old record written in the start's second would count
+    // as re-run). A case this rerun recorded in that same second is then measured
+    // once more; none is skipped.
+    std::string before = header.created_at;
+    if (opt.rerun_before)
+      before = *opt.rerun_before;
+    else if (newest_old_at > 0)
+      before = FormatUtcSeconds(newest_old_at + 1);
+    rerun_hint = " --rerun-where " + ShellQuote(opt.rerun_where->text()) + " --rerun-before " + before;
+  }
+  if (rerun && !rerun->pending_ids.empty())
+    std::fprintf(stderr, "interrupted: %zu of the %zu cases selected by --rerun-where not re-run yet\n",
+                 rerun->pending_ids.size(), rerun_total);
+  std::fprintf(stderr, "interrupted: finished cases are saved; continue with --resume --run-dir %s%s\n",
+               run_dir.c_str(), rerun_hint.c_str());
+}
+
+}  // namespace
+
+int Collect(const Registry& registry, const CollectOptions& opt) {
+  const Backend& backend = FindBackendOrThrow(registry, opt.plan.backend);
+  CheckOptionCombinations(opt);
+  const std::optional<std::int64_t> rerun_before_s = RerunBeforeSeconds(opt);
+  CheckTableOptions(opt);
+
+  RuntimeInfo rt = backend.DetectRuntime();
+  const std::string system = ResolveSystem(backend, rt, opt);
+  const Placement place = PlaceCases(backend, opt, rt);
   Plan plan = BuildPlan(registry, opt.plan, rt);
   if (opt.plan_only) {
-    if (!opt.launched || launch.rank == 0) PrintPlan(plan, opt.list);
+    if (place.lead) PrintPlan(plan, opt.list);
     return kExitOk;
   }
   std::set<std::string> rerun_selected;  // plan cases that --rerun-where matches (finished or not)
   if (opt.rerun_where) rerun_selected = RerunSelection(*opt.rerun_where, plan);
-  const bool lead = !opt.launched || launch.rank == 0;  // writes the journal, summary and tables
-  if (opt.launched) {
-    if (opt.run_dir.empty())
-      throw UsageError("--launched: give --run-dir, one folder every rank sees (shared across nodes)");
-    for (const auto& c : plan.cases)
-      if (registry.FindOp(plan.backend, c.op)->Ranks(c.params) != launch.world)
-        throw UsageError("--launched: op '" + c.op + "' has cases that do not span all " +
-                         std::to_string(launch.world) + " ranks (" + c.id +
-                         "); a launched run collects multi-process ops only (--ops), single-GPU ops run without a "
-                         "launcher");
-  }
+  const bool lead = place.lead;
+  if (opt.launched) CheckLaunchedPlan(registry, plan, opt, place.launch);
 
   std::string run_dir = opt.run_dir;
   if (run_dir.empty()) run_dir = "runs/" + opt.plan.backend + "-" + Timestamp();
@@ -249,199 +581,28 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
   // run's .lock, which any other collector on the dir also takes, and rank N
   // .lock.rankN, which the rank N of a second launch on the same dir takes and
   // so stops at once instead of joining the first launch's cases.
-  RunLock run_lock(run_dir, lead ? ".lock" : ".lock.rank" + std::to_string(launch.rank));
+  RunLock run_lock(run_dir, lead ? ".lock" : ".lock.rank" + std::to_string(place.launch.rank));
   if (lead) CheckExistingSchemas(registry, plan, opt.out_root, system, opt, rt);
 
-  JournalHeader header;
-  header.backend = rt.backend;
-  header.version = rt.version;
-  header.device = rt.device_name;
-  header.arch = rt.arch;
-  header.sm = rt.sm;
-  header.system = system;
-  header.plan_hash = plan.plan_hash;
-  header.shard_index = opt.plan.shard_index;
-  header.shard_count = opt.plan.shard_count;
-  header.servecast_commit = std::string(BuildCommit());
-  header.created_at = UtcNow();  // every record this invocation writes is stamped at or after it
-
-  std::unordered_map<std::string, Disposition> done;  // latest status per case id
-  std::unordered_map<std::string, std::string> done_at;  // `at` of the latest record per case id
-  std::int64_t newest_old_at = 0;  // the newest parsable `at` of the records before this invocation (epoch s)
-  std::size_t records_before = 0;                     // journal records before this invocation
+  const JournalHeader header = MakeJournalHeader(rt, system, plan, opt);
   std::optional<JournalWriter> journal;
-  if (!lead) {
-    // Another rank of a launch: rank 0 owns the journal and says which cases run.
-  } else if (opt.resume) {
-    if (!PathExists(journal_path))
-      throw UsageError("--resume: no journal at " + journal_path + "; start without --resume");
-    JournalContents jc = ReadJournal(journal_path);
-    std::string diff = jc.header.Mismatch(header);
-    if (!diff.empty()) throw StartupError("cannot resume " + journal_path + ": " + diff);
-    if (jc.torn_tail) log::Warn(journal_path + ": dropping a torn last record (the previous run died mid-write)");
-    for (const auto& r : jc.records) {
-      done[r.id] = r.status;
-      done_at[r.id] = r.at;
-      if (opt.rerun_where)
-        if (std::optional<std::int64_t> at = ParseUtcSeconds(r.at)) newest_old_at = std::max(newest_old_at, *at);
-    }
-    records_before = jc.records.size();
-    journal.emplace(JournalWriter::Append(journal_path, jc.valid_bytes));
-  } else {
-    if (PathExists(journal_path))
-      throw UsageError(run_dir + " already holds a journal; continue it with --resume or choose another --run-dir");
-    journal.emplace(JournalWriter::Create(journal_path, header));
-  }
+  PriorRecords prior = OpenJournal(run_dir, journal_path, header, opt, lead, journal);
   log::OpenFile(run_dir + (lead ? std::string("/collector.log")
-                                 : "/collector.rank" + std::to_string(launch.rank) + ".log"));
+                                : "/collector.rank" + std::to_string(place.launch.rank) + ".log"));
   log::Info("servecast " + std::string(BuildVersion()) + " (" + std::string(BuildCommit()) + ") collect: backend " +
             rt.backend + " " + rt.version + " on " + rt.device_name + " [" + rt.arch + "], system " + system);
   if (lead) WritePlanFile(run_dir + "/plan.jsonl", registry, plan, opt.plan, plan.supported);
 
-  std::vector<Case> to_run;
-  std::size_t skipped_done = 0, skipped_failed = 0;
-  std::set<std::string> rerun_ids;  // finished cases re-run for --rerun-where
-  // Finished cases --rerun-where matches that --rerun-before keeps (counted in
-  // skipped_done too): newest record at or after TIME, or with an unreadable time.
-  std::size_t rerun_recorded_since = 0, rerun_unreadable_at = 0;
-  std::string unreadable_example;
-  // Whether a matching finished case's newest record is older than --rerun-before.
-  auto recorded_before = [&](const std::string& id) {
-    if (!rerun_before_s) return true;
-    const std::string& at = done_at[id];
-    std::optional<std::int64_t> at_s = ParseUtcSeconds(at);
-    if (!at_s) {
-      if (rerun_unreadable_at++ == 0) unreadable_example = id + " has at '" + at + "'";
-      return false;
-    }
-    if (*at_s >= *rerun_before_s) ++rerun_recorded_since;
-    return *at_s < *rerun_before_s;
-  };
-  for (const auto& c : plan.cases) {
-    auto it = done.find(c.id);
-    if (it == done.end()) to_run.push_back(c);
-    else if (IsFailure(it->second) && opt.retry_failed) to_run.push_back(c);
-    else if (IsFailure(it->second)) ++skipped_failed;
-    else if (!rerun_selected.count(c.id) || !recorded_before(c.id))
-      ++skipped_done;
-    else {
-      to_run.push_back(c);
-      rerun_ids.insert(c.id);
-    }
-  }
-  if (rerun_unreadable_at > 0 && lead)
-    log::Warn(std::to_string(rerun_unreadable_at) + " case(s) that --rerun-where matches are not re-run: the time of " +
-              "their newest journal record is not a UTC time YYYY-MM-DDTHH:MM:SSZ, so --rerun-before " +
-              *opt.rerun_before + " cannot tell whether it is earlier (e.g. " + unreadable_example +
-              "); without --rerun-before they would be re-run");
-  std::string rerun_before_note;  // the --rerun-before part of the resume line
-  if (opt.rerun_before) {
-    const std::string& t = *opt.rerun_before;
-    rerun_before_note =
-        " and their newest record is before " + t + " (" + std::to_string(rerun_recorded_since) +
-        " matching ones skipped: already recorded at or after " + t +
-        (rerun_unreadable_at > 0 ? "; " + std::to_string(rerun_unreadable_at) + " more with an unreadable record time"
-                                 : std::string()) +
-        ")";
-  }
-  if (opt.resume && lead)
-    log::Info("resume: " + std::to_string(skipped_done) + " cases already done, " + std::to_string(skipped_failed) +
-              " failed ones kept" + (opt.retry_failed ? "" : " (use --retry-failed to re-run them)") + ", " +
-              (opt.rerun_where ? std::to_string(rerun_ids.size()) + " done ones re-run because --rerun-where '" +
-                                     opt.rerun_where->text() + "' holds for them" + rerun_before_note + ", "
-                               : std::string()) +
-              std::to_string(to_run.size()) + " to run");
+  Selection sel = SelectCases(plan, prior, rerun_selected, rerun_before_s, opt);
+  if (lead) LogSelection(sel, opt);
 
   g_stop = 0;
   auto old_int = std::signal(SIGINT, OnSignal);
   auto old_term = std::signal(SIGTERM, OnSignal);
-  if (opt.launched) {
-    // Rank 0 names the group token and the cases; every rank runs exactly those.
-    std::string content = Rendezvous(launch, run_dir, [&] {
-      std::string text = backend->NewGroupId() + "\n";
-      for (const auto& c : to_run) text += c.id + "\n";
-      return text;
-    });
-    std::vector<std::string> lines;
-    for (std::size_t pos = 0; pos < content.size();) {
-      std::size_t nl = content.find('\n', pos);
-      if (nl == std::string::npos) nl = content.size();
-      lines.push_back(content.substr(pos, nl - pos));
-      pos = nl + 1;
-    }
-    if (lines.empty() || lines[0].empty()) throw StartupError("rendezvous file of " + run_dir + " has no group token");
-    if (!lead) {
-      std::unordered_map<std::string, const Case*> by_id;
-      for (const auto& c : plan.cases) by_id[c.id] = &c;
-      to_run.clear();
-      for (std::size_t i = 1; i < lines.size(); ++i) {
-        if (lines[i].empty()) continue;
-        auto it = by_id.find(lines[i]);
-        if (it == by_id.end())
-          throw StartupError("rank " + std::to_string(launch.rank) + ": rank 0 asked for case " + lines[i] +
-                             ", which this rank's plan does not have; every rank must run the same command");
-        to_run.push_back(*it->second);
-      }
-    }
-    log::Info("rank " + std::to_string(launch.rank) + " of " + std::to_string(launch.world) + " (" + launch.launcher +
-              ", local rank " + std::to_string(launch.local_rank) + ", device " + std::to_string(launched_device) +
-              "): " + std::to_string(to_run.size()) + " cases");
-    backend->InitWorker(launched_device);
-    LaunchedRunOptions lo;
-    lo.backend = rt.backend;
-    lo.device = launched_device;
-    lo.timeout_s = opt.timeout_s;
-    lo.timing_budget_s = opt.timing_budget_s;
-    lo.measure_power = opt.measure_power;
-    lo.group_id = lines[0];
-    std::optional<ProgressBar> bar;
-    if (lead) bar.emplace("collect " + rt.backend + " (" + std::to_string(launch.world) + " ranks)", to_run.size());
-    RunLaunchedCases(registry, launch, lo, rt, to_run, lead ? &*journal : nullptr,
-                     [&](std::size_t d, std::size_t f) {
-                       if (bar) bar->Update(d, f);
-                     },
-                     [] { return g_stop != 0; });
-    if (bar) bar->Finish();
-  } else {
-    SchedulerOptions sched;
-    sched.worker_exe = opt.worker_exe;
-    sched.devices = devices;
-    sched.timeout_s = opt.timeout_s;
-    sched.worker_log = run_dir + "/collector.log";
-    sched.worker_args = {"--timing-budget", std::to_string(opt.timing_budget_s)};
-    if (opt.measure_power) sched.worker_args.push_back("--measure-power");
-    double mem = opt.worker_memory_bytes;
-    if (mem == 0 && rt.backend == "cpu") mem = 0.75 * HostMemTotalBytes() / static_cast<double>(sched.devices.size());
-    if (mem > 0) {
-      sched.worker_args.push_back("--memory-limit-bytes");
-      sched.worker_args.push_back(std::to_string(static_cast<long long>(mem)));
-    }
-    // Single-GPU cases go to one worker per GPU; multi-process cases to gangs.
-    std::vector<Case> solo, gang;
-    for (auto& c : to_run) (registry.FindOp(plan.backend, c.op)->Ranks(c.params) > 1 ? gang : solo).push_back(c);
-    log::Info("running " + std::to_string(to_run.size()) + " cases on " + std::to_string(sched.devices.size()) +
-              " worker slot(s)" + (gang.empty() ? "" : " (" + std::to_string(gang.size()) + " of them multi-GPU, in gangs)"));
-    ProgressBar bar("collect " + rt.backend, to_run.size());
-    std::size_t solo_done = 0, solo_failed = 0;
-    auto on_record = [&](const JournalRecord& r) {
-      if (IsFailure(r.status))
-        log::Write(log::Level::kDebug, r.id + ": " + std::string(ToString(r.status)) + " [" +
-                                              std::string(ToString(r.failure_class)) + "] " + r.message);
-    };
-    if (!solo.empty())
-      RunCases(registry, rt.backend, solo, sched, *journal, on_record,
-               [&](const SchedulerProgress& p) {
-                 solo_done = p.done;
-                 solo_failed = p.failed;
-                 bar.Update(p.done, p.failed);
-               },
-               [] { return g_stop != 0; });
-    if (!gang.empty() && g_stop == 0)
-      RunGangCases(registry, rt.backend, gang, sched, [&] { return backend->NewGroupId(); }, *journal, on_record,
-                   [&](const SchedulerProgress& p) { bar.Update(solo_done + p.done, solo_failed + p.failed); },
-                   [] { return g_stop != 0; });
-    bar.Finish();
-  }
+  if (opt.launched)
+    RunLaunched(registry, backend, opt, rt, plan, place, run_dir, sel.to_run, lead ? &*journal : nullptr);
+  else
+    RunOnWorkers(registry, backend, opt, rt, plan, place.devices, run_dir, sel.to_run, *journal);
   std::signal(SIGINT, old_int);
   std::signal(SIGTERM, old_term);
   if (!lead) {
@@ -454,53 +615,16 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
   JournalContents all = ReadJournal(journal_path);
   RunSummary summary = Summarize(plan, all.records);
   Json extra{{"interrupted", interrupted}, {"run_dir", run_dir}, {"finished_at", UtcNow()}};
-  // The re-run cases that got a new record in this invocation, and the ones that
-  // did not (an interrupted invocation may not have reached them all).
-  std::optional<RerunProvenance> rerun;
-  if (opt.rerun_where) {
-    rerun.emplace();
-    rerun->where = opt.rerun_where->text();
-    rerun->before = opt.rerun_before.value_or("");
-    for (std::size_t i = records_before; i < all.records.size(); ++i)
-      if (rerun_ids.count(all.records[i].id)) rerun->case_ids.insert(all.records[i].id);
-    for (const auto& id : rerun_ids)
-      if (!rerun->case_ids.count(id)) rerun->pending_ids.insert(id);
-    extra["rerun_where"] = rerun->where;
-    if (opt.rerun_before) extra["rerun_before"] = *opt.rerun_before;
-    extra["rerun_cases"] = rerun->case_ids.size();
-    extra["rerun_pending"] = rerun->pending_ids.size();
-  }
+  std::optional<RerunProvenance> rerun = RerunOutcome(opt, all, prior.records, sel.rerun_ids, extra);
   WriteSummaryFiles(run_dir, header, plan, summary, extra);
   std::printf("%s", FormatSummary(plan, summary).c_str());
 
   FinalizeResult fin = Finalize({run_dir}, opt.out_root, opt.format, rerun ? &*rerun : nullptr);
-  for (const auto& [t, o] : fin.tables) {
-    std::string reran;
-    if (o.rerun_cases > 0 || o.rerun_pending > 0)
-      reran = ", " + std::to_string(o.rerun_cases) + " cases re-run for --rerun-where" +
-              (o.rerun_pending > 0 ? ", " + std::to_string(o.rerun_pending) + " still to re-run" : "");
-    std::printf("%s: %zu rows (+%zu from this run%s) -> %s [%s, %zu of %zu planned keys missing]\n", t.c_str(),
-                o.rows_after, o.rows_added, reran.c_str(), o.path.c_str(), o.status.c_str(), o.missing, o.planned);
-  }
+  PrintTableOutcomes(fin);
   std::printf("summary: %s/collection_summary_%s.json\n", run_dir.c_str(), rt.backend.c_str());
   log::CloseFile();
   if (interrupted) {
-    std::string rerun_hint;  // the same rerun, without the cases re-run since it started
-    if (opt.rerun_where) {
-      // Without a --rerun-before: the second after the newest record this rerun found
-      // (not its start time: an old record written in the start's second would count
-      // as re-run). A case this rerun recorded in that same second is then measured
-      // once more; none is skipped.
-      std::string before = header.created_at;
-      if (opt.rerun_before) before = *opt.rerun_before;
-      else if (newest_old_at > 0) before = FormatUtcSeconds(newest_old_at + 1);
-      rerun_hint = " --rerun-where " + ShellQuote(opt.rerun_where->text()) + " --rerun-before " + before;
-    }
-    if (rerun && !rerun->pending_ids.empty())
-      std::fprintf(stderr, "interrupted: %zu of the %zu cases selected by --rerun-where not re-run yet\n",
-                   rerun->pending_ids.size(), rerun_ids.size());
-    std::fprintf(stderr, "interrupted: finished cases are saved; continue with --resume --run-dir %s%s\n",
-                 run_dir.c_str(), rerun_hint.c_str());
+    PrintInterrupted(opt, run_dir, header, prior.newest_old_at, rerun, sel.rerun_ids.size());
     return kExitCaseFailures;
   }
   return summary.ok() ? kExitOk : kExitCaseFailures;

@@ -64,6 +64,284 @@ Params RowParams(const Table& t, std::size_t r) {
   return p;
 }
 
+// The journals and plans of the run dirs (the shards of one plan).
+struct Shards {
+  JournalHeader header;  // the first run dir's
+  std::vector<PlanFile> plans;
+  std::unordered_map<std::string, JournalRecord> latest;  // id -> newest record
+  std::set<int> seen;                                     // shard indices
+  int count = 1;
+};
+
+Shards ReadShards(const std::vector<std::string>& run_dirs) {
+  Shards s;
+  for (std::size_t i = 0; i < run_dirs.size(); ++i) {
+    const std::string& dir = run_dirs[i];
+    JournalContents jc = ReadJournal(dir + "/journal.jsonl");
+    if (i == 0) {
+      s.header = jc.header;
+      s.count = s.header.shard_count;
+    } else {
+      JournalHeader h = jc.header;
+      h.shard_index = s.header.shard_index;  // shards differ only in their index
+      std::string diff = s.header.Mismatch(h);
+      if (!diff.empty())
+        throw UsageError("run dirs " + run_dirs[0] + " and " + dir + " are not shards of one plan: " + diff);
+    }
+    if (!s.seen.insert(jc.header.shard_index).second)
+      throw UsageError("two run dirs hold shard " + std::to_string(jc.header.shard_index) + "/" +
+                       std::to_string(s.count) + "; pass each shard once");
+    for (auto& r : jc.records) s.latest[r.id] = std::move(r);
+    s.plans.push_back(ReadPlanFile(dir + "/plan.jsonl"));
+  }
+  return s;
+}
+
+// Planned keys per table (the union over shards' copies of the full plan) and op -> table.
+struct PlannedKeys {
+  std::map<std::string, std::map<std::string, const PlanFile::Entry*>> by_table;  // table -> identity -> entry
+  std::map<std::string, std::string> op_table;
+  bool partial_selection = false;
+};
+
+PlannedKeys CollectPlannedKeys(const std::vector<PlanFile>& plans) {
+  PlannedKeys pk;
+  for (const auto& pf : plans) {
+    pk.partial_selection = pk.partial_selection || pf.partial_selection;
+    for (const auto& e : pf.entries) {
+      const TableSpec* spec = FindTableSpec(e.table);
+      if (!spec) throw DataError("plan names unknown table '" + e.table + "'");
+      const PlanFile::Entry*& slot = pk.by_table[e.table][RowIdentity(*spec, e.key)];
+      if (!slot || e.selected) slot = &e;  // a shard that selected the case speaks for it
+      pk.op_table[e.op] = e.table;
+    }
+  }
+  return pk;
+}
+
+// The newest records per table: the rows of the passed ones, case counts by
+// status, and the identities of the cases that did not pass.
+struct RecordsByTable {
+  std::map<std::string, std::vector<Params>> new_rows;
+  std::map<std::string, std::map<std::string, std::size_t>> counts;  // table -> status -> n
+  // Cases whose newest record is not passed: table -> (row identity, record).
+  std::map<std::string, std::vector<std::pair<std::string, const JournalRecord*>>> not_passed;
+  bool with_power = false;
+};
+
+RecordsByTable SortRecords(const std::unordered_map<std::string, JournalRecord>& latest,
+                           const std::map<std::string, std::string>& op_table) {
+  RecordsByTable out;
+  bool power_known = false;
+  for (const auto& [id, r] : latest) {
+    auto it = op_table.find(r.op);
+    if (it == op_table.end()) throw DataError("journal case '" + id + "' belongs to no op of the plan");
+    out.counts[it->second][std::string(ToString(r.status))]++;
+    if (r.status != Disposition::kPassed) {
+      const TableSpec* spec = FindTableSpec(it->second);
+      Params key = r.params;
+      key.Set("op_name", r.op);
+      bool keyed = true;
+      for (const auto& name : spec->IdentityColumns()) keyed = keyed && key.Has(name);
+      if (keyed) out.not_passed[it->second].emplace_back(RowIdentity(*spec, key), &r);
+      continue;
+    }
+    for (const auto& row : r.rows) {
+      bool p = row.Has("power");
+      if (power_known && p != out.with_power) throw DataError("journal mixes rows with and without power columns");
+      out.with_power = p;
+      power_known = true;
+      out.new_rows[it->second].push_back(row);
+    }
+  }
+  return out;
+}
+
+// Cases of `ids` per table, through the op of the case's newest record (a
+// pending rerun case still has the record it had before the rerun).
+std::map<std::string, std::size_t> CountByTable(const std::set<std::string>& ids,
+                                                const std::unordered_map<std::string, JournalRecord>& latest,
+                                                const std::map<std::string, std::string>& op_table) {
+  std::map<std::string, std::size_t> by_table;
+  for (const auto& id : ids) {
+    auto r = latest.find(id);
+    if (r == latest.end()) continue;
+    auto t = op_table.find(r->second.op);
+    if (t != op_table.end()) ++by_table[t->second];
+  }
+  return by_table;
+}
+
+// Where a table is written: its version folder, format and path. "auto" keeps
+// the format the table is already kept in (the bundled tables are Parquet); a
+// copy in the other format is refused.
+struct TableTarget {
+  std::string dir, format, path;
+};
+
+TableTarget ResolveTableTarget(const std::string& out_root, const JournalHeader& header, const TableSpec& spec,
+                               const std::string& table_name, const std::string& format) {
+  TableTarget t;
+  t.dir = out_root + "/" + header.system + "/" + spec.family + "/" + header.backend + "/" + header.version;
+  t.format = format;
+  if (format == "auto") t.format = PathExists(t.dir + "/" + table_name + ".parquet") ? "parquet" : "csv";
+  t.path = t.dir + "/" + table_name + "." + t.format;
+  std::string other = t.dir + "/" + table_name + (t.format == "csv" ? ".parquet" : ".csv");
+  if (PathExists(other) && format == "auto")
+    throw UsageError(t.path + " and " + other +
+                     " both hold this table; keep one (a data folder holds a table in one "
+                     "format)");
+  if (PathExists(other))
+    throw UsageError(other + " already holds this table; collect with --format " +
+                     (t.format == "csv" ? "parquet" : "csv") + " or convert it with `servecast db convert`");
+  return t;
+}
+
+// The existing table's rows by identity, overwritten by the new rows (newest
+// row per key wins); counts rows_before and rows_added.
+std::map<std::string, std::vector<Value>> MergeRows(const TableSpec& spec, const std::vector<ColumnSpec>& cols,
+                                                    const std::string& path, const std::vector<Params>& new_rows,
+                                                    TableOutcome& outcome) {
+  std::map<std::string, std::vector<Value>> by_key;
+  if (PathExists(path)) {
+    Table old = LoadExisting(path, cols);
+    outcome.rows_before = old.num_rows();
+    for (std::size_t r = 0; r < old.num_rows(); ++r) by_key[RowIdentity(spec, RowParams(old, r))] = old.Row(r);
+  }
+  for (const auto& row : new_rows) {
+    std::vector<Value> cells;
+    for (const auto& c : cols) {
+      const Value& v = row.Get(c.name);
+      if (c.type == ValueType::kDouble && TypeOf(v) == ValueType::kInt64)
+        cells.emplace_back(static_cast<double>(std::get<std::int64_t>(v)));
+      else
+        cells.push_back(v);
+    }
+    by_key[RowIdentity(spec, row)] = std::move(cells);
+    ++outcome.rows_added;
+  }
+  return by_key;
+}
+
+// A row kept from the existing table whose case's newest record here is not
+// passed (e.g. a re-run that now fails) is not this run's measurement: say so.
+void NoteStaleRows(const std::string& table_name, const std::map<std::string, std::vector<Value>>& by_key,
+                   const std::vector<std::pair<std::string, const JournalRecord*>>& not_passed, TableOutcome& outcome) {
+  std::size_t stale = 0;
+  const JournalRecord* example = nullptr;
+  for (const auto& [identity, r] : not_passed)
+    if (by_key.count(identity)) {
+      ++stale;
+      if (!example || r->id < example->id) example = r;
+    }
+  if (stale > 0)
+    log::Warn(table_name + ": " + std::to_string(stale) +
+              " row(s) kept from the existing table although the newest journal record of their case is not "
+              "passed (e.g. " +
+              example->id + ": " + std::string(ToString(example->status)) +
+              "); the run's summary counts those cases by that record");
+  outcome.stale_rows = stale;
+  if (example) outcome.stale_example = example->id + ": " + std::string(ToString(example->status));
+}
+
+// The merged rows sorted by identity, so that the committed CSV diffs cleanly.
+Table SortedTable(const TableSpec& spec, const std::vector<ColumnSpec>& cols,
+                  std::map<std::string, std::vector<Value>>& by_key) {
+  std::vector<std::vector<Value>> rows;
+  for (auto& [_, cells] : by_key) rows.push_back(std::move(cells));
+  std::vector<std::size_t> id_cols;
+  for (const auto& name : spec.IdentityColumns())
+    for (std::size_t c = 0; c < cols.size(); ++c)
+      if (cols[c].name == name) id_cols.push_back(c);
+  std::sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) {
+    for (std::size_t c : id_cols)
+      if (int cmp = CompareValues(a[c], b[c]); cmp != 0) return cmp < 0;
+    return false;
+  });
+  Table merged(cols);
+  for (auto& cells : rows) merged.AppendRow(std::move(cells));
+  return merged;
+}
+
+// Planned keys the table lacks, over the whole plan and over this run's selection.
+void CountMissing(const std::map<std::string, const PlanFile::Entry*>& keys,
+                  const std::map<std::string, std::vector<Value>>& by_key, TableOutcome& outcome) {
+  outcome.planned = keys.size();
+  for (const auto& [k, entry] : keys) {
+    bool have = by_key.count(k) > 0;
+    if (!have) ++outcome.missing;
+    if (entry->selected) {
+      ++outcome.selected;
+      if (!have) ++outcome.missing_selected;
+    }
+  }
+}
+
+// collection_meta.yaml beside the tables: merges this table's entry.
+void UpdateCollectionMeta(const TableTarget& target, const std::string& table_name, const Shards& shards,
+                          bool partial_selection, const std::map<std::string, std::size_t>& counts,
+                          const TableOutcome& outcome, const RerunProvenance* rerun) {
+  const JournalHeader& header = shards.header;
+  std::string meta_path = target.dir + "/collection_meta.yaml";
+  YAML::Node meta = PathExists(meta_path) ? LoadYamlFile(meta_path) : YAML::Node(YAML::NodeType::Map);
+  meta["schema_version"] = 1;
+  meta["servecast"]["version"] = std::string(BuildVersion());
+  meta["servecast"]["commit"] = std::string(BuildCommit());
+  meta["backend"] = header.backend;
+  meta["backend_version"] = header.version;
+  meta["device"] = header.device;
+  meta["arch"] = header.arch;
+  meta["sm"] = header.sm;
+  meta["system"] = header.system;
+  YAML::Node t = meta["tables"][table_name];
+  t["file"] = table_name + "." + target.format;
+  t.remove("converted");  // the file is this write's, not a conversion's
+  t["collected_at"] = UtcNow();
+  t["collector_commit"] = std::string(BuildCommit());
+  t["plan_hash"] = "sha256:" + header.plan_hash;
+  t["shards"] = std::to_string(shards.seen.size()) + "/" + std::to_string(shards.count);
+  t["planned"] = static_cast<long long>(outcome.planned);
+  t["rows"] = static_cast<long long>(outcome.rows_after);
+  t["missing"] = static_cast<long long>(outcome.missing);
+  t["selection"] = partial_selection ? "narrowed" : "full";
+  t["selected"] = static_cast<long long>(outcome.selected);
+  t["missing_selected"] = static_cast<long long>(outcome.missing_selected);
+  YAML::Node cases;
+  for (const auto& [status, n] : counts) cases[status] = static_cast<long long>(n);
+  t["cases"] = cases;
+  t["status"] = outcome.status;
+  if (partial_selection && outcome.status == "partial")
+    t["note"] = "the run was narrowed by --limit/--smoke/--model/--case-filter; the table does not cover the full plan";
+  // A table with cases still to re-run names the rerun even when the
+  // invocation re-ran none of them (interrupted before it reached them).
+  if (outcome.rerun_cases > 0 || outcome.rerun_pending > 0) {
+    t["rerun_where"] = rerun->where;
+    if (!rerun->before.empty())
+      t["rerun_before"] = rerun->before;
+    else
+      t.remove("rerun_before");
+    t["rerun_cases"] = static_cast<long long>(outcome.rerun_cases);
+  } else {
+    t.remove("rerun_where");
+    t.remove("rerun_before");
+    t.remove("rerun_cases");
+  }
+  if (outcome.rerun_pending > 0)
+    t["rerun_pending"] = static_cast<long long>(outcome.rerun_pending);
+  else
+    t.remove("rerun_pending");
+  // Kept rows whose case's newest record is not passed stay visible in the meta
+  // (the log warning alone is lost with the terminal).
+  if (outcome.stale_rows > 0) {
+    t["stale_rows"] = static_cast<long long>(outcome.stale_rows);
+    t["stale_example"] = outcome.stale_example;
+  } else {
+    t.remove("stale_rows");
+    t.remove("stale_example");
+  }
+  WriteCollectionMeta(meta_path, meta);
+}
+
 }  // namespace
 
 std::string RowIdentity(const TableSpec& table, const Params& row) {
@@ -142,168 +420,30 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
   if (format != "csv" && format != "parquet" && format != "auto")
     throw UsageError("format '" + format + "'; expected csv, parquet or auto");
   if (run_dirs.empty()) throw UsageError("finalize needs at least one run dir");
-  FinalizeResult result;
-  JournalHeader header;
-  std::vector<PlanFile> plans;
-  std::unordered_map<std::string, JournalRecord> latest;  // id -> newest record
-  std::set<int> shards_seen;
-  int shard_count = 1;
-  std::string commits;
-  for (std::size_t i = 0; i < run_dirs.size(); ++i) {
-    const std::string& dir = run_dirs[i];
-    JournalContents jc = ReadJournal(dir + "/journal.jsonl");
-    if (i == 0) {
-      header = jc.header;
-      shard_count = header.shard_count;
-    } else {
-      JournalHeader h = jc.header;
-      h.shard_index = header.shard_index;  // shards differ only in their index
-      std::string diff = header.Mismatch(h);
-      if (!diff.empty()) throw UsageError("run dirs " + run_dirs[0] + " and " + dir + " are not shards of one plan: " + diff);
-    }
-    if (!shards_seen.insert(jc.header.shard_index).second)
-      throw UsageError("two run dirs hold shard " + std::to_string(jc.header.shard_index) + "/" +
-                       std::to_string(shard_count) + "; pass each shard once");
-    for (auto& r : jc.records) latest[r.id] = std::move(r);
-    plans.push_back(ReadPlanFile(dir + "/plan.jsonl"));
-  }
-
-  // Planned keys per table (the union over shards' copies of the full plan) and op -> table.
-  std::map<std::string, std::map<std::string, const PlanFile::Entry*>> planned;  // table -> identity -> entry
-  std::map<std::string, std::string> op_table;
-  bool partial_selection = false;
-  for (const auto& pf : plans) {
-    partial_selection = partial_selection || pf.partial_selection;
-    for (const auto& e : pf.entries) {
-      const TableSpec* spec = FindTableSpec(e.table);
-      if (!spec) throw DataError("plan names unknown table '" + e.table + "'");
-      const PlanFile::Entry*& slot = planned[e.table][RowIdentity(*spec, e.key)];
-      if (!slot || e.selected) slot = &e;  // a shard that selected the case speaks for it
-      op_table[e.op] = e.table;
-    }
-  }
-
-  // New rows per table, and per-table case counts.
-  std::map<std::string, std::vector<Params>> new_rows;
-  std::map<std::string, std::map<std::string, std::size_t>> counts;  // table -> status -> n
-  // Cases whose newest record is not passed: table -> (row identity, record).
-  std::map<std::string, std::vector<std::pair<std::string, const JournalRecord*>>> not_passed;
-  bool with_power = false, power_known = false;
-  for (const auto& [id, r] : latest) {
-    auto it = op_table.find(r.op);
-    if (it == op_table.end()) throw DataError("journal case '" + id + "' belongs to no op of the plan");
-    counts[it->second][std::string(ToString(r.status))]++;
-    if (r.status != Disposition::kPassed) {
-      const TableSpec* spec = FindTableSpec(it->second);
-      Params key = r.params;
-      key.Set("op_name", r.op);
-      bool keyed = true;
-      for (const auto& name : spec->IdentityColumns()) keyed = keyed && key.Has(name);
-      if (keyed) not_passed[it->second].emplace_back(RowIdentity(*spec, key), &r);
-      continue;
-    }
-    for (const auto& row : r.rows) {
-      bool p = row.Has("power");
-      if (power_known && p != with_power) throw DataError("journal mixes rows with and without power columns");
-      with_power = p;
-      power_known = true;
-      new_rows[it->second].push_back(row);
-    }
-  }
-
-  // Re-run and pending cases per table, through the op of the case's newest
-  // record (a pending case still has the record it had before the rerun).
+  const Shards shards = ReadShards(run_dirs);
+  const PlannedKeys planned = CollectPlannedKeys(shards.plans);
+  RecordsByTable records = SortRecords(shards.latest, planned.op_table);
   std::map<std::string, std::size_t> rerun_by_table, pending_by_table;
-  auto count_by_table = [&](const std::set<std::string>& ids, std::map<std::string, std::size_t>& by_table) {
-    for (const auto& id : ids) {
-      auto r = latest.find(id);
-      if (r == latest.end()) continue;
-      auto t = op_table.find(r->second.op);
-      if (t != op_table.end()) ++by_table[t->second];
-    }
-  };
   if (rerun) {
-    count_by_table(rerun->case_ids, rerun_by_table);
-    count_by_table(rerun->pending_ids, pending_by_table);
+    rerun_by_table = CountByTable(rerun->case_ids, shards.latest, planned.op_table);
+    pending_by_table = CountByTable(rerun->pending_ids, shards.latest, planned.op_table);
   }
 
-  for (const auto& [table_name, keys] : planned) {
+  FinalizeResult result;
+  for (const auto& [table_name, keys] : planned.by_table) {
     const TableSpec* spec = FindTableSpec(table_name);
-    std::string dir = out_root + "/" + header.system + "/" + spec->family + "/" + header.backend + "/" + header.version;
-    result.data_dir = out_root + "/" + header.system;
-    // auto: the format the table is already kept in (the bundled tables are Parquet).
-    std::string table_format = format;
-    if (format == "auto") table_format = PathExists(dir + "/" + table_name + ".parquet") ? "parquet" : "csv";
-    std::string path = dir + "/" + table_name + "." + table_format;
-    std::string other = dir + "/" + table_name + (table_format == "csv" ? ".parquet" : ".csv");
-    if (PathExists(other) && format == "auto")
-      throw UsageError(path + " and " + other + " both hold this table; keep one (a data folder holds a table in one "
-                       "format)");
-    if (PathExists(other))
-      throw UsageError(other + " already holds this table; collect with --format " +
-                       (table_format == "csv" ? "parquet" : "csv") + " or convert it with `servecast db convert`");
-    std::vector<ColumnSpec> cols = spec->AllColumns(with_power);
-    Table merged(cols);
-    std::map<std::string, std::vector<Value>> by_key;
+    const TableTarget target = ResolveTableTarget(out_root, shards.header, *spec, table_name, format);
+    result.data_dir = out_root + "/" + shards.header.system;
+    std::vector<ColumnSpec> cols = spec->AllColumns(records.with_power);
     TableOutcome outcome;
-    outcome.path = path;
-    if (PathExists(path)) {
-      Table old = LoadExisting(path, cols);
-      outcome.rows_before = old.num_rows();
-      for (std::size_t r = 0; r < old.num_rows(); ++r) by_key[RowIdentity(*spec, RowParams(old, r))] = old.Row(r);
-    }
-    for (const auto& row : new_rows[table_name]) {
-      std::vector<Value> cells;
-      for (const auto& c : cols) {
-        const Value& v = row.Get(c.name);
-        if (c.type == ValueType::kDouble && TypeOf(v) == ValueType::kInt64) cells.emplace_back(static_cast<double>(std::get<std::int64_t>(v)));
-        else cells.push_back(v);
-      }
-      by_key[RowIdentity(*spec, row)] = std::move(cells);
-      ++outcome.rows_added;
-    }
-    // A row kept from the existing table whose case's newest record here is not
-    // passed (e.g. a re-run that now fails) is not this run's measurement: say so.
-    std::size_t stale = 0;
-    const JournalRecord* example = nullptr;
-    for (const auto& [identity, r] : not_passed[table_name])
-      if (by_key.count(identity)) {
-        ++stale;
-        if (!example || r->id < example->id) example = r;
-      }
-    if (stale > 0)
-      log::Warn(table_name + ": " + std::to_string(stale) +
-                " row(s) kept from the existing table although the newest journal record of their case is not "
-                "passed (e.g. " +
-                example->id + ": " + std::string(ToString(example->status)) +
-                "); the run's summary counts those cases by that record");
-    outcome.stale_rows = stale;
-    if (example) outcome.stale_example = example->id + ": " + std::string(ToString(example->status));
+    outcome.path = target.path;
+    auto by_key = MergeRows(*spec, cols, target.path, records.new_rows[table_name], outcome);
+    NoteStaleRows(table_name, by_key, records.not_passed[table_name], outcome);
     outcome.rerun_cases = rerun_by_table[table_name];
     outcome.rerun_pending = pending_by_table[table_name];
-    // Sorted by identity so that the committed CSV diffs cleanly.
-    std::vector<std::vector<Value>> rows;
-    for (auto& [_, cells] : by_key) rows.push_back(std::move(cells));
-    std::vector<std::size_t> id_cols;
-    for (const auto& name : spec->IdentityColumns())
-      for (std::size_t c = 0; c < cols.size(); ++c)
-        if (cols[c].name == name) id_cols.push_back(c);
-    std::sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) {
-      for (std::size_t c : id_cols)
-        if (int cmp = CompareValues(a[c], b[c]); cmp != 0) return cmp < 0;
-      return false;
-    });
-    for (auto& cells : rows) merged.AppendRow(std::move(cells));
+    CountMissing(keys, by_key, outcome);
+    Table merged = SortedTable(*spec, cols, by_key);
     outcome.rows_after = merged.num_rows();
-    outcome.planned = keys.size();
-    for (const auto& [k, entry] : keys) {
-      bool have = by_key.count(k) > 0;
-      if (!have) ++outcome.missing;
-      if (entry->selected) {
-        ++outcome.selected;
-        if (!have) ++outcome.missing_selected;
-      }
-    }
     outcome.status = outcome.missing == 0 ? "complete" : "partial";
     if (outcome.rows_after == 0) {
       log::Warn(table_name + ": no rows collected; table not written");
@@ -311,68 +451,10 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
       result.tables[table_name] = outcome;
       continue;
     }
-    WriteTableFile(merged, path, spec->WriteOptions());
+    WriteTableFile(merged, target.path, spec->WriteOptions());
     result.tables[table_name] = outcome;
-
-    // collection_meta.yaml beside the tables: merge this table's entry.
-    std::string meta_path = dir + "/collection_meta.yaml";
-    YAML::Node meta = PathExists(meta_path) ? LoadYamlFile(meta_path) : YAML::Node(YAML::NodeType::Map);
-    meta["schema_version"] = 1;
-    meta["servecast"]["version"] = std::string(BuildVersion());
-    meta["servecast"]["commit"] = std::string(BuildCommit());
-    meta["backend"] = header.backend;
-    meta["backend_version"] = header.version;
-    meta["device"] = header.device;
-    meta["arch"] = header.arch;
-    meta["sm"] = header.sm;
-    meta["system"] = header.system;
-    YAML::Node t = meta["tables"][table_name];
-    t["file"] = table_name + "." + table_format;
-    t.remove("converted");  // the file is this write's, not a conversion's
-    t["collected_at"] = UtcNow();
-    t["collector_commit"] = std::string(BuildCommit());
-    t["plan_hash"] = "sha256:" + header.plan_hash;
-    t["shards"] = std::to_string(shards_seen.size()) + "/" + std::to_string(shard_count);
-    t["planned"] = static_cast<long long>(outcome.planned);
-    t["rows"] = static_cast<long long>(outcome.rows_after);
-    t["missing"] = static_cast<long long>(outcome.missing);
-    t["selection"] = partial_selection ? "narrowed" : "full";
-    t["selected"] = static_cast<long long>(outcome.selected);
-    t["missing_selected"] = static_cast<long long>(outcome.missing_selected);
-    YAML::Node cases;
-    for (const auto& [status, n] : counts[table_name]) cases[status] = static_cast<long long>(n);
-    t["cases"] = cases;
-    t["status"] = outcome.status;
-    if (partial_selection && outcome.status == "partial")
-      t["note"] = "the run was narrowed by --limit/--smoke/--model/--case-filter; the table does not cover the full plan";
-    // A table with cases still to re-run names the rerun even when the
-    // invocation re-ran none of them (interrupted before it reached them).
-    if (outcome.rerun_cases > 0 || outcome.rerun_pending > 0) {
-      t["rerun_where"] = rerun->where;
-      if (!rerun->before.empty())
-        t["rerun_before"] = rerun->before;
-      else
-        t.remove("rerun_before");
-      t["rerun_cases"] = static_cast<long long>(outcome.rerun_cases);
-    } else {
-      t.remove("rerun_where");
-      t.remove("rerun_before");
-      t.remove("rerun_cases");
-    }
-    if (outcome.rerun_pending > 0)
-      t["rerun_pending"] = static_cast<long long>(outcome.rerun_pending);
-    else
-      t.remove("rerun_pending");
-    // Kept rows whose case's newest record is not passed stay visible in the meta
-    // (the log warning alone is lost with the terminal).
-    if (outcome.stale_rows > 0) {
-      t["stale_rows"] = static_cast<long long>(outcome.stale_rows);
-      t["stale_example"] = outcome.stale_example;
-    } else {
-      t.remove("stale_rows");
-      t.remove("stale_example");
-    }
-    WriteCollectionMeta(meta_path, meta);
+    UpdateCollectionMeta(target, table_name, shards, planned.partial_selection, records.counts[table_name], outcome,
+                         rerun);
   }
   return result;
 }

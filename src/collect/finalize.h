@@ -67,6 +67,9 @@ struct RerunProvenance {
   std::set<std::string> pending_ids;
 };
 
+// Writes a folder's collection_meta.yaml atomically, with its header line.
+void WriteCollectionMeta(const std::string& path, const YAML::Node& meta);
+
 // Merges the rows of the runs' journals into the tables under
 // <out_root>/<system>/<family>/<backend>/<version>/ (newest row per key wins,
 // atomic writes) and updates collection_meta.yaml there. Several run dirs are the
@@ -82,9 +85,6 @@ struct RerunProvenance {
 // collection_meta.yaml entry, and `rerun_pending` when some are pending; without
 // it (or for a table with neither) those fields are removed, since the entry
 // describes the latest write of the table.
-// Writes a folder's collection_meta.yaml atomically, with its header line.
-void WriteCollectionMeta(const std::string& path, const YAML::Node& meta);
-
 FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::string& out_root,
                         const std::string& format = "auto", const RerunProvenance* rerun = nullptr);
 
