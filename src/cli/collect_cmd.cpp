@@ -1,8 +1,10 @@
 #include "cli/collect_cmd.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 
+#include "cli/value_checks.h"
 #include "collect/expr.h"
 #include "core/error.h"
 
@@ -46,7 +48,8 @@ CLI::App* AddCollectCommand(CLI::App& app, CollectArgs& a) {
                     "without re-measuring the cases it already re-ran")
           ->type_name("TIME");
   c->add_option("--gpus", a.gpus, "worker slots, one per device index (cpu backend: one worker per listed core)");
-  c->add_option("--timeout-s", co.timeout_s, "per-case time limit in seconds (default: the op's own)");
+  c->add_option("--timeout-s", co.timeout_s, "per-case time limit in seconds (default: the op's own)")
+      ->check(NumberIn(0, 7 * 86400, true));
   c->add_flag("--measure-power", co.measure_power,
               "add power columns: mean board power over >= 1 s of replays and the enforced limit (cuda backend; NVML)");
   c->add_option("--format", co.format,
@@ -61,9 +64,11 @@ CLI::App* AddCollectCommand(CLI::App& app, CollectArgs& a) {
               "custom_allreduce) together; needs --run-dir on a folder every rank sees");
   c->add_option("--timing-budget-s", co.timing_budget_s,
                 "timed seconds per case before the stop rule gives up on 1% spread")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(NumberIn(0, 3600, true));
   c->add_option("--worker-memory-gb", co.worker_memory_bytes,
-                "cpu backend: address-space limit per worker in GiB (default 75% of RAM / workers)");
+                "cpu backend: address-space limit per worker in GiB (default 75% of RAM / workers)")
+      ->check(NumberIn(0, 1 << 20, true));
   c->add_option("--cases", co.plan.cases_dir, "case plan folder (default: cases/ of the installation)");
   c->add_option("--systems", co.systems_dir, "system spec folder (default: systems/ of the installation)");
   return c;
@@ -85,6 +90,8 @@ std::vector<int> ParseDevices(const std::string& text) {
     } catch (const std::exception&) {
       throw UsageError("--gpus '" + text + "': '" + item + "' is not a device index; expected e.g. 0,1,2");
     }
+    if (std::count(out.begin(), out.end(), out.back()) > 1)
+      throw UsageError("--gpus '" + text + "': device " + item + " is listed twice; expected each index once");
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "cli/plan_common.h"
+#include "cli/value_checks.h"
 #include "core/error.h"
 #include "model/model_config.h"
 #include "perfdb/modes.h"
@@ -22,22 +23,24 @@ CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& a) {
   auto* c = app.add_subcommand("default", "search deployments of a model on N GPUs: Pareto frontier and the best");
   c->add_option("--model", a.model, "bundled model (HF id) or a folder with config.json")->required();
   c->add_option("--system", a.system, "system (systems/<name>.yaml), e.g. h200_sxm")->required();
-  c->add_option("--total-gpus", a.total_gpus, "GPUs to deploy on")->required()->check(CLI::PositiveNumber);
+  c->add_option("--total-gpus", a.total_gpus, "GPUs to deploy on")->required()->check(IntIn(1, kMaxGpus));
   c->add_option("--backend", a.engine, "serving engine modelled: trtllm, vllm or sglang")->capture_default_str();
   c->add_option("--data", a.data, "perf-data source BACKEND[/VERSION] (default: the system's only source, else cuda)");
   c->add_option("--data-root", a.data_roots, "data root (repeat; default: systems/data of the installation)");
   c->add_option("--database-mode", a.database_mode, "silicon, hybrid, empirical or sol")->capture_default_str();
   c->add_option("--transfer-policy", a.transfer_policy, "hybrid / empirical: off, conservative, balanced, aggressive")
       ->capture_default_str();
-  c->add_option("--isl", a.isl, "input tokens per request")->capture_default_str();
-  c->add_option("--osl", a.osl, "output tokens per request")->capture_default_str();
-  c->add_option("--prefix", a.prefix, "cached prefix tokens of the input")->capture_default_str();
-  c->add_option("--ttft", a.ttft, "limit on time to first token, ms")->capture_default_str();
-  c->add_option("--tpot", a.tpot, "limit on time per output token, ms")->capture_default_str();
-  c->add_option("--request-latency", a.request_latency, "limit on request latency, ms (replaces --tpot)");
-  c->add_option("--top-n", a.top_n, "deployments listed per mode")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--isl", a.isl, "input tokens per request")->capture_default_str()->check(IntIn(1, kMaxTokens));
+  c->add_option("--osl", a.osl, "output tokens per request")->capture_default_str()->check(IntIn(2, kMaxTokens));
+  c->add_option("--prefix", a.prefix, "cached prefix tokens of the input")->capture_default_str()->check(IntIn(0, kMaxTokens));
+  c->add_option("--ttft", a.ttft, "limit on time to first token, ms")->capture_default_str()->check(NumberIn(0, 1e9, true));
+  c->add_option("--tpot", a.tpot, "limit on time per output token, ms")->capture_default_str()->check(NumberIn(0, 1e9, true));
+  c->add_option("--request-latency", a.request_latency, "limit on request latency, ms (replaces --tpot)")
+      ->check(NumberIn(0, 1e9));
+  c->add_option("--top-n", a.top_n, "deployments listed per mode")->capture_default_str()->check(IntIn(1, 1000));
   c->add_option("--modes", a.modes, "serving modes searched: agg, disagg or agg,disagg")->capture_default_str();
-  c->add_option("--moe-distribution", a.moe_distribution, "expert load: balanced, power_law_1.01, power_law_1.2");
+  c->add_option("--moe-distribution", a.moe_distribution, "expert load: balanced, power_law_1.01, power_law_1.2")
+      ->check(ExpertLoad());
   c->add_flag("--json", a.json, "print one JSON document and nothing else");
   c->add_option("--save-dir", a.save_dir,
                 "write summary.json, report.html and per-mode CSV tables to a new folder under this one");

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/plan_common.h"
+#include "cli/value_checks.h"
 #include "core/error.h"
 #include "model/family.h"
 #include "model/model_config.h"
@@ -95,11 +96,16 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
                 "static (one batch prefilled then decoded), agg (in-flight batching), disagg (prefill and decode workers)")
       ->capture_default_str();
   c->add_option("--ctx-tokens", a.ctx_tokens,
-                "agg: prefill tokens per engine step (default: the engine profile's default_ctx_tokens, else isl)");
-  c->add_option("--prefill-batch", a.prefill_batch, "disagg: requests per prefill pass")->capture_default_str();
-  c->add_option("--decode-batch", a.decode_batch, "disagg: requests per decode worker (default: --batch)");
-  c->add_option("--prefill-workers", a.prefill_workers, "disagg: prefill workers")->capture_default_str();
-  c->add_option("--decode-workers", a.decode_workers, "disagg: decode workers")->capture_default_str();
+                "agg: prefill tokens per engine step (default: the engine profile's default_ctx_tokens, else isl)")
+      ->check(IntIn(1, kMaxTokens));
+  c->add_option("--prefill-batch", a.prefill_batch, "disagg: requests per prefill pass")->capture_default_str()
+      ->check(IntIn(1, kMaxBatch));
+  c->add_option("--decode-batch", a.decode_batch, "disagg: requests per decode worker (default: --batch)")
+      ->check(IntIn(1, kMaxBatch));
+  c->add_option("--prefill-workers", a.prefill_workers, "disagg: prefill workers")->capture_default_str()
+      ->check(IntIn(1, kMaxGpus));
+  c->add_option("--decode-workers", a.decode_workers, "disagg: decode workers")->capture_default_str()
+      ->check(IntIn(1, kMaxGpus));
   for (auto [flag, field] : {std::pair{"--prefill-tp", &a.prefill_tp}, {"--prefill-pp", &a.prefill_pp},
                              {"--prefill-dp", &a.prefill_dp}, {"--prefill-moe-tp", &a.prefill_moe_tp},
                              {"--prefill-moe-ep", &a.prefill_moe_ep}, {"--decode-tp", &a.decode_tp},
@@ -107,27 +113,33 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
                              {"--decode-moe-tp", &a.decode_moe_tp}, {"--decode-moe-ep", &a.decode_moe_ep}})
     c->add_option(flag, *field,
                   std::string("disagg: the ") + (flag[2] == 'p' ? "prefill" : "decode") + " workers' " +
-                      (std::string(flag).substr(std::string(flag).find('-', 2) + 1)) + " (default: the shared value)");
-  c->add_option("--isl", a.isl, "input tokens per request")->capture_default_str();
-  c->add_option("--osl", a.osl, "output tokens per request")->capture_default_str();
-  c->add_option("--prefix", a.prefix, "cached prefix tokens of the input")->capture_default_str();
-  c->add_option("--batch", a.batch, "requests batched together (per attention-DP rank)")->capture_default_str();
-  c->add_option("--tp", a.tp, "tensor parallel")->capture_default_str();
-  c->add_option("--pp", a.pp, "pipeline parallel")->capture_default_str();
-  c->add_option("--dp", a.dp, "attention data parallel (MoE models)")->capture_default_str();
-  c->add_option("--moe-tp", a.moe_tp, "tensor parallel inside the experts (default 1)");
-  c->add_option("--moe-ep", a.moe_ep, "expert parallel (default tp x dp / moe_tp)");
-  c->add_option("--nextn", a.nextn, "MTP draft tokens per decode step")->capture_default_str();
+                      (std::string(flag).substr(std::string(flag).find('-', 2) + 1)) + " (default: the shared value)")
+        ->check(IntIn(1, kMaxGpus));
+  c->add_option("--isl", a.isl, "input tokens per request")->capture_default_str()->check(IntIn(1, kMaxTokens));
+  c->add_option("--osl", a.osl, "output tokens per request")->capture_default_str()->check(IntIn(1, kMaxTokens));
+  c->add_option("--prefix", a.prefix, "cached prefix tokens of the input")->capture_default_str()
+      ->check(IntIn(0, kMaxTokens));
+  c->add_option("--batch", a.batch, "requests batched together (per attention-DP rank)")->capture_default_str()
+      ->check(IntIn(1, kMaxBatch));
+  c->add_option("--tp", a.tp, "tensor parallel")->capture_default_str()->check(IntIn(1, kMaxGpus));
+  c->add_option("--pp", a.pp, "pipeline parallel")->capture_default_str()->check(IntIn(1, kMaxGpus));
+  c->add_option("--dp", a.dp, "attention data parallel (MoE models)")->capture_default_str()->check(IntIn(1, kMaxGpus));
+  c->add_option("--moe-tp", a.moe_tp, "tensor parallel inside the experts (default 1)")->check(IntIn(1, kMaxGpus));
+  c->add_option("--moe-ep", a.moe_ep, "expert parallel (default tp x dp / moe_tp)")->check(IntIn(1, kMaxGpus));
+  c->add_option("--nextn", a.nextn, "MTP draft tokens per decode step")->capture_default_str()->check(IntIn(0, 16));
   c->add_option("--mtp-accepted", a.mtp_accepted, "mean accepted draft tokens per step (with --nextn)")
-      ->capture_default_str();
-  c->add_option("--stride", a.stride, "decode steps per evaluated step (1 = every step)")->capture_default_str();
+      ->capture_default_str()
+      ->check(NumberIn(0, 16));
+  c->add_option("--stride", a.stride, "decode steps per evaluated step (1 = every step)")->capture_default_str()
+      ->check(IntIn(1, kMaxTokens));
   c->add_option("--gemm-quant", a.gemm_quant, "override the GEMM quantization (default: from the checkpoint)");
   c->add_option("--moe-quant", a.moe_quant, "override the MoE quantization");
   c->add_option("--kv-quant", a.kv_quant, "override the KV-cache dtype");
   c->add_option("--fmha-quant", a.fmha_quant, "override the attention math dtype");
   c->add_option("--comm-quant", a.comm_quant, "override the collectives' dtype");
   c->add_option("--moe-distribution", a.moe_distribution,
-                "expert load: balanced, power_law_1.01, power_law_1.2 (default power_law_1.2)");
+                "expert load: balanced, power_law_1.01, power_law_1.2 (default power_law_1.2)")
+      ->check(ExpertLoad());
   c->add_option("--detail", a.detail, "comma list: time (per-op table), memory (breakdown), source (how each op was costed), all");
   c->add_flag("--json", a.json, "print one JSON document and nothing else");
   c->add_option("--systems", a.systems_dir, "system spec folder (default: systems/ of the installation)");

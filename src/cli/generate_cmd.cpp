@@ -5,9 +5,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "cli/value_checks.h"
 #include "core/error.h"
-#include "model/family.h"
 #include "core/fs.h"
+#include "model/family.h"
 #include "perfdb/modes.h"
 #include "perfdb/perf_database.h"
 #include "report/generate.h"
@@ -26,7 +27,7 @@ CLI::App* AddGenerateCommand(CLI::App& app, GenerateArgs& a) {
                                "deployments of a model on N GPUs");
   AddPlanFlags(c, a.plan, "silicon");
   c->add_option("--backend", a.plan.engine, "serving engine: trtllm, vllm or sglang")->capture_default_str();
-  c->add_option("--total-gpus", a.total_gpus, "GPUs to deploy on")->required()->check(CLI::PositiveNumber);
+  c->add_option("--total-gpus", a.total_gpus, "GPUs to deploy on")->required()->check(IntIn(1, kMaxGpus));
   AddSlaFlags(c, a.sla);
   c->add_option("--save-dir", a.save_dir, "output folder (default: ./servecast-<model>-<system>-<N>gpu)");
   return c;

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "cli/value_checks.h"
 #include "core/error.h"
 #include "perfdb/modes.h"
 #include "report/terminal.h"
@@ -20,14 +21,14 @@ CLI::App* AddRecommendCommand(CLI::App& app, RecommendArgs& a) {
   c->add_option("--backend", a.plan.engine, "serving engine modelled: trtllm, vllm or sglang")->capture_default_str();
   AddSlaFlags(c, a.sla);
   auto* rate = c->add_option("--target-request-rate", a.target_request_rate, "requests/s the cluster must serve")
-                   ->check(CLI::PositiveNumber);
+                   ->check(NumberIn(0, 1e9, true));
   auto* conc = c->add_option("--target-concurrency", a.target_concurrency,
                              "concurrent requests the cluster must hold")
-                   ->check(CLI::PositiveNumber);
+                   ->check(IntIn(1, kMaxBatch * kMaxGpus));
   rate->excludes(conc);
   c->add_option("--max-gpus", a.max_gpus, "largest GPU count tried (ladder 1, 2, 4, 8, 16, 24, ...)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(IntIn(1, kMaxGpus));
   return c;
 }
 

@@ -5,6 +5,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "cli/value_checks.h"
 #include "core/error.h"
 #include "perfdb/modes.h"
 #include "perfdb/perf_database.h"
@@ -22,9 +23,9 @@ CLI::App* AddSupportCommand(CLI::App& app, SupportArgs& a) {
   AddPlanFlags(c, a.plan, "");
   c->add_option("--backend", a.plan.engine, "serving engine: trtllm, vllm or sglang (default: all three)");
   c->add_option("--total-gpus", a.total_gpus, "GPUs whose parallel configurations are checked (default: one node)")
-      ->check(CLI::PositiveNumber);
-  c->add_option("--isl", a.isl, "input tokens of the representative workload")->capture_default_str();
-  c->add_option("--osl", a.osl, "output tokens of the representative workload")->capture_default_str();
+      ->check(IntIn(1, kMaxGpus));
+  c->add_option("--isl", a.isl, "input tokens of the representative workload")->capture_default_str()->check(IntIn(1, kMaxTokens));
+  c->add_option("--osl", a.osl, "output tokens of the representative workload")->capture_default_str()->check(IntIn(2, kMaxTokens));
   return c;
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "cli/value_checks.h"
 #include "core/error.h"
 #include "perfdb/modes.h"
 #include "serve/validate.h"
@@ -70,7 +71,8 @@ CLI::App* AddValidateCommand(CLI::App& app, ValidateArgs& a) {
                 "ENGINE=BACKEND[/VERSION]: the source for rows of that engine (repeat; default: the row's backend at "
                 "the newest version <= its backend_version, else the nearest newer one)");
   c->add_option("--database-mode", a.database_mode, "silicon, hybrid, empirical or sol")->capture_default_str();
-  c->add_option("--moe-distribution", a.moe_distribution, "expert load: balanced, power_law_1.01, power_law_1.2");
+  c->add_option("--moe-distribution", a.moe_distribution, "expert load: balanced, power_law_1.01, power_law_1.2")
+      ->check(ExpertLoad());
   c->add_flag("--json", a.json, "print one JSON document (rows, partitions, failures) and nothing else");
   c->add_option("--systems", a.systems_dir, "system spec folder (default: systems/ of the installation)");
   c->add_option("--models", a.models_dir, "bundled model folder (default: models/ of the installation)");

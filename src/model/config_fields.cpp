@@ -8,7 +8,9 @@ namespace servecast::model {
 
 using nlohmann::json;
 
-std::string JsonTypeName(const json& v) { return v.is_null() ? "null" : v.type_name(); }
+std::string JsonTypeName(const json& v) {
+  return v.is_null() ? "null" : v.type_name();
+}
 
 bool ConfigFields::Has(const std::string& key) const {
   auto it = obj_.find(key);
@@ -33,7 +35,8 @@ std::int64_t ConfigFields::OptionalCount(const std::string& key) const {
   const std::int64_t v = Integer(key);
   if (v < 0) Fail(key, "value " + std::to_string(v) + " is negative", "an integer >= 0");
   if (v > kMaxConfigSize)
-    Fail(key, "value " + std::to_string(v) + " is implausibly large", "an integer <= " + std::to_string(kMaxConfigSize));
+    Fail(key, "value " + std::to_string(v) + " is implausibly large",
+         "an integer <= " + std::to_string(kMaxConfigSize));
   return v;
 }
 
@@ -64,7 +67,8 @@ std::string ConfigFields::StringOr(const std::string& key, const std::string& fa
 std::int64_t ConfigFields::Positive(const std::string& key, std::int64_t max) const {
   const std::int64_t v = Integer(key);
   if (v <= 0) Fail(key, "value " + std::to_string(v) + " is not positive", "a positive integer");
-  if (v > max) Fail(key, "value " + std::to_string(v) + " is implausibly large", "a positive integer <= " + std::to_string(max));
+  if (v > max)
+    Fail(key, "value " + std::to_string(v) + " is implausibly large", "a positive integer <= " + std::to_string(max));
   return v;
 }
 

@@ -38,8 +38,7 @@ class ConfigFields {
   // A positive integer <= `max` that must be there.
   std::int64_t Required(const std::string& key, std::int64_t max = kMaxConfigSize) const;
   // A positive integer <= `max`, or `fallback` when absent or null.
-  std::int64_t OptionalPositive(const std::string& key, std::int64_t fallback,
-                                std::int64_t max = kMaxConfigSize) const;
+  std::int64_t OptionalPositive(const std::string& key, std::int64_t fallback, std::int64_t max = kMaxConfigSize) const;
   // An integer in [0, kMaxConfigSize], or 0 when absent or null.
   std::int64_t OptionalCount(const std::string& key) const;
   // The first of `keys` that is present (positive integer <= kMaxConfigSize), with the key used; {0, ""} when none is.

@@ -57,7 +57,9 @@ double ModelFamily::KvElemsPerToken(const ModelConfig& m, const ParallelConfig& 
          static_cast<double>(m.num_layers) * 2.0;
 }
 
-const std::vector<const ModelFamily*>& Families() { return TheRegistry().families; }
+const std::vector<const ModelFamily*>& Families() {
+  return TheRegistry().families;
+}
 
 const ModelFamily& FindFamily(std::string_view name) {
   for (const ModelFamily* f : Families())
@@ -89,6 +91,8 @@ std::string AcceptedArchitectures() {
   return out;
 }
 
-void AddFamily(std::unique_ptr<ModelFamily> family) { TheRegistry().Add(std::move(family)); }
+void AddFamily(std::unique_ptr<ModelFamily> family) {
+  TheRegistry().Add(std::move(family));
+}
 
 }  // namespace servecast::model

@@ -30,9 +30,9 @@ struct Architecture {
 
 // What the deployment search may vary for this family.
 struct SearchKnobs {
-  int max_tp = 8;              // largest attention tensor parallelism tried
+  int max_tp = 8;                // largest attention tensor parallelism tried
   bool expert_parallel = false;  // moe_tp x moe_ep over the experts (tp x dp = moe_tp x moe_ep)
-  bool attention_dp = false;   // attention data parallelism (dp > 1)
+  bool attention_dp = false;     // attention data parallelism (dp > 1)
 };
 
 class ModelFamily {

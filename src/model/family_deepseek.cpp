@@ -11,9 +11,7 @@ namespace {
 class DeepSeekFamily final : public ModelFamily {
  public:
   const char* Name() const override { return "deepseek"; }
-  std::vector<Architecture> Architectures() const override {
-    return {{"DeepseekV3ForCausalLM", "deepseek_v3", false}};
-  }
+  std::vector<Architecture> Architectures() const override { return {{"DeepseekV3ForCausalLM", "deepseek_v3", false}}; }
   void ReadConfig(const ConfigFields& f, ModelConfig& m) const override {
     ReadRoutedExperts(f, m);
     m.q_lora_rank = f.OptionalCount("q_lora_rank");  // null: queries are not low-rank
@@ -49,6 +47,8 @@ class DeepSeekFamily final : public ModelFamily {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> MakeDeepSeekFamily() { return std::make_unique<DeepSeekFamily>(); }
+std::unique_ptr<ModelFamily> MakeDeepSeekFamily() {
+  return std::make_unique<DeepSeekFamily>();
+}
 
 }  // namespace servecast::model

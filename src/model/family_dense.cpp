@@ -21,8 +21,8 @@ class DenseFamily final : public ModelFamily {
 
   void ValidateParallel(const ModelConfig& m, const ParallelConfig& p, Engine e) const override {
     (void)e;
-    Require(p.dp == 1, "attention data parallelism (dp " + std::to_string(p.dp) + ") applies to MoE models; " +
-                           m.name + " is dense (run more replicas instead)");
+    Require(p.dp == 1, "attention data parallelism (dp " + std::to_string(p.dp) + ") applies to MoE models; " + m.name +
+                           " is dense (run more replicas instead)");
     Require(m.intermediate_size % p.tp == 0, "tp " + std::to_string(p.tp) + " does not divide the FFN width " +
                                                  std::to_string(m.intermediate_size) + " of " + m.name);
   }
@@ -50,6 +50,8 @@ class DenseFamily final : public ModelFamily {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> MakeDenseFamily() { return std::make_unique<DenseFamily>(); }
+std::unique_ptr<ModelFamily> MakeDenseFamily() {
+  return std::make_unique<DenseFamily>();
+}
 
 }  // namespace servecast::model

@@ -38,16 +38,16 @@ void ReadRoutedExperts(const ConfigFields& f, ModelConfig& m) {
 void ValidateExpertParallel(const ModelConfig& m, const ParallelConfig& p, Engine e) {
   const auto Str = [](std::int64_t v) { return std::to_string(v); };
   Require(p.tp * p.dp == p.moe_tp * p.moe_ep, "MoE needs tp x dp = moe_tp x moe_ep (got " + p.ToString() + ")");
-  Require(m.num_experts >= p.moe_ep, "moe_ep " + Str(p.moe_ep) + " exceeds the " + Str(m.num_experts) +
-                                         " experts of " + m.name);
+  Require(m.num_experts >= p.moe_ep,
+          "moe_ep " + Str(p.moe_ep) + " exceeds the " + Str(m.num_experts) + " experts of " + m.name);
   Require(m.num_experts % p.moe_ep == 0,
           "moe_ep " + Str(p.moe_ep) + " does not divide the " + Str(m.num_experts) + " experts of " + m.name);
   Require(m.moe_intermediate_size % p.moe_tp == 0, "moe_tp " + Str(p.moe_tp) + " does not divide the expert width " +
                                                        Str(m.moe_intermediate_size) + " of " + m.name);
   if (m.quant.moe == "fp8_block")
-    Require((m.moe_intermediate_size / p.moe_tp) % 128 == 0,
-            "fp8_block experts need the per-GPU expert width (" + Str(m.moe_intermediate_size) + " / moe_tp " +
-                Str(p.moe_tp) + ") to be a multiple of 128");
+    Require((m.moe_intermediate_size / p.moe_tp) % 128 == 0, "fp8_block experts need the per-GPU expert width (" +
+                                                                 Str(m.moe_intermediate_size) + " / moe_tp " +
+                                                                 Str(p.moe_tp) + ") to be a multiple of 128");
   if (e == Engine::kTrtllm)
     Require(p.dp == 1 || p.tp == 1, "trtllm: attention dp > 1 needs tp 1 (got " + p.ToString() + ")");
   if (e == Engine::kVllm)
@@ -85,9 +85,8 @@ class MoeFamily final : public ModelFamily {
     AddAttentionBlock(b, m, p, context, phase_scale);
     b.Elementwise("add_norm_2", 2 * H, 2 * H, "rmsnorm_residual", H);
     b.Gemm("router_gemm", m.num_experts, H, "bfloat16", layers);
-    const std::int64_t shared = m.shared_expert_intermediate_size > 0
-                                    ? m.shared_expert_intermediate_size
-                                    : m.num_shared_experts * m.moe_intermediate_size;
+    const std::int64_t shared = m.shared_expert_intermediate_size > 0 ? m.shared_expert_intermediate_size
+                                                                      : m.num_shared_experts * m.moe_intermediate_size;
     if (shared > 0) {
       const std::int64_t S = shared / p.tp;
       b.Gemm("shared_gate_ffn1_gemm", 2 * S, H, m.quant.gemm, layers);
@@ -123,6 +122,8 @@ class MoeFamily final : public ModelFamily {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> MakeMoeFamily() { return std::make_unique<MoeFamily>(); }
+std::unique_ptr<ModelFamily> MakeMoeFamily() {
+  return std::make_unique<MoeFamily>();
+}
 
 }  // namespace servecast::model

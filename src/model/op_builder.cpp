@@ -116,8 +116,7 @@ void AddTail(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, dou
   }
 }
 
-void AddMoeDispatch(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, const OpListOptions& o,
-                    bool pre) {
+void AddMoeDispatch(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, const OpListOptions& o, bool pre) {
   const int gpus = p.moe_tp * p.moe_ep;
   const int attn_tp = gpus / p.dp;
   const std::int64_t H = m.hidden_size;

@@ -14,7 +14,9 @@
 
 namespace servecast::model {
 
-inline std::int64_t CeilDiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+inline std::int64_t CeilDiv(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // UsageError(what) unless ok.
 void Require(bool ok, const std::string& what);

@@ -39,12 +39,23 @@ std::set<TableNeed> NeedsOf(const model::OpList& ops) {
           needs.insert(TableNeed::kGemm);
           if (op.quant == "fp8_static") needs.insert(TableNeed::kQuantize);
           break;
-        case model::OpKind::kContextAttention: needs.insert(TableNeed::kContextAttention); break;
-        case model::OpKind::kGenerationAttention: needs.insert(TableNeed::kGenerationAttention); break;
-        case model::OpKind::kMoe: needs.insert(TableNeed::kMoe); break;
-        case model::OpKind::kNccl: needs.insert(TableNeed::kNccl); break;
-        case model::OpKind::kCustomAllReduce: needs.insert(TableNeed::kCustomAllReduce); break;
-        default: break;
+        case model::OpKind::kContextAttention:
+          needs.insert(TableNeed::kContextAttention);
+          break;
+        case model::OpKind::kGenerationAttention:
+          needs.insert(TableNeed::kGenerationAttention);
+          break;
+        case model::OpKind::kMoe:
+          needs.insert(TableNeed::kMoe);
+          break;
+        case model::OpKind::kNccl:
+          needs.insert(TableNeed::kNccl);
+          break;
+        case model::OpKind::kCustomAllReduce:
+          needs.insert(TableNeed::kCustomAllReduce);
+          break;
+        default:
+          break;
       }
     }
   }

@@ -37,10 +37,10 @@ std::string TinyModel(const std::string& dir, const std::string& body, const std
 }
 
 ProcessResult Estimate(const std::string& model, const std::string& engines = "engines") {
-  return RunProcess({kBinary, "estimate", "--model", model, "--system", "tiny_gpu", "--systems",
-                     "tests/goldens/systems", "--engines", engines, "--data-root", "tests/goldens/data", "--data",
-                     "dense/1", "--isl", "64", "--osl", "8"},
-                    120, kSrc);
+  return RunProcess(
+      {kBinary, "estimate", "--model", model, "--system", "tiny_gpu", "--systems", "tests/goldens/systems", "--engines",
+       engines, "--data-root", "tests/goldens/data", "--data", "dense/1", "--isl", "64", "--osl", "8"},
+      120, kSrc);
 }
 
 void ExpectRefused(const ProcessResult& r, const std::vector<std::string>& words) {

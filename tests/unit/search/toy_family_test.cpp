@@ -81,7 +81,8 @@ std::string WriteToyConfig(const std::string& extra) {
   fs::create_directories(dir);
   std::ofstream(dir / "config.json") << R"({"architectures": ["ToyParallelForCausalLM"], "num_hidden_layers": 2,
     "hidden_size": 512, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
-    "intermediate_size": 1024, "vocab_size": 1024)" << extra << "}";
+    "intermediate_size": 1024, "vocab_size": 1024)"
+                                     << extra << "}";
   return dir.string();
 }
 
@@ -110,11 +111,10 @@ TEST(ToyFamily, IsFoundByArchitectureAndReadsItsOwnField) {
 TEST(ToyFamily, BuildsItsOpListAndRulesReachTheSearch) {
   const ModelConfig m = LoadModel(WriteToyConfig(R"(, "toy_ffn_groups": 4)"), kSource + "/models");
   const OpList ops = BuildOpList(m, {.tp = 2}, {});
-  EXPECT_EQ(Names(ops.context),
-            (std::vector<std::string>{"context_embedding", "context_add_norm_1", "context_qkv_gemm",
-                                      "context_attention", "context_proj_gemm", "context_gate_ffn1_gemm",
-                                      "context_act_gate", "context_ffn2_gemm", "context_ar", "context_logits_gemm",
-                                      "context_embedding_ar"}));
+  EXPECT_EQ(Names(ops.context), (std::vector<std::string>{
+                                    "context_embedding", "context_add_norm_1", "context_qkv_gemm", "context_attention",
+                                    "context_proj_gemm", "context_gate_ffn1_gemm", "context_act_gate",
+                                    "context_ffn2_gemm", "context_ar", "context_logits_gemm", "context_embedding_ar"}));
   EXPECT_DOUBLE_EQ(KvElemsPerToken(m, {.tp = 2}), 1 * 64 * 2 * 2);  // the default GQA rule
   EXPECT_THROW(BuildOpList(m, {.tp = 2, .dp = 2}, {}), UsageError);
   // The search enumerates from the family's knobs: tp <= 4, no dp, no experts.

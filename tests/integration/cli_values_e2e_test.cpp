@@ -1,0 +1,99 @@
+// Every numeric or named value on the command line is range-checked (issue 28
+// item 4): NaN, infinities, negatives where only >= 0 makes sense, sizes that
+// saturated to INT64_MAX or ran for minutes, duplicate devices and unknown
+// expert loads exit 2 with a message that names the flag and the valid range
+// in words (never CLI11's 1.79769e+308 bound).
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "process.h"
+
+namespace servecast::testing {
+namespace {
+
+const std::string kBinary = SERVECAST_BIN;
+const std::string kSrc = SERVECAST_SOURCE_DIR;
+
+struct BadValue {
+  std::vector<std::string> args;  // after the binary
+  std::string flag;               // the flag the message must name
+  std::string says;               // and what it must say
+};
+
+std::vector<std::string> Estimate(std::vector<std::string> extra) {
+  std::vector<std::string> a = {"estimate", "--model", "tests/goldens/models/tiny-dense", "--system", "tiny_gpu",
+                                "--systems", "tests/goldens/systems", "--data-root", "tests/goldens/data",
+                                "--data", "dense/1"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+std::vector<std::string> Default(std::vector<std::string> extra) {
+  std::vector<std::string> a = {"default", "--model", "tests/goldens/models/tiny-dense", "--system", "tiny_gpu",
+                                "--systems", "tests/goldens/systems", "--data-root", "tests/goldens/data",
+                                "--data", "dense/1", "--total-gpus", "2"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+std::vector<std::string> Collect(std::vector<std::string> extra) {
+  std::vector<std::string> a = {"collect", "--backend", "cpu", "--ops", "rmsnorm", "--plan-only"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+TEST(CliValuesE2E, BadValuesExit2NamingTheFlagAndTheRange) {
+  const std::vector<BadValue> cases = {
+      {Estimate({"--isl", "9223372036854775807"}), "--isl", "expected an integer in [1, 16777216]"},
+      {Estimate({"--osl", "1000000000"}), "--osl", "out of range"},
+      {Estimate({"--tp", "0"}), "--tp", "expected an integer in [1, 4096]"},
+      {Estimate({"--batch", "-4"}), "--batch", "out of range"},
+      {Estimate({"--ctx-tokens", "-1"}), "--ctx-tokens", "out of range"},
+      {Estimate({"--mtp-accepted", "nan"}), "--mtp-accepted", "not a finite number"},
+      {Estimate({"--moe-distribution", "power_law_x"}), "--moe-distribution", "unknown expert load"},
+      {Default({"--ttft", "nan"}), "--ttft", "not a finite number"},
+      {Default({"--tpot", "inf"}), "--tpot", "not a finite number"},
+      {Default({"--request-latency", "-5"}), "--request-latency", "out of range"},
+      {Default({"--moe-distribution", "zipf"}), "--moe-distribution", "unknown expert load"},
+      {Default({"--top-n", "0"}), "--top-n", "out of range"},
+      {{"recommend", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--target-concurrency", "8", "--max-gpus",
+        "100000"},
+       "--max-gpus",
+       "expected an integer in [1, 4096]"},
+      {{"recommend", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--target-request-rate", "nan"},
+       "--target-request-rate",
+       "not a finite number"},
+      {Collect({"--timeout-s", "0"}), "--timeout-s", "out of range"},
+      {Collect({"--timing-budget-s", "nan"}), "--timing-budget-s", "not a finite number"},
+      {Collect({"--worker-memory-gb", "-1"}), "--worker-memory-gb", "out of range"},
+      {Collect({"--gpus", "0,0"}), "--gpus", "listed twice"},
+  };
+  for (const BadValue& c : cases) {
+    std::vector<std::string> argv = {kBinary};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    std::string line;
+    for (const auto& a : c.args) line += a + " ";
+    SCOPED_TRACE(line);
+    const ProcessResult r = RunProcess(argv, 60, kSrc);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(c.flag), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("e+308"), std::string::npos) << r.err;
+  }
+}
+
+// The largest accepted values still answer (no saturation, no minutes-long run).
+TEST(CliValuesE2E, TheLimitsThemselvesAreAccepted) {
+  const ProcessResult r =
+      RunProcess({kBinary, "estimate", "--model", "tests/goldens/models/tiny-dense", "--system", "tiny_gpu",
+                  "--systems", "tests/goldens/systems", "--database-mode", "sol", "--isl", "16777216", "--osl",
+                  "16777216", "--stride", "16777216"},
+                 120, kSrc);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+}  // namespace
+}  // namespace servecast::testing
