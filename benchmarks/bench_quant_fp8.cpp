@@ -25,6 +25,7 @@
 #include "collect/timing.h"
 #include "backends/cuda/quantize.h"
 #include "gpu_bench.h"
+#include "quant_fp8_fused.h"
 
 namespace sc = servecast;
 

@@ -82,7 +82,12 @@ struct Case;
 
 // One collector op on one backend: declares its table, parameters, limits and
 // maturity, and runs a case through prepare -> check against reference -> time ->
-// emit rows. Adding an op is one file plus one registration line.
+// emit rows (the CUDA ops through the phase driver, collect/phases.h, which maps
+// errors to outcomes in one place). Adding an op is its file (this class, its
+// parameter parse and phases), its factory's declaration in the backend's header,
+// and one registration line (the backend's register.cpp or the family's
+// Register*Ops); a new table also needs its TableSpec (src/tables), and
+// cases/base_ops/<op>.yaml gives it cases.
 class Op {
  public:
   virtual ~Op() = default;

@@ -2,6 +2,7 @@
 // random fills, NVML readings, CUDA error mapping.
 #include <cuda_runtime.h>
 
+#include <optional>
 #include <regex>
 #include <vector>
 
@@ -110,17 +111,29 @@ TEST(CudaHarness, CopiesForColdL2CoverTwiceTheCache) {
   EXPECT_EQ(CopiesForColdL2(l2 / 100, 8), 8);  // capped
 }
 
+// A real out-of-memory error in a phase, through the phase driver's CUDA mapping.
 TEST(CudaErrors, OutOfMemoryIsAResourceFailure) {
   SC_REQUIRE_GPU();
-  try {
-    DeviceBuffer huge(std::size_t{1} << 50);  // 1 PiB
-    FAIL() << "allocation of 1 PiB succeeded";
-  } catch (const CudaError& e) {
-    EXPECT_TRUE(e.out_of_memory());
-    auto r = CaseResultFromCudaError(e, collect::FailureClass::kFrameworkBug);
-    EXPECT_EQ(r.failure_class, collect::FailureClass::kResource);
-    EXPECT_FALSE(r.poisoned);
-  }
+  struct HugePrepare : collect::CasePhases {
+    bool checked = false;
+    std::optional<collect::CaseResult> Prepare() override {
+      DeviceBuffer huge(std::size_t{1} << 50);  // 1 PiB
+      ADD_FAILURE() << "allocation of 1 PiB succeeded";
+      return std::nullopt;
+    }
+    std::optional<collect::CaseResult> Check() override {
+      checked = true;
+      return std::nullopt;
+    }
+    void Time() override {}
+    std::vector<collect::Params> Emit() override { return {}; }
+  } phases;
+  const collect::CaseResult r = RunCudaPhases(phases, collect::FailureClass::kFrameworkBug);
+  EXPECT_FALSE(phases.checked);
+  EXPECT_EQ(r.disposition, collect::Disposition::kFailed);
+  EXPECT_EQ(r.failure_class, collect::FailureClass::kResource);
+  EXPECT_EQ(r.error_type, "CudaOutOfMemory");
+  EXPECT_FALSE(r.poisoned);
   cudaGetLastError();
 }
 

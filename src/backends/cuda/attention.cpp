@@ -288,24 +288,22 @@ class AttentionOpBase : public collect::Op {
     if (!ctx.runtime)
       return CaseResult::Failure(Disposition::kFailed, FailureClass::kCollectorBug, "MissingRuntime",
                                  name_ + ": the run context carries no runtime");
-    try {
-      return RunChecked(c, ctx, s);
-    } catch (const CudaError& e) {
-      return CaseResultFromCudaError(e, FailureClass::kCollectorBug);
-    }
+    std::unique_ptr<collect::CasePhases> phases = MakePhases(c, ctx, s);
+    return RunCudaPhases(*phases, FailureClass::kCollectorBug);
   }
 
  protected:
-  virtual CaseResult RunChecked(const collect::Case& c, const collect::RunContext& ctx, const AttnShape& s) = 0;
+  // The phases of one case of a valid shape (ctx.runtime set).
+  virtual std::unique_ptr<collect::CasePhases> MakePhases(const collect::Case& c, const collect::RunContext& ctx,
+                                                          const AttnShape& s) const = 0;
 
   CaseResult Incorrect(const std::string& source, const RefCheck& check, const std::string& rule) const {
     return CaseResult::Failure(Disposition::kIncorrect, FailureClass::kCollectorBug, "IncorrectOutput",
                                name_ + " (" + source + "): " + check.Describe(rule));
   }
-  CaseResult Row(const collect::Case& c, const collect::RunContext& ctx, const std::string& source,
-                 const collect::TimingStats& stats) const {
-    return CaseResult::Passed(
-        {collect::MakeRow(table_, *ctx.runtime, name_, source, c.params, stats, ctx.measure_power)});
+  std::vector<Params> Row(const collect::Case& c, const collect::RunContext& ctx, const std::string& source,
+                          const collect::TimingStats& stats) const {
+    return {collect::MakeRow(table_, *ctx.runtime, name_, source, c.params, stats, ctx.measure_power)};
   }
 
   std::string name_;
@@ -365,167 +363,9 @@ class AttentionContextOp : public AttentionOpBase {
   };
   static float* Slot(const DeviceBuffer& scalars, Fp8Slot slot) { return scalars.as<float>() + 4 * slot; }
 
-  // One call of the row: the new tokens' K and V written into the paged KV cache
-  // (bf16, or e4m3 with one scale per tensor), then cuDNN's fused SDPA over the
-  // contiguous Q, K, V. With fp8 FMHA (attn_dtype fp8, always with an fp8 cache) the
-  // call also quantizes Q, K and V to e4m3 with fixed per-tensor scales (three
-  // quant_fp8_tensor_apply launches: what an engine's QKV preprocessing does before
-  // its fp8 FMHA) and the SDPA is cuDNN's fp8 graph reading them; O is bf16 where
-  // cuDNN builds that graph, else e4m3 (kernel_source says which).
-  CaseResult RunChecked(const collect::Case& c, const collect::RunContext& ctx, const AttnShape& s) override {
-    cudaStream_t stream = Context().stream;
-    const std::uint64_t base_seed = Fnv1a64(c.id);
-    SdpaShape shape{s.batch, s.isl, s.num_heads, s.num_kv_heads, s.head_dim, s.window};
-    shape.dtype = s.attn_fp8 ? SdpaDtype::kFp8 : SdpaDtype::kBf16;
-    std::string why;
-    bool unsupported = false;
-    std::unique_ptr<CudnnSdpa> sdpa = CudnnSdpa::Build(shape, why, unsupported);
-    if (!sdpa) {
-      if (unsupported)
-        return Unsupported("CudnnSdpaUnsupported", name_ + " (cuDNN " + CudnnVersionString() + "): " + why);
-      return CaseResult::Failure(Disposition::kFailed, FailureClass::kFrameworkBug, "CudnnError",
-                                 name_ + " (cuDNN " + CudnnVersionString() + "): " + why);
-    }
-    const bool o_fp8 = sdpa->output_fp8();
-    if (o_fp8) {
-      static std::once_flag told;
-      std::call_once(told, [&] {
-        log::Info(name_ + ": cuDNN " + CudnnVersionString() +
-                  " builds the fp8 SDPA graph with an e4m3 O only (bf16 O refused: " + sdpa->bf16_output_refusal() +
-                  ")");
-      });
-    }
-    const std::string source = sdpa->kernel_source() + (s.attn_fp8 ? "+servecast_quant_fp8_qkv" : "") +
-                               "+servecast_kv_append_" + (s.kv_fp8 ? "fp8" : "bf16") +
-                               ":page=" + std::to_string(kPagedKvPageSize);
-    DeviceBuffer workspace(std::max<std::size_t>(sdpa->workspace_bytes(), 16));
-
-    const std::size_t q_elems = static_cast<std::size_t>(s.batch * s.isl * s.num_heads * s.head_dim);
-    const std::size_t kv_elems = static_cast<std::size_t>(s.batch * s.isl * s.num_kv_heads * s.head_dim);
-    const KvAppendShape append = Append(s);
-    const KvDtype kv = s.kv_fp8 ? KvDtype::kFp8E4m3 : KvDtype::kBf16;
-    const float k_scale = s.kv_fp8 ? kFp8KScale : 1.0f, v_scale = s.kv_fp8 ? kFp8VScale : 1.0f;
-    const std::size_t pool = PoolElems(s), eb = s.kv_fp8 ? 1 : 2;
-    const std::size_t table_n = static_cast<std::size_t>(s.batch * append.pages_per_seq());
-
-    // fp8 FMHA: the graph's scalars (shared by every set; amax_s / amax_o are written
-    // by each call and not read).
-    DeviceBuffer scalars;
-    if (s.attn_fp8) {
-      scalars = DeviceBuffer(4 * sizeof(float) * kSlotCount);
-      std::vector<float> host(4 * kSlotCount, 0.0f);
-      host[4 * kSlotDescaleQ] = kFp8QScale;
-      host[4 * kSlotDescaleK] = k_scale;
-      host[4 * kSlotDescaleV] = v_scale;
-      host[4 * kSlotDescaleS] = 1.0f / kFp8PScale;
-      host[4 * kSlotScaleS] = kFp8PScale;
-      host[4 * kSlotScaleO] = kFp8OScale;
-      SC_CUDA_CHECK(
-          cudaMemcpyAsync(scalars.get(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
-      SC_CUDA_CHECK(cudaStreamSynchronize(stream));  // `host` goes out of scope
-    }
-
-    auto make_set = [&](std::uint64_t seed) {
-      Set set{DeviceBuffer(q_elems * 2),
-              DeviceBuffer(kv_elems * 2),
-              DeviceBuffer(kv_elems * 2),
-              DeviceBuffer(q_elems * 2),  // bf16 O, or e4m3 O in its first half
-              DeviceBuffer(static_cast<std::size_t>(s.batch * s.num_heads * s.isl) * 4),
-              DeviceBuffer(pool * eb),
-              DeviceBuffer(pool * eb),
-              DeviceBuffer(table_n * 4),
-              s.attn_fp8 ? DeviceBuffer(q_elems) : DeviceBuffer(),
-              s.attn_fp8 ? DeviceBuffer(kv_elems) : DeviceBuffer(),
-              s.attn_fp8 ? DeviceBuffer(kv_elems) : DeviceBuffer(),
-              {}};
-      // The pools poisoned (0xFF: bf16 NaN, e4m3 NaN), so a slot the write missed shows.
-      FillPoison(set.k_pool.get(), set.k_pool.bytes(), stream);
-      FillPoison(set.v_pool.get(), set.v_pool.bytes(), stream);
-      set.host_table = UploadShuffledPageTable(table_n, SeedFor(seed, 4), set.table, stream);
-      FillUniformBf16(set.q.get(), q_elems, SeedFor(seed, 1), kQueryRange, stream);
-      FillUniformBf16(set.k.get(), kv_elems, SeedFor(seed, 2), kKeyValueRange, stream);
-      FillUniformBf16(set.v.get(), kv_elems, SeedFor(seed, 3), kKeyValueRange, stream);
-      FillPoison(set.o.get(), set.o.bytes(), stream);
-      FillPoison(set.stats.get(), set.stats.bytes(), stream);
-      for (const DeviceBuffer* b : {&set.q8, &set.k8, &set.v8})
-        if (b->bytes()) FillPoison(b->get(), b->bytes(), stream);
-      return set;
-    };
-    std::vector<Set> sets;
-    sets.push_back(make_set(SeedFor(base_seed, 100)));
-    auto bind = [&](Set& set) {
-      SdpaBuffers buffers{set.q.get(), set.k.get(), set.v.get(), set.o.get(), set.stats.as<float>(), {}};
-      if (s.attn_fp8) {
-        buffers.q = set.q8.get();
-        buffers.k = set.k8.get();
-        buffers.v = set.v8.get();
-        buffers.fp8 =
-            SdpaFp8Scalars{Slot(scalars, kSlotDescaleQ), Slot(scalars, kSlotDescaleK), Slot(scalars, kSlotDescaleV),
-                           Slot(scalars, kSlotDescaleS), Slot(scalars, kSlotScaleS),   Slot(scalars, kSlotScaleO),
-                           Slot(scalars, kSlotAmaxS),    Slot(scalars, kSlotAmaxO)};
-      }
-      return sdpa->Bind(buffers, workspace.get());
-    };
-    bind(sets[0]);
-    // One call: [Q, K, V to e4m3,] the new tokens' K and V into the paged cache, the FMHA.
-    auto launch = [&](std::size_t i, cudaStream_t st) {
-      Set& set = sets[i];
-      if (s.attn_fp8) {
-        QuantFp8TensorApply(set.q.get(), q_elems, Slot(scalars, kSlotDescaleQ), set.q8.get(), st);
-        QuantFp8TensorApply(set.k.get(), kv_elems, Slot(scalars, kSlotDescaleK), set.k8.get(), st);
-        QuantFp8TensorApply(set.v.get(), kv_elems, Slot(scalars, kSlotDescaleV), set.v8.get(), st);
-      }
-      LaunchKvCacheAppend(append, kv, set.k.get(), set.v.get(), set.table.as<std::int32_t>(), k_scale, v_scale,
-                          set.k_pool.get(), set.v_pool.get(), st);
-      sdpa->Run(static_cast<int>(i), st);
-    };
-
-    // Check one call against the reference.
-    launch(0, stream);
-    SC_CUDA_CHECK(cudaStreamSynchronize(stream));
-    RefCheck check(reference_scale_);
-    std::string rule;
-    if (!s.attn_fp8) {
-      check.AddNonFinite(CountNonFiniteBf16(sets[0].o.get(), q_elems, stream), q_elems);
-      CheckSampled(s, sets[0], SeedFor(base_seed, 2), check, stream);
-      rule = "4 * 2^-8 * sum_j p_j*|v_jd| + 1e-5 (bf16 P and output)";
-    } else {
-      check.AddNonFinite(o_fp8 ? CountNanE4m3Host(sets[0].o.get(), q_elems, stream)
-                               : CountNonFiniteBf16(sets[0].o.get(), q_elems, stream),
-                         q_elems);
-      RefCheck input_check(1.0);
-      CheckSampledFp8(s, sets[0], o_fp8, SeedFor(base_seed, 2), check, input_check, stream);
-      if (!input_check.ok())
-        return Incorrect(source, input_check,
-                         "e4m3 Q/K/V: x within half an e4m3 step of stored * scale (scales 0.25, 0.5, 1.5)");
-      rule = std::string("2^-3 * sum_j p_j*|v_jd| + 2^-18 * sum_j |v_jd| / l + ") +
-             (o_fp8 ? "half an e4m3 step of O * 16, / 16" : "2^-8 * |O|") +
-             " + 1e-5 (P in e4m3 x 256: 2^-4 relative, twice for a row sum of the rounded P; its "
-             "subnormals 2^-18 absolute over the row sum l; O's rounding)";
-    }
-    if (!check.ok()) return Incorrect(source, check, rule);
-    RefCheck cache_check(1.0);
-    CheckCache(s, sets[0], k_scale, v_scale, SeedFor(base_seed, 6), cache_check, stream);
-    if (!cache_check.ok())
-      return Incorrect(source, cache_check,
-                       s.kv_fp8 ? "KV cache: x within half an e4m3 step of stored * scale" : "KV cache: exact copy");
-
-    // Time, rotating through copies of Q, K, V, O.
-    const double call_bytes = SetBytes(s);
-    const int copies = CopiesForColdL2(call_bytes);
-    for (int k = 1; k < copies; ++k) {
-      sets.push_back(make_set(SeedFor(base_seed, 100 + static_cast<std::uint64_t>(k))));
-      bind(sets.back());
-    }
-    SC_CUDA_CHECK(cudaStreamSynchronize(stream));
-    TimeOptions opt;
-    opt.copies = copies;
-    opt.rotated_bytes = call_bytes * copies;
-    collect::TimingStats stats = TimeOnDevice(
-        [&](cudaStream_t st, int iteration) { launch(static_cast<std::size_t>(iteration % copies), st); }, ctx.timing,
-        opt, ctx.measure_power);
-    return Row(c, ctx, source, stats);
-  }
+  class Phases;
+  std::unique_ptr<collect::CasePhases> MakePhases(const collect::Case& c, const collect::RunContext& ctx,
+                                                  const AttnShape& s) const override;
 
   // e4m3 NaN bytes among the first n bytes at `dev` (FillPoison's 0xFF is one).
   static std::uint64_t CountNanE4m3Host(const void* dev, std::size_t n, cudaStream_t stream) {
@@ -766,6 +606,212 @@ class AttentionContextOp : public AttentionOpBase {
   }
 };
 
+// One call of the row: the new tokens' K and V written into the paged KV cache
+// (bf16, or e4m3 with one scale per tensor), then cuDNN's fused SDPA over the
+// contiguous Q, K, V. With fp8 FMHA (attn_dtype fp8, always with an fp8 cache) the
+// call also quantizes Q, K and V to e4m3 with fixed per-tensor scales (three
+// quant_fp8_tensor_apply launches: what an engine's QKV preprocessing does before
+// its fp8 FMHA) and the SDPA is cuDNN's fp8 graph reading them; O is bf16 where
+// cuDNN builds that graph, else e4m3 (kernel_source says which).
+class AttentionContextOp::Phases : public collect::CasePhases {
+ public:
+  Phases(const AttentionContextOp& op, const collect::Case& c, const collect::RunContext& ctx, const AttnShape& s)
+      : op_(op),
+        c_(c),
+        ctx_(ctx),
+        s_(s),
+        stream_(Context().stream),
+        base_seed_(Fnv1a64(c.id)),
+        q_elems_(static_cast<std::size_t>(s.batch * s.isl * s.num_heads * s.head_dim)),
+        kv_elems_(static_cast<std::size_t>(s.batch * s.isl * s.num_kv_heads * s.head_dim)),
+        append_(Append(s)),
+        kv_(s.kv_fp8 ? KvDtype::kFp8E4m3 : KvDtype::kBf16),
+        k_scale_(s.kv_fp8 ? kFp8KScale : 1.0f),
+        v_scale_(s.kv_fp8 ? kFp8VScale : 1.0f),
+        pool_(PoolElems(s)),
+        eb_(s.kv_fp8 ? 1 : 2),
+        table_n_(static_cast<std::size_t>(s.batch * append_.pages_per_seq())) {}
+
+  // The cuDNN graph (not supported / failed when cuDNN refuses it), its workspace,
+  // the fp8 graph's scalars, and the first set of inputs bound to it.
+  std::optional<CaseResult> Prepare() override {
+    SdpaShape shape{s_.batch, s_.isl, s_.num_heads, s_.num_kv_heads, s_.head_dim, s_.window};
+    shape.dtype = s_.attn_fp8 ? SdpaDtype::kFp8 : SdpaDtype::kBf16;
+    std::string why;
+    bool unsupported = false;
+    sdpa_ = CudnnSdpa::Build(shape, why, unsupported);
+    if (!sdpa_) {
+      if (unsupported)
+        return Unsupported("CudnnSdpaUnsupported", op_.name_ + " (cuDNN " + CudnnVersionString() + "): " + why);
+      return CaseResult::Failure(Disposition::kFailed, FailureClass::kFrameworkBug, "CudnnError",
+                                 op_.name_ + " (cuDNN " + CudnnVersionString() + "): " + why);
+    }
+    o_fp8_ = sdpa_->output_fp8();
+    if (o_fp8_) {
+      static std::once_flag told;
+      std::call_once(told, [&] {
+        log::Info(op_.name_ + ": cuDNN " + CudnnVersionString() +
+                  " builds the fp8 SDPA graph with an e4m3 O only (bf16 O refused: " + sdpa_->bf16_output_refusal() +
+                  ")");
+      });
+    }
+    source_ = sdpa_->kernel_source() + (s_.attn_fp8 ? "+servecast_quant_fp8_qkv" : "") + "+servecast_kv_append_" +
+              (s_.kv_fp8 ? "fp8" : "bf16") + ":page=" + std::to_string(kPagedKvPageSize);
+    workspace_ = DeviceBuffer(std::max<std::size_t>(sdpa_->workspace_bytes(), 16));
+
+    // fp8 FMHA: the graph's scalars (shared by every set; amax_s / amax_o are written
+    // by each call and not read).
+    if (s_.attn_fp8) {
+      scalars_ = DeviceBuffer(4 * sizeof(float) * kSlotCount);
+      std::vector<float> host(4 * kSlotCount, 0.0f);
+      host[4 * kSlotDescaleQ] = kFp8QScale;
+      host[4 * kSlotDescaleK] = k_scale_;
+      host[4 * kSlotDescaleV] = v_scale_;
+      host[4 * kSlotDescaleS] = 1.0f / kFp8PScale;
+      host[4 * kSlotScaleS] = kFp8PScale;
+      host[4 * kSlotScaleO] = kFp8OScale;
+      SC_CUDA_CHECK(
+          cudaMemcpyAsync(scalars_.get(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, stream_));
+      SC_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `host` goes out of scope
+    }
+    sets_.push_back(MakeSet(SeedFor(base_seed_, 100)));
+    Bind(sets_[0]);
+    return std::nullopt;
+  }
+
+  // One call against the reference: the output, (fp8 FMHA) the e4m3 inputs it read,
+  // and the KV cache it wrote.
+  std::optional<CaseResult> Check() override {
+    Launch(0, stream_);
+    SC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    RefCheck check(op_.reference_scale_);
+    std::string rule;
+    if (!s_.attn_fp8) {
+      check.AddNonFinite(CountNonFiniteBf16(sets_[0].o.get(), q_elems_, stream_), q_elems_);
+      op_.CheckSampled(s_, sets_[0], SeedFor(base_seed_, 2), check, stream_);
+      rule = "4 * 2^-8 * sum_j p_j*|v_jd| + 1e-5 (bf16 P and output)";
+    } else {
+      check.AddNonFinite(o_fp8_ ? CountNanE4m3Host(sets_[0].o.get(), q_elems_, stream_)
+                                : CountNonFiniteBf16(sets_[0].o.get(), q_elems_, stream_),
+                         q_elems_);
+      RefCheck input_check(1.0);
+      op_.CheckSampledFp8(s_, sets_[0], o_fp8_, SeedFor(base_seed_, 2), check, input_check, stream_);
+      if (!input_check.ok())
+        return op_.Incorrect(source_, input_check,
+                             "e4m3 Q/K/V: x within half an e4m3 step of stored * scale (scales 0.25, 0.5, 1.5)");
+      rule = std::string("2^-3 * sum_j p_j*|v_jd| + 2^-18 * sum_j |v_jd| / l + ") +
+             (o_fp8_ ? "half an e4m3 step of O * 16, / 16" : "2^-8 * |O|") +
+             " + 1e-5 (P in e4m3 x 256: 2^-4 relative, twice for a row sum of the rounded P; its "
+             "subnormals 2^-18 absolute over the row sum l; O's rounding)";
+    }
+    if (!check.ok()) return op_.Incorrect(source_, check, rule);
+    RefCheck cache_check(1.0);
+    op_.CheckCache(s_, sets_[0], k_scale_, v_scale_, SeedFor(base_seed_, 6), cache_check, stream_);
+    if (!cache_check.ok())
+      return op_.Incorrect(source_, cache_check,
+                           s_.kv_fp8 ? "KV cache: x within half an e4m3 step of stored * scale" : "KV cache: exact copy");
+    return std::nullopt;
+  }
+
+  // Time, rotating through copies of Q, K, V, O.
+  void Time() override {
+    const double call_bytes = SetBytes(s_);
+    const int copies = CopiesForColdL2(call_bytes);
+    for (int k = 1; k < copies; ++k) {
+      sets_.push_back(MakeSet(SeedFor(base_seed_, 100 + static_cast<std::uint64_t>(k))));
+      Bind(sets_.back());
+    }
+    SC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    TimeOptions opt;
+    opt.copies = copies;
+    opt.rotated_bytes = call_bytes * copies;
+    stats_ = TimeOnDevice(
+        [&](cudaStream_t st, int iteration) { Launch(static_cast<std::size_t>(iteration % copies), st); },
+        ctx_.timing, opt, ctx_.measure_power);
+  }
+
+  std::vector<Params> Emit() override { return op_.Row(c_, ctx_, source_, stats_); }
+
+ private:
+  Set MakeSet(std::uint64_t seed) {
+    Set set{DeviceBuffer(q_elems_ * 2),
+            DeviceBuffer(kv_elems_ * 2),
+            DeviceBuffer(kv_elems_ * 2),
+            DeviceBuffer(q_elems_ * 2),  // bf16 O, or e4m3 O in its first half
+            DeviceBuffer(static_cast<std::size_t>(s_.batch * s_.num_heads * s_.isl) * 4),
+            DeviceBuffer(pool_ * eb_),
+            DeviceBuffer(pool_ * eb_),
+            DeviceBuffer(table_n_ * 4),
+            s_.attn_fp8 ? DeviceBuffer(q_elems_) : DeviceBuffer(),
+            s_.attn_fp8 ? DeviceBuffer(kv_elems_) : DeviceBuffer(),
+            s_.attn_fp8 ? DeviceBuffer(kv_elems_) : DeviceBuffer(),
+            {}};
+    // The pools poisoned (0xFF: bf16 NaN, e4m3 NaN), so a slot the write missed shows.
+    FillPoison(set.k_pool.get(), set.k_pool.bytes(), stream_);
+    FillPoison(set.v_pool.get(), set.v_pool.bytes(), stream_);
+    set.host_table = UploadShuffledPageTable(table_n_, SeedFor(seed, 4), set.table, stream_);
+    FillUniformBf16(set.q.get(), q_elems_, SeedFor(seed, 1), kQueryRange, stream_);
+    FillUniformBf16(set.k.get(), kv_elems_, SeedFor(seed, 2), kKeyValueRange, stream_);
+    FillUniformBf16(set.v.get(), kv_elems_, SeedFor(seed, 3), kKeyValueRange, stream_);
+    FillPoison(set.o.get(), set.o.bytes(), stream_);
+    FillPoison(set.stats.get(), set.stats.bytes(), stream_);
+    for (const DeviceBuffer* b : {&set.q8, &set.k8, &set.v8})
+      if (b->bytes()) FillPoison(b->get(), b->bytes(), stream_);
+    return set;
+  }
+
+  int Bind(Set& set) {
+    SdpaBuffers buffers{set.q.get(), set.k.get(), set.v.get(), set.o.get(), set.stats.as<float>(), {}};
+    if (s_.attn_fp8) {
+      buffers.q = set.q8.get();
+      buffers.k = set.k8.get();
+      buffers.v = set.v8.get();
+      buffers.fp8 =
+          SdpaFp8Scalars{Slot(scalars_, kSlotDescaleQ), Slot(scalars_, kSlotDescaleK), Slot(scalars_, kSlotDescaleV),
+                         Slot(scalars_, kSlotDescaleS), Slot(scalars_, kSlotScaleS),   Slot(scalars_, kSlotScaleO),
+                         Slot(scalars_, kSlotAmaxS),    Slot(scalars_, kSlotAmaxO)};
+    }
+    return sdpa_->Bind(buffers, workspace_.get());
+  }
+
+  // One call: [Q, K, V to e4m3,] the new tokens' K and V into the paged cache, the FMHA.
+  void Launch(std::size_t i, cudaStream_t st) {
+    Set& set = sets_[i];
+    if (s_.attn_fp8) {
+      QuantFp8TensorApply(set.q.get(), q_elems_, Slot(scalars_, kSlotDescaleQ), set.q8.get(), st);
+      QuantFp8TensorApply(set.k.get(), kv_elems_, Slot(scalars_, kSlotDescaleK), set.k8.get(), st);
+      QuantFp8TensorApply(set.v.get(), kv_elems_, Slot(scalars_, kSlotDescaleV), set.v8.get(), st);
+    }
+    LaunchKvCacheAppend(append_, kv_, set.k.get(), set.v.get(), set.table.as<std::int32_t>(), k_scale_, v_scale_,
+                        set.k_pool.get(), set.v_pool.get(), st);
+    sdpa_->Run(static_cast<int>(i), st);
+  }
+
+  const AttentionContextOp& op_;
+  const collect::Case& c_;
+  const collect::RunContext& ctx_;
+  const AttnShape s_;
+  cudaStream_t stream_;
+  const std::uint64_t base_seed_;
+  const std::size_t q_elems_, kv_elems_;
+  const KvAppendShape append_;
+  const KvDtype kv_;
+  const float k_scale_, v_scale_;
+  const std::size_t pool_, eb_, table_n_;
+  std::unique_ptr<CudnnSdpa> sdpa_;
+  bool o_fp8_ = false;
+  std::string source_;
+  DeviceBuffer workspace_, scalars_;
+  std::vector<Set> sets_;
+  collect::TimingStats stats_;
+};
+
+std::unique_ptr<collect::CasePhases> AttentionContextOp::MakePhases(const collect::Case& c,
+                                                                    const collect::RunContext& ctx,
+                                                                    const AttnShape& s) const {
+  return std::make_unique<Phases>(*this, c, ctx, s);
+}
+
 // ---- attention_generation: servecast's paged split-KV decode ------------------------
 
 class AttentionGenerationOp : public AttentionOpBase {
@@ -800,65 +846,9 @@ class AttentionGenerationOp : public AttentionOpBase {
     std::vector<std::int32_t> host_table;
   };
 
-  CaseResult RunChecked(const collect::Case& c, const collect::RunContext& ctx, const AttnShape& s) override {
-    DeviceContext& dev = Context();
-    cudaStream_t stream = dev.stream;
-    const std::uint64_t base_seed = Fnv1a64(c.id);
-    const PagedDecodeShape shape = Decode(s);
-    const KvDtype kv = s.kv_fp8 ? KvDtype::kFp8E4m3 : KvDtype::kBf16;
-    const PagedDecodePlan plan = PlanPagedDecode(shape, Multiprocessors(), kv);
-    const float k_scale = s.kv_fp8 ? kFp8KScale : 1.0f, v_scale = s.kv_fp8 ? kFp8VScale : 1.0f;
-    const std::string source = std::string("servecast_paged_decode_") + (s.kv_fp8 ? "fp8kv" : "bf16kv") +
-                               ":page=" + std::to_string(kPagedKvPageSize) + "," + plan.Describe();
-    const std::size_t pool = PoolElems(s), eb = s.kv_fp8 ? 1 : 2;
-    const std::int64_t pages_per_seq = shape.pages_per_seq();
-    const std::size_t table_n = static_cast<std::size_t>(s.batch * pages_per_seq);
-    const std::size_t q_elems = static_cast<std::size_t>(s.batch * s.num_heads * s.head_dim);
-    DeviceBuffer workspace(std::max<std::size_t>(plan.workspace_bytes, 16));
-
-    auto make_set = [&](std::uint64_t seed) {
-      Set set{DeviceBuffer(pool * eb),   DeviceBuffer(pool * eb),   DeviceBuffer(table_n * 4),
-              DeviceBuffer(q_elems * 2), DeviceBuffer(q_elems * 2), {}};
-      // Every slot, used or not: a kernel reading past a sequence's end reads noise.
-      if (s.kv_fp8) {
-        FillUniformFp8E4m3(set.k.get(), pool, SeedFor(seed, 1), kKeyValueRange, stream);
-        FillUniformFp8E4m3(set.v.get(), pool, SeedFor(seed, 2), kKeyValueRange, stream);
-      } else {
-        FillUniformBf16(set.k.get(), pool, SeedFor(seed, 1), kKeyValueRange, stream);
-        FillUniformBf16(set.v.get(), pool, SeedFor(seed, 2), kKeyValueRange, stream);
-      }
-      FillUniformBf16(set.q.get(), q_elems, SeedFor(seed, 3), kQueryRange, stream);
-      FillPoison(set.out.get(), set.out.bytes(), stream);
-      set.host_table = UploadShuffledPageTable(table_n, SeedFor(seed, 4), set.table, stream);
-      SC_CUDA_CHECK(cudaStreamSynchronize(stream));
-      return set;
-    };
-    auto launch = [&](Set& set, cudaStream_t st) {
-      LaunchPagedDecode(shape, plan, kv, set.q.get(), set.k.get(), set.v.get(), set.table.as<std::int32_t>(), k_scale,
-                        v_scale, set.out.get(), workspace.get(), st);
-    };
-
-    std::vector<Set> sets;
-    sets.push_back(make_set(SeedFor(base_seed, 100)));
-    launch(sets[0], stream);
-    SC_CUDA_CHECK(cudaStreamSynchronize(stream));
-    RefCheck check(reference_scale_);
-    check.AddNonFinite(CountNonFiniteBf16(sets[0].out.get(), q_elems, stream), q_elems);
-    CheckSampled(s, sets[0], k_scale, v_scale, SeedFor(base_seed, 5), check, stream);
-    const std::string rule = "(2^-8 + 1e-4) * sum_j p_j*|v_jd| + 1e-6 (fp32 math, bf16 output)";
-    if (!check.ok()) return Incorrect(source, check, rule);
-
-    const double call_bytes = CacheBytes(s);
-    const int copies = CopiesForColdL2(call_bytes);
-    for (int k = 1; k < copies; ++k) sets.push_back(make_set(SeedFor(base_seed, 100 + static_cast<std::uint64_t>(k))));
-    TimeOptions opt;
-    opt.copies = copies;
-    opt.rotated_bytes = call_bytes * copies;
-    collect::TimingStats stats = TimeOnDevice(
-        [&](cudaStream_t st, int iteration) { launch(sets[static_cast<std::size_t>(iteration % copies)], st); },
-        ctx.timing, opt, ctx.measure_power);
-    return Row(c, ctx, source, stats);
-  }
+  class Phases;
+  std::unique_ptr<collect::CasePhases> MakePhases(const collect::Case& c, const collect::RunContext& ctx,
+                                                  const AttnShape& s) const override;
 
   // Sampled sequences (first, last, one drawn) and heads (all, or up to 8 with the
   // first and the last): their visible pages are read back and the output
@@ -933,6 +923,109 @@ class AttentionGenerationOp : public AttentionOpBase {
     }
   }
 };
+
+// One call: servecast's paged split-KV decode over a shuffled page table, checked on
+// sampled sequences and heads, timed rotating copies of the cache.
+class AttentionGenerationOp::Phases : public collect::CasePhases {
+ public:
+  Phases(const AttentionGenerationOp& op, const collect::Case& c, const collect::RunContext& ctx, const AttnShape& s)
+      : op_(op),
+        c_(c),
+        ctx_(ctx),
+        s_(s),
+        stream_(Context().stream),
+        base_seed_(Fnv1a64(c.id)),
+        shape_(Decode(s)),
+        kv_(s.kv_fp8 ? KvDtype::kFp8E4m3 : KvDtype::kBf16),
+        k_scale_(s.kv_fp8 ? kFp8KScale : 1.0f),
+        v_scale_(s.kv_fp8 ? kFp8VScale : 1.0f),
+        pool_(PoolElems(s)),
+        eb_(s.kv_fp8 ? 1 : 2),
+        table_n_(static_cast<std::size_t>(s.batch * shape_.pages_per_seq())),
+        q_elems_(static_cast<std::size_t>(s.batch * s.num_heads * s.head_dim)) {}
+
+  // The launch plan, its workspace, and the first set of inputs.
+  std::optional<CaseResult> Prepare() override {
+    plan_ = PlanPagedDecode(shape_, Multiprocessors(), kv_);
+    source_ = std::string("servecast_paged_decode_") + (s_.kv_fp8 ? "fp8kv" : "bf16kv") +
+              ":page=" + std::to_string(kPagedKvPageSize) + "," + plan_.Describe();
+    workspace_ = DeviceBuffer(std::max<std::size_t>(plan_.workspace_bytes, 16));
+    sets_.push_back(MakeSet(SeedFor(base_seed_, 100)));
+    return std::nullopt;
+  }
+
+  std::optional<CaseResult> Check() override {
+    Launch(sets_[0], stream_);
+    SC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    RefCheck check(op_.reference_scale_);
+    check.AddNonFinite(CountNonFiniteBf16(sets_[0].out.get(), q_elems_, stream_), q_elems_);
+    op_.CheckSampled(s_, sets_[0], k_scale_, v_scale_, SeedFor(base_seed_, 5), check, stream_);
+    const std::string rule = "(2^-8 + 1e-4) * sum_j p_j*|v_jd| + 1e-6 (fp32 math, bf16 output)";
+    if (!check.ok()) return op_.Incorrect(source_, check, rule);
+    return std::nullopt;
+  }
+
+  void Time() override {
+    const double call_bytes = CacheBytes(s_);
+    const int copies = CopiesForColdL2(call_bytes);
+    for (int k = 1; k < copies; ++k)
+      sets_.push_back(MakeSet(SeedFor(base_seed_, 100 + static_cast<std::uint64_t>(k))));
+    TimeOptions opt;
+    opt.copies = copies;
+    opt.rotated_bytes = call_bytes * copies;
+    stats_ = TimeOnDevice(
+        [&](cudaStream_t st, int iteration) { Launch(sets_[static_cast<std::size_t>(iteration % copies)], st); },
+        ctx_.timing, opt, ctx_.measure_power);
+  }
+
+  std::vector<Params> Emit() override { return op_.Row(c_, ctx_, source_, stats_); }
+
+ private:
+  Set MakeSet(std::uint64_t seed) {
+    Set set{DeviceBuffer(pool_ * eb_),     DeviceBuffer(pool_ * eb_),     DeviceBuffer(table_n_ * 4),
+            DeviceBuffer(q_elems_ * 2), DeviceBuffer(q_elems_ * 2), {}};
+    // Every slot, used or not: a kernel reading past a sequence's end reads noise.
+    if (s_.kv_fp8) {
+      FillUniformFp8E4m3(set.k.get(), pool_, SeedFor(seed, 1), kKeyValueRange, stream_);
+      FillUniformFp8E4m3(set.v.get(), pool_, SeedFor(seed, 2), kKeyValueRange, stream_);
+    } else {
+      FillUniformBf16(set.k.get(), pool_, SeedFor(seed, 1), kKeyValueRange, stream_);
+      FillUniformBf16(set.v.get(), pool_, SeedFor(seed, 2), kKeyValueRange, stream_);
+    }
+    FillUniformBf16(set.q.get(), q_elems_, SeedFor(seed, 3), kQueryRange, stream_);
+    FillPoison(set.out.get(), set.out.bytes(), stream_);
+    set.host_table = UploadShuffledPageTable(table_n_, SeedFor(seed, 4), set.table, stream_);
+    SC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return set;
+  }
+
+  void Launch(Set& set, cudaStream_t st) {
+    LaunchPagedDecode(shape_, plan_, kv_, set.q.get(), set.k.get(), set.v.get(), set.table.as<std::int32_t>(),
+                      k_scale_, v_scale_, set.out.get(), workspace_.get(), st);
+  }
+
+  const AttentionGenerationOp& op_;
+  const collect::Case& c_;
+  const collect::RunContext& ctx_;
+  const AttnShape s_;
+  cudaStream_t stream_;
+  const std::uint64_t base_seed_;
+  const PagedDecodeShape shape_;
+  const KvDtype kv_;
+  const float k_scale_, v_scale_;
+  const std::size_t pool_, eb_, table_n_, q_elems_;
+  PagedDecodePlan plan_;
+  std::string source_;
+  DeviceBuffer workspace_;
+  std::vector<Set> sets_;
+  collect::TimingStats stats_;
+};
+
+std::unique_ptr<collect::CasePhases> AttentionGenerationOp::MakePhases(const collect::Case& c,
+                                                                       const collect::RunContext& ctx,
+                                                                       const AttnShape& s) const {
+  return std::make_unique<Phases>(*this, c, ctx, s);
+}
 
 }  // namespace
 

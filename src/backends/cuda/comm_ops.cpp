@@ -202,18 +202,16 @@ class CommOp : public collect::Op {
     if (s.gpus != ctx.world)
       return Invalid(name(), "num_gpus " + std::to_string(s.gpus) + " but this rank's world is " +
                                  std::to_string(ctx.world));
-    try {
-      return RunChecked(c, ctx, s);
-    } catch (const CudaError& e) {
-      return CaseResultFromCudaError(e, FailureClass::kFrameworkBug);
-    }
+    std::unique_ptr<collect::CasePhases> phases = MakePhases(c, ctx, s);
+    return RunCudaPhases(*phases, FailureClass::kFrameworkBug);
   }
 
  protected:
   // The case's shape; a result when the case cannot run.
   virtual std::optional<CaseResult> Parse(const Params& p, CommShape& s) const = 0;
-  // Check, then time, on this rank (every rank runs it at once).
-  virtual CaseResult RunChecked(const collect::Case& c, const collect::RunContext& ctx, const CommShape& s) = 0;
+  // The phases of one case on this rank (every rank runs them at once, in step).
+  virtual std::unique_ptr<collect::CasePhases> MakePhases(const collect::Case& c, const collect::RunContext& ctx,
+                                                          const CommShape& s) const = 0;
 
   const collect::TableSpec* table_ = nullptr;
 };
@@ -229,65 +227,98 @@ class NcclOp : public CommOp {
     return ParseShape(name(), p, "nccl_dtype", split, s);
   }
 
-  CaseResult RunChecked(const collect::Case& c, const collect::RunContext& ctx, const CommShape& s) override {
-    CommGroup& g = JoinGroup(ctx);
-    cudaStream_t st = Context().stream;
-    const int n = s.gpus, r = g.rank();
-    const std::int64_t chunk = s.count / n;
-    std::int64_t in_count = s.count, out_count = s.count;
-    if (coll_ == Coll::kAllGather) in_count = chunk;
-    if (coll_ == Coll::kReduceScatter) out_count = chunk;
-    const std::size_t elem = static_cast<std::size_t>(s.elem);
-    DeviceBuffer in(static_cast<std::size_t>(in_count) * elem), out(static_cast<std::size_t>(out_count) * elem);
-    const ncclDataType_t dt = s.elem == 2 ? ncclBfloat16 : ncclInt8;
-    ncclComm_t comm = g.comm();
-    char* src = in.as<char>();
-    char* dst = out.as<char>();
-    const Coll coll = coll_;
-    LaunchFn launch = [=](cudaStream_t stream, int) {
-      switch (coll) {
-        case Coll::kAllReduce:
-          SC_NCCL_CHECK(ncclAllReduce(src, dst, static_cast<std::size_t>(s.count), dt, ncclSum, comm, stream));
-          break;
-        case Coll::kAllGather:
-          SC_NCCL_CHECK(ncclAllGather(src, dst, static_cast<std::size_t>(chunk), dt, comm, stream));
-          break;
-        case Coll::kReduceScatter:
-          SC_NCCL_CHECK(ncclReduceScatter(src, dst, static_cast<std::size_t>(chunk), dt, ncclSum, comm, stream));
-          break;
-        case Coll::kAllToAll: {
-          const std::size_t bytes = static_cast<std::size_t>(chunk) * elem;
-          SC_NCCL_CHECK(ncclGroupStart());
-          for (int p = 0; p < n; ++p) {
-            SC_NCCL_CHECK(ncclSend(src + p * bytes, static_cast<std::size_t>(chunk), dt, p, comm, stream));
-            SC_NCCL_CHECK(ncclRecv(dst + p * bytes, static_cast<std::size_t>(chunk), dt, p, comm, stream));
+  // The pattern in, poison out, one call, an exact check on every rank, then the
+  // collective timed with decisions agreed across ranks.
+  class Phases : public collect::CasePhases {
+   public:
+    Phases(const NcclOp& op, const collect::Case& c, const collect::RunContext& ctx, const CommShape& s)
+        : op_(op), c_(c), ctx_(ctx), s_(s), st_(Context().stream) {}
+
+    std::optional<CaseResult> Prepare() override {
+      g_ = &JoinGroup(ctx_);
+      const int n = s_.gpus, r = g_->rank();
+      const std::int64_t chunk = s_.count / n;
+      in_count_ = s_.count;
+      out_count_ = s_.count;
+      if (op_.coll_ == Coll::kAllGather) in_count_ = chunk;
+      if (op_.coll_ == Coll::kReduceScatter) out_count_ = chunk;
+      const std::size_t elem = static_cast<std::size_t>(s_.elem);
+      in_ = DeviceBuffer(static_cast<std::size_t>(in_count_) * elem);
+      out_ = DeviceBuffer(static_cast<std::size_t>(out_count_) * elem);
+      const ncclDataType_t dt = s_.elem == 2 ? ncclBfloat16 : ncclInt8;
+      ncclComm_t comm = g_->comm();
+      char* src = in_.as<char>();
+      char* dst = out_.as<char>();
+      const Coll coll = op_.coll_;
+      const std::int64_t count = s_.count;
+      launch_ = [=](cudaStream_t stream, int) {
+        switch (coll) {
+          case Coll::kAllReduce:
+            SC_NCCL_CHECK(ncclAllReduce(src, dst, static_cast<std::size_t>(count), dt, ncclSum, comm, stream));
+            break;
+          case Coll::kAllGather:
+            SC_NCCL_CHECK(ncclAllGather(src, dst, static_cast<std::size_t>(chunk), dt, comm, stream));
+            break;
+          case Coll::kReduceScatter:
+            SC_NCCL_CHECK(ncclReduceScatter(src, dst, static_cast<std::size_t>(chunk), dt, ncclSum, comm, stream));
+            break;
+          case Coll::kAllToAll: {
+            const std::size_t bytes = static_cast<std::size_t>(chunk) * elem;
+            SC_NCCL_CHECK(ncclGroupStart());
+            for (int p = 0; p < n; ++p) {
+              SC_NCCL_CHECK(ncclSend(src + p * bytes, static_cast<std::size_t>(chunk), dt, p, comm, stream));
+              SC_NCCL_CHECK(ncclRecv(dst + p * bytes, static_cast<std::size_t>(chunk), dt, p, comm, stream));
+            }
+            SC_NCCL_CHECK(ncclGroupEnd());
+            break;
           }
-          SC_NCCL_CHECK(ncclGroupEnd());
-          break;
+          case Coll::kSendRecv:
+            SC_NCCL_CHECK(ncclGroupStart());
+            SC_NCCL_CHECK(ncclSend(src, static_cast<std::size_t>(count), dt, (r + 1) % n, comm, stream));
+            SC_NCCL_CHECK(ncclRecv(dst, static_cast<std::size_t>(count), dt, (r - 1 + n) % n, comm, stream));
+            SC_NCCL_CHECK(ncclGroupEnd());
+            break;
         }
-        case Coll::kSendRecv:
-          SC_NCCL_CHECK(ncclGroupStart());
-          SC_NCCL_CHECK(ncclSend(src, static_cast<std::size_t>(s.count), dt, (r + 1) % n, comm, stream));
-          SC_NCCL_CHECK(ncclRecv(dst, static_cast<std::size_t>(s.count), dt, (r - 1 + n) % n, comm, stream));
-          SC_NCCL_CHECK(ncclGroupEnd());
-          break;
-      }
-    };
+      };
+      return std::nullopt;
+    }
 
-    // Correctness first: the pattern in, poison out, one call, an exact check on every rank.
-    FillCommPattern(in.get(), static_cast<std::size_t>(in_count), s.elem, r, st);
-    FillPoison(out.get(), out.bytes(), st);
-    launch(st, 0);
-    SC_CUDA_CHECK(cudaStreamSynchronize(st));
-    const std::string problem = CheckOutput(
-        out.get(), out_count, s.elem, [&](std::int64_t i) { return Expected(coll_, r, n, s.count, i); }, st);
-    if (auto bad = AgreeCheck(g, name(), problem)) return *bad;
+    std::optional<CaseResult> Check() override {
+      const int n = s_.gpus, r = g_->rank();
+      FillCommPattern(in_.get(), static_cast<std::size_t>(in_count_), s_.elem, r, st_);
+      FillPoison(out_.get(), out_.bytes(), st_);
+      launch_(st_, 0);
+      SC_CUDA_CHECK(cudaStreamSynchronize(st_));
+      const std::string problem = CheckOutput(
+          out_.get(), out_count_, s_.elem, [&](std::int64_t i) { return Expected(op_.coll_, r, n, s_.count, i); }, st_);
+      return AgreeCheck(*g_, op_.name(), problem);
+    }
 
-    const collect::TimingStats stats = TimeOnDevice(launch, ctx.timing, CollectiveTiming(g), ctx.measure_power);
-    const double bytes = static_cast<double>(s.count) * s.elem;
-    Params extra = Bandwidths(bytes, stats.median_ms, BusFactor(coll_, n));
-    return CaseResult::Passed({collect::MakeRow(*table_, *ctx.runtime, name(), "nccl:" + s.dtype_name, c.params,
-                                                stats, ctx.measure_power, extra)});
+    void Time() override { stats_ = TimeOnDevice(launch_, ctx_.timing, CollectiveTiming(*g_), ctx_.measure_power); }
+
+    std::vector<Params> Emit() override {
+      const double bytes = static_cast<double>(s_.count) * s_.elem;
+      Params extra = Bandwidths(bytes, stats_.median_ms, BusFactor(op_.coll_, s_.gpus));
+      return {collect::MakeRow(*op_.table_, *ctx_.runtime, op_.name(), "nccl:" + s_.dtype_name, c_.params, stats_,
+                               ctx_.measure_power, extra)};
+    }
+
+   private:
+    const NcclOp& op_;
+    const collect::Case& c_;
+    const collect::RunContext& ctx_;
+    const CommShape s_;
+    cudaStream_t st_;
+    CommGroup* g_ = nullptr;
+    std::int64_t in_count_ = 0, out_count_ = 0;
+    DeviceBuffer in_, out_;
+    LaunchFn launch_;
+    collect::TimingStats stats_;
+  };
+
+  std::unique_ptr<collect::CasePhases> MakePhases(const collect::Case& c, const collect::RunContext& ctx,
+                                                  const CommShape& s) const override {
+    return std::make_unique<Phases>(*this, c, ctx, s);
   }
 
   Coll coll_;
@@ -307,60 +338,97 @@ class CustomAllReduceOp : public CommOp {
     return std::nullopt;
   }
 
-  CaseResult RunChecked(const collect::Case& c, const collect::RunContext& ctx, const CommShape& s) override {
-    CommGroup& g = JoinGroup(ctx);
-    if (g.SpansNodes())
-      return CaseResult::Failure(Disposition::kNotSupported, FailureClass::kUnsupportedConfig, "NotSupported",
-                                 "custom_allreduce shares memory through CUDA IPC, which works within one node; "
-                                 "this group spans several");
-    cudaStream_t st = Context().stream;
-    const std::size_t bytes = static_cast<std::size_t>(s.count) * 2;
-    CustomAllReduce car(g.rank(), g.world(), bytes, [&g](const std::string& mine) { return g.AllGather(mine); });
-    DeviceBuffer out(bytes);
-    const int n = s.gpus;
+  // Each algorithm that takes the size (one-shot, two-shot) checked exactly on every
+  // rank, then each timed; the faster on rank 0's clock makes the row.
+  class Phases : public collect::CasePhases {
+   public:
+    Phases(const CustomAllReduceOp& op, const collect::Case& c, const collect::RunContext& ctx, const CommShape& s)
+        : op_(op), c_(c), ctx_(ctx), s_(s), st_(Context().stream), bytes_(static_cast<std::size_t>(s.count) * 2) {}
 
-    struct Candidate {
-      CustomArAlgo algo;
-      collect::TimingStats stats;
-    };
-    std::vector<Candidate> timed;
-    for (CustomArAlgo algo : {CustomArAlgo::kOneShot, CustomArAlgo::kTwoShot}) {
+    std::optional<CaseResult> Prepare() override {
+      g_ = &JoinGroup(ctx_);
+      if (g_->SpansNodes())
+        return CaseResult::Failure(Disposition::kNotSupported, FailureClass::kUnsupportedConfig, "NotSupported",
+                                   "custom_allreduce shares memory through CUDA IPC, which works within one node; "
+                                   "this group spans several");
+      CommGroup& g = *g_;
+      car_ = std::make_unique<CustomAllReduce>(g.rank(), g.world(), bytes_,
+                                               [&g](const std::string& mine) { return g.AllGather(mine); });
+      out_ = DeviceBuffer(bytes_);
       // Every rank sees the same Supports answer (same world, size, max_bytes).
-      if (!car.Supports(algo, static_cast<std::size_t>(s.count))) continue;
-      FillCommPattern(car.input(), static_cast<std::size_t>(s.count), 2, g.rank(), st);
-      FillPoison(out.get(), out.bytes(), st);
-      car.Run(algo, static_cast<std::size_t>(s.count), out.get(), st);
-      SC_CUDA_CHECK(cudaStreamSynchronize(st));
-      std::string problem = CheckOutput(
-          out.get(), s.count, 2, [&](std::int64_t i) { return Expected(Coll::kAllReduce, g.rank(), n, s.count, i); },
-          st);
-      if (!problem.empty()) problem = std::string(ToString(algo)) + ": " + problem;
-      if (auto bad = AgreeCheck(g, name(), problem)) return *bad;
-      LaunchFn launch = [&car, algo, &s, &out](cudaStream_t stream, int) {
-        car.Run(algo, static_cast<std::size_t>(s.count), out.get(), stream);
-      };
-      timed.push_back({algo, TimeOnDevice(launch, ctx.timing, CollectiveTiming(g), ctx.measure_power)});
+      for (CustomArAlgo algo : {CustomArAlgo::kOneShot, CustomArAlgo::kTwoShot})
+        if (car_->Supports(algo, static_cast<std::size_t>(s_.count))) algos_.push_back(algo);
+      if (algos_.empty())
+        return CaseResult::Failure(Disposition::kNotSupported, FailureClass::kUnsupportedConfig, "NotSupported",
+                                   "custom_allreduce: no algorithm takes " + std::to_string(s_.count) +
+                                       " bfloat16 elements on " + std::to_string(s_.gpus) + " GPUs");
+      return std::nullopt;
     }
-    if (timed.empty())
-      return CaseResult::Failure(Disposition::kNotSupported, FailureClass::kUnsupportedConfig, "NotSupported",
-                                 "custom_allreduce: no algorithm takes " + std::to_string(s.count) +
-                                     " bfloat16 elements on " + std::to_string(n) + " GPUs");
-    // The faster on rank 0's clock decides; every rank takes rank 0's choice.
-    std::size_t best = 0;
-    for (std::size_t i = 1; i < timed.size(); ++i)
-      if (timed[i].stats.median_ms < timed[best].stats.median_ms) best = i;
-    best = static_cast<std::size_t>(g.AllMin(g.rank() == 0 ? static_cast<long long>(best) : 1LL << 40));
-    // Nobody may free its IPC-shared buffers while a peer still reads them.
-    SC_CUDA_CHECK(cudaStreamSynchronize(st));
-    g.AllMin(0);
-    const Candidate& w = timed[best];
-    Params extra = Bandwidths(static_cast<double>(bytes), w.stats.median_ms, BusFactor(Coll::kAllReduce, n));
-    extra.Set("implementation", std::string(ToString(w.algo)));
-    return CaseResult::Passed({collect::MakeRow(*table_, *ctx.runtime, name(),
-                                                std::string("servecast_custom_ar:") + ToString(w.algo), c.params,
-                                                w.stats, ctx.measure_power, extra)});
-  }
 
+    std::optional<CaseResult> Check() override {
+      for (CustomArAlgo algo : algos_) {
+        FillCommPattern(car_->input(), static_cast<std::size_t>(s_.count), 2, g_->rank(), st_);
+        FillPoison(out_.get(), out_.bytes(), st_);
+        car_->Run(algo, static_cast<std::size_t>(s_.count), out_.get(), st_);
+        SC_CUDA_CHECK(cudaStreamSynchronize(st_));
+        std::string problem = CheckOutput(
+            out_.get(), s_.count, 2,
+            [&](std::int64_t i) { return Expected(Coll::kAllReduce, g_->rank(), s_.gpus, s_.count, i); }, st_);
+        if (!problem.empty()) problem = std::string(ToString(algo)) + ": " + problem;
+        if (auto bad = AgreeCheck(*g_, op_.name(), problem)) return bad;
+      }
+      return std::nullopt;
+    }
+
+    void Time() override {
+      for (CustomArAlgo algo : algos_) {
+        CustomAllReduce& car = *car_;
+        const std::int64_t count = s_.count;
+        void* out = out_.get();
+        LaunchFn launch = [&car, algo, count, out](cudaStream_t stream, int) {
+          car.Run(algo, static_cast<std::size_t>(count), out, stream);
+        };
+        stats_.push_back(TimeOnDevice(launch, ctx_.timing, CollectiveTiming(*g_), ctx_.measure_power));
+      }
+      // The faster on rank 0's clock decides; every rank takes rank 0's choice.
+      std::size_t best = 0;
+      for (std::size_t i = 1; i < stats_.size(); ++i)
+        if (stats_[i].median_ms < stats_[best].median_ms) best = i;
+      best_ = static_cast<std::size_t>(g_->AllMin(g_->rank() == 0 ? static_cast<long long>(best) : 1LL << 40));
+      // Nobody may free its IPC-shared buffers while a peer still reads them.
+      SC_CUDA_CHECK(cudaStreamSynchronize(st_));
+      g_->AllMin(0);
+    }
+
+    std::vector<Params> Emit() override {
+      const CustomArAlgo algo = algos_[best_];
+      const collect::TimingStats& stats = stats_[best_];
+      Params extra = Bandwidths(static_cast<double>(bytes_), stats.median_ms, BusFactor(Coll::kAllReduce, s_.gpus));
+      extra.Set("implementation", std::string(ToString(algo)));
+      return {collect::MakeRow(*op_.table_, *ctx_.runtime, op_.name(),
+                               std::string("servecast_custom_ar:") + ToString(algo), c_.params, stats,
+                               ctx_.measure_power, extra)};
+    }
+
+   private:
+    const CustomAllReduceOp& op_;
+    const collect::Case& c_;
+    const collect::RunContext& ctx_;
+    const CommShape s_;
+    cudaStream_t st_;
+    const std::size_t bytes_;
+    CommGroup* g_ = nullptr;
+    std::unique_ptr<CustomAllReduce> car_;
+    DeviceBuffer out_;
+    std::vector<CustomArAlgo> algos_;             // the algorithms that take this size
+    std::vector<collect::TimingStats> stats_;     // one per algorithm, in algos_ order
+    std::size_t best_ = 0;
+  };
+
+  std::unique_ptr<collect::CasePhases> MakePhases(const collect::Case& c, const collect::RunContext& ctx,
+                                                  const CommShape& s) const override {
+    return std::make_unique<Phases>(*this, c, ctx, s);
+  }
 };
 
 }  // namespace

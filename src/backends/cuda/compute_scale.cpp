@@ -45,91 +45,107 @@ std::vector<T> SampledRows(const void* base, const std::vector<std::int64_t>& ro
   return out;
 }
 
-ComputeScaleReport RunChecked(const collect::Case& c, const collect::RunContext& ctx, bool time, std::int64_t m,
-                              std::int64_t k) {
-  ComputeScaleReport rep;
-  cudaStream_t st = Context().stream;
-  const std::size_t n = static_cast<std::size_t>(m * k);
-  DeviceBuffer x(n * 2), q(n), state(2 * sizeof(unsigned)), scale_dynamic(sizeof(float)), scale_static(sizeof(float)),
-      scratch(64);
-  SC_CUDA_CHECK(cudaMemsetAsync(state.get(), 0, state.bytes(), st));
-  FillUniformBf16(x.get(), n, SeedFor(c.id, 1), 1.0f, st);
-  ScaleBf16ByBlockPattern(x.get(), m, k, 1, 0, st);
+// One compute_scale case through the phase driver; `rep` gets the two timings.
+class ComputeScalePhases : public collect::CasePhases {
+ public:
+  ComputeScalePhases(const collect::Case& c, const collect::RunContext& ctx, std::int64_t m, std::int64_t k,
+                     ComputeScaleReport& rep)
+      : c_(c), ctx_(ctx), m_(m), k_(k), n_(static_cast<std::size_t>(m * k)), rep_(rep), st_(Context().stream) {}
 
-  LaunchFn dynamic = [&](cudaStream_t s, int) {
-    QuantFp8TensorAmax(x.get(), n, state.as<unsigned>(), scale_dynamic.as<float>(), s);
-    QuantFp8TensorApply(x.get(), n, scale_dynamic.as<float>(), q.get(), s);
-  };
-  LaunchFn fixed = [&](cudaStream_t s, int) { QuantFp8TensorApply(x.get(), n, scale_static.as<float>(), q.get(), s); };
-
-  const auto rows = SampleIndices(m, 16, SeedFor(c.id, 3));
-  const auto xr = SampledRows<std::uint16_t>(x.get(), rows, k, st);
-  auto* count = reinterpret_cast<unsigned long long*>(scratch.as<char>() + 8);
-  auto check_q = [&](float scale, const std::string& which) -> std::optional<CaseResult> {
-    CountNanE4m3(q.get(), n, count, st);
-    const auto nan_q = OneToHost<unsigned long long>(count, st);
-    if (nan_q)
-      return Incorrect("compute_scale", which + ": " + std::to_string(nan_q) + " of " + std::to_string(n) +
-                                            " quantized values are e4m3 NaN (unwritten; poisoned first)");
-    const auto qr = SampledRows<std::uint8_t>(q.get(), rows, k, st);
-    RefCheck chk = CheckTensorQuant(xr, qr, k, scale, rows);
-    if (!chk.ok()) return Incorrect("compute_scale", which + ": " + chk.Describe("q", "half an e4m3 step"));
+  std::optional<CaseResult> Prepare() override {
+    x_ = DeviceBuffer(n_ * 2);
+    q_ = DeviceBuffer(n_);
+    state_ = DeviceBuffer(2 * sizeof(unsigned));
+    scale_dynamic_ = DeviceBuffer(sizeof(float));
+    scale_static_ = DeviceBuffer(sizeof(float));
+    scratch_ = DeviceBuffer(64);
+    SC_CUDA_CHECK(cudaMemsetAsync(state_.get(), 0, state_.bytes(), st_));
+    FillUniformBf16(x_.get(), n_, SeedFor(c_.id, 1), 1.0f, st_);
+    ScaleBf16ByBlockPattern(x_.get(), m_, k_, 1, 0, st_);
     return std::nullopt;
-  };
-
-  // Dynamic: the scale must be max(amax / 448, min) for the exact amax, q must match it.
-  FillPoison(q.get(), q.bytes(), st);
-  FillPoison(scale_dynamic.get(), scale_dynamic.bytes(), st);
-  dynamic(st, 0);
-  SC_CUDA_CHECK(cudaStreamSynchronize(st));
-  const float sx = OneToHost<float>(scale_dynamic.get(), st);
-  AmaxBf16Reference(x.get(), n, scratch.as<float>(), st);
-  const float amax = OneToHost<float>(scratch.get(), st);
-  const float want = std::max(amax / kFp8E4m3Max, kFp8MinScale);
-  if (!(sx == want)) {
-    rep.result = Incorrect("compute_scale", "dynamic scale " + std::to_string(sx) +
-                                                " != max(amax/448, min) = " + std::to_string(want) + " (amax " +
-                                                std::to_string(amax) + " by the reference kernel)");
-    return rep;
-  }
-  if (auto bad = check_q(sx, "dynamic quantization")) {
-    rep.result = *bad;
-    return rep;
-  }
-  // Static: a calibrated scale with 2x headroom (so the check sees it was used).
-  const float given = 2.0f * sx;
-  SC_CUDA_CHECK(cudaMemcpyAsync(scale_static.get(), &given, sizeof(float), cudaMemcpyHostToDevice, st));
-  FillPoison(q.get(), q.bytes(), st);
-  fixed(st, 0);
-  SC_CUDA_CHECK(cudaStreamSynchronize(st));
-  if (auto bad = check_q(given, "static quantization")) {
-    rep.result = *bad;
-    return rep;
-  }
-  if (!time) {
-    rep.result = CaseResult::Passed({});
-    return rep;
   }
 
-  if (!ctx.runtime) throw Error("compute_scale: RunContext without runtime info");
-  const collect::TableSpec* table = collect::FindTableSpec("computescale_perf");
-  if (!table) throw Error("compute_scale: table computescale_perf is not defined");
+  std::optional<CaseResult> Check() override {
+    rows_ = SampleIndices(m_, 16, SeedFor(c_.id, 3));
+    xr_ = SampledRows<std::uint16_t>(x_.get(), rows_, k_, st_);
+
+    // Dynamic: the scale must be max(amax / 448, min) for the exact amax, q must match it.
+    FillPoison(q_.get(), q_.bytes(), st_);
+    FillPoison(scale_dynamic_.get(), scale_dynamic_.bytes(), st_);
+    Dynamic(st_);
+    SC_CUDA_CHECK(cudaStreamSynchronize(st_));
+    const float sx = OneToHost<float>(scale_dynamic_.get(), st_);
+    AmaxBf16Reference(x_.get(), n_, scratch_.as<float>(), st_);
+    const float amax = OneToHost<float>(scratch_.get(), st_);
+    const float want = std::max(amax / kFp8E4m3Max, kFp8MinScale);
+    if (!(sx == want))
+      return Incorrect("compute_scale", "dynamic scale " + std::to_string(sx) + " != max(amax/448, min) = " +
+                                            std::to_string(want) + " (amax " + std::to_string(amax) +
+                                            " by the reference kernel)");
+    if (auto bad = CheckQ(sx, "dynamic quantization")) return bad;
+    // Static: a calibrated scale with 2x headroom (so the check sees it was used).
+    const float given = 2.0f * sx;
+    SC_CUDA_CHECK(cudaMemcpyAsync(scale_static_.get(), &given, sizeof(float), cudaMemcpyHostToDevice, st_));
+    FillPoison(q_.get(), q_.bytes(), st_);
+    Static(st_);
+    SC_CUDA_CHECK(cudaStreamSynchronize(st_));
+    return CheckQ(given, "static quantization");
+  }
+
   // Activations are not rotated (as in the GEMM row, where an engine's activation was
   // just written by the previous kernel): l2 is labelled warm.
-  const collect::TimingStats dyn = TimeOnDevice(dynamic, ctx.timing, TimeOptions{}, ctx.measure_power);
-  const collect::TimingStats stat = TimeOnDevice(fixed, ctx.timing, TimeOptions{}, false);
-  rep.dynamic_ms = dyn.median_ms;
-  rep.static_ms = stat.median_ms;
-  collect::TimingStats row = dyn;
-  row.median_ms = std::max(0.0, dyn.median_ms - stat.median_ms);
-  row.p10_ms = std::max(0.0, dyn.p10_ms - stat.p10_ms);
-  row.p90_ms = std::max(0.0, dyn.p90_ms - stat.p90_ms);
-  row.throttled = dyn.throttled || stat.throttled;
-  rep.result = CaseResult::Passed(
-      {collect::MakeRow(*table, *ctx.runtime, "compute_scale", "servecast_quant_fp8_tensor:dynamic-static", c.params,
-                        row, ctx.measure_power)});
-  return rep;
-}
+  void Time() override {
+    if (!ctx_.runtime) throw Error("compute_scale: RunContext without runtime info");
+    table_ = collect::FindTableSpec("computescale_perf");
+    if (!table_) throw Error("compute_scale: table computescale_perf is not defined");
+    dyn_ = TimeOnDevice([this](cudaStream_t s, int) { Dynamic(s); }, ctx_.timing, TimeOptions{}, ctx_.measure_power);
+    stat_ = TimeOnDevice([this](cudaStream_t s, int) { Static(s); }, ctx_.timing, TimeOptions{}, false);
+    rep_.dynamic_ms = dyn_.median_ms;
+    rep_.static_ms = stat_.median_ms;
+  }
+
+  std::vector<collect::Params> Emit() override {
+    collect::TimingStats row = dyn_;
+    row.median_ms = std::max(0.0, dyn_.median_ms - stat_.median_ms);
+    row.p10_ms = std::max(0.0, dyn_.p10_ms - stat_.p10_ms);
+    row.p90_ms = std::max(0.0, dyn_.p90_ms - stat_.p90_ms);
+    row.throttled = dyn_.throttled || stat_.throttled;
+    return {collect::MakeRow(*table_, *ctx_.runtime, "compute_scale", "servecast_quant_fp8_tensor:dynamic-static",
+                             c_.params, row, ctx_.measure_power)};
+  }
+
+ private:
+  void Dynamic(cudaStream_t s) const {
+    QuantFp8TensorAmax(x_.get(), n_, state_.as<unsigned>(), scale_dynamic_.as<float>(), s);
+    QuantFp8TensorApply(x_.get(), n_, scale_dynamic_.as<float>(), q_.get(), s);
+  }
+  void Static(cudaStream_t s) const { QuantFp8TensorApply(x_.get(), n_, scale_static_.as<float>(), q_.get(), s); }
+
+  std::optional<CaseResult> CheckQ(float scale, const std::string& which) {
+    auto* count = reinterpret_cast<unsigned long long*>(scratch_.as<char>() + 8);
+    CountNanE4m3(q_.get(), n_, count, st_);
+    const auto nan_q = OneToHost<unsigned long long>(count, st_);
+    if (nan_q)
+      return Incorrect("compute_scale", which + ": " + std::to_string(nan_q) + " of " + std::to_string(n_) +
+                                            " quantized values are e4m3 NaN (unwritten; poisoned first)");
+    const auto qr = SampledRows<std::uint8_t>(q_.get(), rows_, k_, st_);
+    RefCheck chk = CheckTensorQuant(xr_, qr, k_, scale, rows_);
+    if (!chk.ok()) return Incorrect("compute_scale", which + ": " + chk.Describe("q", "half an e4m3 step"));
+    return std::nullopt;
+  }
+
+  const collect::Case& c_;
+  const collect::RunContext& ctx_;
+  const std::int64_t m_, k_;
+  const std::size_t n_;
+  ComputeScaleReport& rep_;
+  cudaStream_t st_;
+  DeviceBuffer x_, q_, state_, scale_dynamic_, scale_static_, scratch_;
+  std::vector<std::int64_t> rows_;
+  std::vector<std::uint16_t> xr_;
+  const collect::TableSpec* table_ = nullptr;
+  collect::TimingStats dyn_, stat_;
+};
 
 class ComputeScaleOp : public collect::Op {
  public:
@@ -184,12 +200,9 @@ ComputeScaleReport RunComputeScaleCase(const collect::Case& c, const collect::Ru
         NotSupported("UnsupportedDtype", "compute_scale on cuda runs quant_dtype fp8 (e4m3); got '" + dtype + "'");
     return rep;
   }
-  try {
-    return RunChecked(c, ctx, time, m, k);
-  } catch (const CudaError& e) {
-    rep.result = CaseResultFromCudaError(e, collect::FailureClass::kFrameworkBug);
-    return rep;
-  }
+  ComputeScalePhases phases(c, ctx, m, k, rep);
+  rep.result = RunCudaPhases(phases, collect::FailureClass::kFrameworkBug, {time});
+  return rep;
 }
 
 std::unique_ptr<collect::Op> MakeComputeScaleOp() {

@@ -37,17 +37,26 @@ void ThrowCublas(cublasStatus_t st, const char* stmt, const char* file, int line
   throw CudaError(msg, sticky, st == CUBLAS_STATUS_ALLOC_FAILED);
 }
 
-collect::CaseResult CaseResultFromCudaError(const CudaError& e, collect::FailureClass library_class) {
-  collect::CaseResult r;
-  if (e.out_of_memory()) {
-    r = collect::CaseResult::Failure(collect::Disposition::kFailed, collect::FailureClass::kResource, "CudaOutOfMemory",
-                                     e.what());
+std::optional<collect::PhaseError> ClassifyCudaError(const std::exception& e, collect::FailureClass library_class) {
+  const auto* cuda = dynamic_cast<const CudaError*>(&e);
+  if (!cuda) return std::nullopt;
+  collect::PhaseError out;
+  if (cuda->out_of_memory()) {
+    out.failure_class = collect::FailureClass::kResource;
+    out.error_type = "CudaOutOfMemory";
   } else {
-    r = collect::CaseResult::Failure(collect::Disposition::kFailed, library_class, "CudaError", e.what());
+    out.failure_class = library_class;
+    out.error_type = "CudaError";
   }
   // A sticky error leaves the context unusable: record, then restart the worker.
-  r.poisoned = e.sticky();
-  return r;
+  out.poisons_context = cuda->sticky();
+  return out;
+}
+
+collect::CaseResult RunCudaPhases(collect::CasePhases& phases, collect::FailureClass library_class,
+                                  const collect::PhaseOptions& opt) {
+  return collect::RunPhases(phases, opt,
+                            [library_class](const std::exception& e) { return ClassifyCudaError(e, library_class); });
 }
 
 }  // namespace servecast::cuda

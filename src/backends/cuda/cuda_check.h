@@ -3,9 +3,12 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <exception>
+#include <optional>
 #include <string>
 
 #include "collect/op.h"
+#include "collect/phases.h"
 #include "core/error.h"
 
 namespace servecast::cuda {
@@ -28,10 +31,17 @@ class CudaError : public Error {
 [[noreturn]] void ThrowCuda(cudaError_t err, const char* stmt, const char* file, int line);
 [[noreturn]] void ThrowCublas(cublasStatus_t st, const char* stmt, const char* file, int line);
 
-// Turns a CudaError into the case's outcome: out of memory -> failed/resource;
-// an error of a vendor library on a valid case -> failed/framework_bug; a sticky
-// error additionally marks the result poisoned so the worker restarts.
-collect::CaseResult CaseResultFromCudaError(const CudaError& e, collect::FailureClass library_class);
+// The CUDA backend's one mapping of errors to a case's outcome, for the phase
+// driver: a CudaError (CUDA runtime, cuBLASLt, cuDNN, NCCL) that is out of memory ->
+// failed/resource "CudaOutOfMemory"; any other -> failed/`library_class` "CudaError"
+// (framework_bug where a vendor library rejects or breaks on a valid case,
+// collector_bug where the failing calls are servecast's own kernels); sticky ->
+// poisons the context. Nothing for an exception that is not a CudaError.
+std::optional<collect::PhaseError> ClassifyCudaError(const std::exception& e, collect::FailureClass library_class);
+
+// Runs a CUDA case's phases (collect::RunPhases) with ClassifyCudaError.
+collect::CaseResult RunCudaPhases(collect::CasePhases& phases, collect::FailureClass library_class,
+                                  const collect::PhaseOptions& opt = {});
 
 }  // namespace servecast::cuda
 

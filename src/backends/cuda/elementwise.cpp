@@ -203,11 +203,8 @@ class ElementwiseOp : public collect::Op {
     if (!ctx.runtime)
       return CaseResult::Failure(Disposition::kFailed, FailureClass::kCollectorBug, "MissingRuntime",
                                  name_ + ": the run context carries no runtime");
-    try {
-      return RunChecked(c, ctx, *shape);
-    } catch (const CudaError& e) {
-      return CaseResultFromCudaError(e, FailureClass::kCollectorBug);
-    }
+    Phases phases(*this, c, ctx, *shape);
+    return RunCudaPhases(phases, FailureClass::kCollectorBug);
   }
 
  protected:
@@ -246,46 +243,67 @@ class ElementwiseOp : public collect::Op {
     return s;
   }
 
-  CaseResult RunChecked(const collect::Case& c, const collect::RunContext& ctx, const Shape& s) {
-    cudaStream_t stream = Context().stream;
-    const std::uint64_t base_seed = Fnv1a64(c.id);
+  // One case: prepare -> check against the reference (fresh inputs, poisoned outputs,
+  // one call) -> time, rotating through copies of the sets so repeated calls miss in
+  // L2 -> one row.
+  class Phases : public collect::CasePhases {
+   public:
+    Phases(const ElementwiseOp& op, const collect::Case& c, const collect::RunContext& ctx, const Shape& s)
+        : op_(op), ctx_(ctx), s_(s), stream_(Context().stream), base_seed_(Fnv1a64(c.id)) {}
 
-    // Prepare.
-    Buffers shared = Allocate(SharedSizes(s));
-    FillShared(s, SeedFor(base_seed, 1), shared, stream);
-    std::vector<Buffers> sets;
-    sets.push_back(Allocate(SetSizes(s)));
-    FillSet(s, SeedFor(base_seed, 100), sets[0], stream);
-
-    // Check against the reference (fresh inputs, poisoned outputs, one call).
-    RefCheck check(reference_scale_);
-    LaunchAndCheck(s, shared, sets[0], RowsToCheck(s, SeedFor(base_seed, 2)), check, stream);
-    if (!check.ok())
-      return CaseResult::Failure(Disposition::kIncorrect, FailureClass::kCollectorBug, "IncorrectOutput",
-                                 name_ + " (" + KernelSource(s) + "): " + check.Describe(ToleranceRule()));
-
-    // Time, rotating through copies of the sets so repeated calls miss in L2.
-    const double call_bytes = CallBytes(s);
-    const int copies = CopiesForColdL2(call_bytes);
-    for (int k = 1; k < copies; ++k) {
-      sets.push_back(Allocate(SetSizes(s)));
-      FillSet(s, SeedFor(base_seed, 100 + static_cast<std::uint64_t>(k)), sets.back(), stream);
+    std::optional<CaseResult> Prepare() override {
+      shared_ = Allocate(op_.SharedSizes(s_));
+      op_.FillShared(s_, SeedFor(base_seed_, 1), shared_, stream_);
+      sets_.push_back(Allocate(op_.SetSizes(s_)));
+      op_.FillSet(s_, SeedFor(base_seed_, 100), sets_[0], stream_);
+      return std::nullopt;
     }
-    SC_CUDA_CHECK(cudaStreamSynchronize(stream));
-    TimeOptions opt;
-    opt.copies = copies;
-    opt.rotated_bytes = call_bytes * copies;
-    collect::TimingStats stats =
-        TimeOnDevice([&](cudaStream_t st,
-                         int iteration) { Launch(s, shared, sets[static_cast<std::size_t>(iteration % copies)], st); },
-                     ctx.timing, opt, ctx.measure_power);
-    Params key;
-    key.Set("dtype", std::string("bfloat16"));
-    key.Set("num_tokens", s.tokens);
-    key.Set("hidden_size", s.hidden);
-    return CaseResult::Passed(
-        {collect::MakeRow(table_, *ctx.runtime, name_, KernelSource(s), key, stats, ctx.measure_power)});
-  }
+
+    std::optional<CaseResult> Check() override {
+      RefCheck check(op_.reference_scale_);
+      op_.LaunchAndCheck(s_, shared_, sets_[0], RowsToCheck(s_, SeedFor(base_seed_, 2)), check, stream_);
+      if (check.ok()) return std::nullopt;
+      return CaseResult::Failure(Disposition::kIncorrect, FailureClass::kCollectorBug, "IncorrectOutput",
+                                 op_.name_ + " (" + op_.KernelSource(s_) + "): " + check.Describe(op_.ToleranceRule()));
+    }
+
+    void Time() override {
+      const double call_bytes = op_.CallBytes(s_);
+      const int copies = CopiesForColdL2(call_bytes);
+      for (int k = 1; k < copies; ++k) {
+        sets_.push_back(Allocate(op_.SetSizes(s_)));
+        op_.FillSet(s_, SeedFor(base_seed_, 100 + static_cast<std::uint64_t>(k)), sets_.back(), stream_);
+      }
+      SC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      TimeOptions opt;
+      opt.copies = copies;
+      opt.rotated_bytes = call_bytes * copies;
+      stats_ = TimeOnDevice(
+          [&](cudaStream_t st, int iteration) {
+            op_.Launch(s_, shared_, sets_[static_cast<std::size_t>(iteration % copies)], st);
+          },
+          ctx_.timing, opt, ctx_.measure_power);
+    }
+
+    std::vector<Params> Emit() override {
+      Params key;
+      key.Set("dtype", std::string("bfloat16"));
+      key.Set("num_tokens", s_.tokens);
+      key.Set("hidden_size", s_.hidden);
+      return {collect::MakeRow(op_.table_, *ctx_.runtime, op_.name_, op_.KernelSource(s_), key, stats_,
+                               ctx_.measure_power)};
+    }
+
+   private:
+    const ElementwiseOp& op_;
+    const collect::RunContext& ctx_;
+    const Shape s_;
+    cudaStream_t stream_;
+    const std::uint64_t base_seed_;
+    Buffers shared_;
+    std::vector<Buffers> sets_;
+    collect::TimingStats stats_;
+  };
 
   std::string name_;
   std::string kernel_source_;

@@ -253,7 +253,7 @@ struct Buffers {
 };
 
 // Fills the inputs and quantizes the weight (outside any timing); returns the copies.
-int Prepare(const Shape& s, const std::string& case_id, Buffers& b, cudaStream_t st) {
+int PrepareBuffers(const Shape& s, const std::string& case_id, Buffers& b, cudaStream_t st) {
   const std::size_t xk = static_cast<std::size_t>(s.rows * s.k), nk = static_cast<std::size_t>(s.n * s.k);
   b.x = DeviceBuffer(xk * 2);
   b.y = DeviceBuffer(static_cast<std::size_t>(s.rows * s.n) * 2);
@@ -439,137 +439,153 @@ std::optional<CaseResult> CheckOutput(const Shape& s, const std::string& case_id
   return std::nullopt;
 }
 
-GemmRunReport RunChecked(const Shape& s, const collect::Case& c, const collect::RunContext& ctx,
-                         const GemmRunOptions& opt) {
-  GemmRunReport rep;
-  DeviceContext& dc = Context();
-  cudaStream_t st = dc.stream;
-  Buffers b;
-  const int copies = Prepare(s, c.id, b, st);
-  rep.copies = copies;
+// One gemm case through the phase driver; `rep` (the caller's) gets the choices and
+// the check's summary as the phases make them.
+class GemmPhases : public collect::CasePhases {
+ public:
+  GemmPhases(const Shape& s, const collect::Case& c, const collect::RunContext& ctx, const GemmRunOptions& opt,
+             GemmRunReport& rep)
+      : s_(s), c_(c), ctx_(ctx), opt_(opt), rep_(rep), dc_(Context()), st_(dc_.stream) {}
 
-  LtMatmul mm;
-  BuildMatmul(s, b, mm);
-  const int want = std::max(1, opt.algo_candidates);
-  std::vector<cublasLtMatmulHeuristicResult_t> heur(static_cast<std::size_t>(want));
-  int returned = 0;
-  const cublasStatus_t hs =
-      cublasLtMatmulAlgoGetHeuristic(dc.lt, mm.desc, mm.a, mm.b, mm.d, mm.d, mm.pref, want, heur.data(), &returned);
-  const std::string where = "gemm_dtype=" + s.name + " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
-                            " k=" + std::to_string(s.k) + " (cuBLASLt " + CublasLtVersion() + ", sm_" +
-                            std::to_string(dc.prop.major) + std::to_string(dc.prop.minor) + ")";
-  if (hs != CUBLAS_STATUS_SUCCESS || returned == 0) {
-    rep.result =
-        NotSupported("NoCublasLtAlgorithm", "cublasLtMatmulAlgoGetHeuristic returned " + StatusName(hs) + " with " +
-                                                std::to_string(returned) + " algorithms for " + where);
-    return rep;
-  }
+  // Inputs and weight copies, the matmul descriptors, the heuristic's candidates that
+  // run at all, and the autotuned (or forced) algorithm.
+  std::optional<CaseResult> Prepare() override {
+    copies_ = PrepareBuffers(s_, c_.id, b_, st_);
+    rep_.copies = copies_;
 
-  // Real activations for the candidates to run on.
-  QuantizeActivations(s, b, st);
-  SC_CUDA_CHECK(cudaStreamSynchronize(st));
+    BuildMatmul(s_, b_, mm_);
+    const int want = std::max(1, opt_.algo_candidates);
+    std::vector<cublasLtMatmulHeuristicResult_t> heur(static_cast<std::size_t>(want));
+    int returned = 0;
+    const cublasStatus_t hs =
+        cublasLtMatmulAlgoGetHeuristic(dc_.lt, mm_.desc, mm_.a, mm_.b, mm_.d, mm_.d, mm_.pref, want, heur.data(), &returned);
+    const std::string where = "gemm_dtype=" + s_.name + " m=" + std::to_string(s_.m) + " n=" + std::to_string(s_.n) +
+                              " k=" + std::to_string(s_.k) + " (cuBLASLt " + CublasLtVersion() + ", sm_" +
+                              std::to_string(dc_.prop.major) + std::to_string(dc_.prop.minor) + ")";
+    if (hs != CUBLAS_STATUS_SUCCESS || returned == 0)
+      return NotSupported("NoCublasLtAlgorithm", "cublasLtMatmulAlgoGetHeuristic returned " + StatusName(hs) +
+                                                     " with " + std::to_string(returned) + " algorithms for " + where);
 
-  // Candidates that run at all (one eager call each).
-  std::vector<cublasLtMatmulAlgo_t> algos;
-  std::string rejected;
-  bool all_not_supported = true;
-  for (int i = 0; i < returned; ++i) {
-    if (heur[static_cast<std::size_t>(i)].state != CUBLAS_STATUS_SUCCESS) continue;
-    const cublasStatus_t ms = Matmul(mm, heur[static_cast<std::size_t>(i)].algo, b.w[0].get(), b, st);
-    SC_CUDA_CHECK(cudaStreamSynchronize(st));
-    SC_CUDA_CHECK(cudaGetLastError());
-    if (ms == CUBLAS_STATUS_SUCCESS) {
-      algos.push_back(heur[static_cast<std::size_t>(i)].algo);
-    } else {
-      rejected +=
-          (rejected.empty() ? "" : ", ") + AlgoString(heur[static_cast<std::size_t>(i)].algo) + ": " + StatusName(ms);
-      all_not_supported = all_not_supported && ms == CUBLAS_STATUS_NOT_SUPPORTED;
-    }
-  }
-  if (algos.empty()) {
-    const std::string msg = "every heuristic algorithm failed in cublasLtMatmul for " + where + ": " + rejected;
-    rep.result = all_not_supported ? NotSupported("CublasLtRejected", msg)
-                                   : CaseResult::Failure(collect::Disposition::kFailed,
-                                                         collect::FailureClass::kFrameworkBug, "CublasLtFailed", msg);
-    return rep;
-  }
+    // Real activations for the candidates to run on.
+    QuantizeActivations(s_, b_, st_);
+    SC_CUDA_CHECK(cudaStreamSynchronize(st_));
 
-  // Autotune: the fastest candidate on this shape, weights rotated as when timed.
-  std::size_t best = 0;
-  if (algos.size() > 1 && opt.force_tile_id == 0) {  // a forced configuration replaces the choice below
-    auto gemm_with = [&](std::size_t a) {
-      return [&, a](cudaStream_t stream, int it) {
-        SC_CUBLAS_CHECK(Matmul(mm, algos[a], b.w[static_cast<std::size_t>(it % copies)].get(), b, stream));
-      };
-    };
-    const double probe = TimeCallsMs(gemm_with(0), 1, st);
-    const int calls = std::clamp(static_cast<int>(std::ceil(1.0 / std::max(probe, 1e-4))), 1, 50);
-    double best_ms = 0;
-    for (std::size_t a = 0; a < algos.size(); ++a) {
-      const double ms = TimeCallsMs(gemm_with(a), calls, st);
-      if (a == 0 || ms < best_ms) {
-        best_ms = ms;
-        best = a;
+    // Candidates that run at all (one eager call each).
+    std::vector<cublasLtMatmulAlgo_t> algos;
+    std::string rejected;
+    bool all_not_supported = true;
+    for (int i = 0; i < returned; ++i) {
+      if (heur[static_cast<std::size_t>(i)].state != CUBLAS_STATUS_SUCCESS) continue;
+      const cublasStatus_t ms = Matmul(mm_, heur[static_cast<std::size_t>(i)].algo, b_.w[0].get(), b_, st_);
+      SC_CUDA_CHECK(cudaStreamSynchronize(st_));
+      SC_CUDA_CHECK(cudaGetLastError());
+      if (ms == CUBLAS_STATUS_SUCCESS) {
+        algos.push_back(heur[static_cast<std::size_t>(i)].algo);
+      } else {
+        rejected += (rejected.empty() ? "" : ", ") + AlgoString(heur[static_cast<std::size_t>(i)].algo) + ": " +
+                    StatusName(ms);
+        all_not_supported = all_not_supported && ms == CUBLAS_STATUS_NOT_SUPPORTED;
       }
     }
-  }
-  cublasLtMatmulAlgo_t algo = algos[best];
-  if (opt.force_tile_id != 0) {
-    algo = heur[0].algo;
-    SC_CUBLAS_CHECK(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &opt.force_tile_id,
-                                                         sizeof(opt.force_tile_id)));
-    SC_CUBLAS_CHECK(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID,
-                                                         &opt.force_cluster_id, sizeof(opt.force_cluster_id)));
-    cublasLtMatmulHeuristicResult_t r{};
-    const cublasStatus_t cs = cublasLtMatmulAlgoCheck(dc.lt, mm.desc, mm.a, mm.b, mm.d, mm.d, &algo, &r);
-    if (cs != CUBLAS_STATUS_SUCCESS || r.workspaceSize > dc.workspace_bytes) {
-      rep.result = NotSupported("ForcedConfigRejected", "cublasLtMatmulAlgoCheck: " + StatusName(cs) + " for " +
-                                                            AlgoString(algo) + " on " + where);
-      return rep;
+    if (algos.empty()) {
+      const std::string msg = "every heuristic algorithm failed in cublasLtMatmul for " + where + ": " + rejected;
+      return all_not_supported ? NotSupported("CublasLtRejected", msg)
+                               : CaseResult::Failure(collect::Disposition::kFailed,
+                                                     collect::FailureClass::kFrameworkBug, "CublasLtFailed", msg);
     }
-  }
-  rep.kernel_source = AlgoString(algo);
-  if (s.dtype == Dtype::kFp8) rep.kernel_source += "+servecast_quant_fp8_tensor";
-  if (s.dtype == Dtype::kFp8Block) rep.kernel_source += "+servecast_quant_fp8_group128";
 
-  // The timed region: activation quantization (fp8 dtypes), then the GEMM on copy i % copies.
-  LaunchFn gemm_only = [&, algo](cudaStream_t stream, int it) {
-    SC_CUBLAS_CHECK(Matmul(mm, algo, b.w[static_cast<std::size_t>(it % copies)].get(), b, stream));
-  };
-  LaunchFn launch = [&](cudaStream_t stream, int it) {
-    QuantizeActivations(s, b, stream);
-    gemm_only(stream, it);
-  };
+    // Autotune: the fastest candidate on this shape, weights rotated as when timed.
+    std::size_t best = 0;
+    if (algos.size() > 1 && opt_.force_tile_id == 0) {  // a forced configuration replaces the choice below
+      auto gemm_with = [&](std::size_t a) {
+        return [&, a](cudaStream_t stream, int it) {
+          SC_CUBLAS_CHECK(Matmul(mm_, algos[a], b_.w[static_cast<std::size_t>(it % copies_)].get(), b_, stream));
+        };
+      };
+      const double probe = TimeCallsMs(gemm_with(0), 1, st_);
+      const int calls = std::clamp(static_cast<int>(std::ceil(1.0 / std::max(probe, 1e-4))), 1, 50);
+      double best_ms = 0;
+      for (std::size_t a = 0; a < algos.size(); ++a) {
+        const double ms = TimeCallsMs(gemm_with(a), calls, st_);
+        if (a == 0 || ms < best_ms) {
+          best_ms = ms;
+          best = a;
+        }
+      }
+    }
+    algo_ = algos[best];
+    if (opt_.force_tile_id != 0) {
+      algo_ = heur[0].algo;
+      SC_CUBLAS_CHECK(cublasLtMatmulAlgoConfigSetAttribute(&algo_, CUBLASLT_ALGO_CONFIG_TILE_ID, &opt_.force_tile_id,
+                                                           sizeof(opt_.force_tile_id)));
+      SC_CUBLAS_CHECK(cublasLtMatmulAlgoConfigSetAttribute(&algo_, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID,
+                                                           &opt_.force_cluster_id, sizeof(opt_.force_cluster_id)));
+      cublasLtMatmulHeuristicResult_t r{};
+      const cublasStatus_t cs = cublasLtMatmulAlgoCheck(dc_.lt, mm_.desc, mm_.a, mm_.b, mm_.d, mm_.d, &algo_, &r);
+      if (cs != CUBLAS_STATUS_SUCCESS || r.workspaceSize > dc_.workspace_bytes)
+        return NotSupported("ForcedConfigRejected", "cublasLtMatmulAlgoCheck: " + StatusName(cs) + " for " +
+                                                        AlgoString(algo_) + " on " + where);
+    }
+    rep_.kernel_source = AlgoString(algo_);
+    if (s_.dtype == Dtype::kFp8) rep_.kernel_source += "+servecast_quant_fp8_tensor";
+    if (s_.dtype == Dtype::kFp8Block) rep_.kernel_source += "+servecast_quant_fp8_group128";
+    return std::nullopt;
+  }
 
   // Correctness before timing: poison everything the call writes, run it once, check.
-  FillPoison(b.y.get(), b.y.bytes(), st);
-  if (b.xq.get()) FillPoison(b.xq.get(), b.xq.bytes(), st);
-  if (s.dtype == Dtype::kFp8Block) FillPoison(b.x_scale.get(), b.x_scale.bytes(), st);
-  launch(st, 0);
-  SC_CUDA_CHECK(cudaStreamSynchronize(st));
-  if (auto bad = CheckOutput(s, c.id, b, opt, rep, st)) {
-    rep.result = *bad;
-    return rep;
+  std::optional<CaseResult> Check() override {
+    FillPoison(b_.y.get(), b_.y.bytes(), st_);
+    if (b_.xq.get()) FillPoison(b_.xq.get(), b_.xq.bytes(), st_);
+    if (s_.dtype == Dtype::kFp8Block) FillPoison(b_.x_scale.get(), b_.x_scale.bytes(), st_);
+    Launch(st_, 0);
+    SC_CUDA_CHECK(cudaStreamSynchronize(st_));
+    return CheckOutput(s_, c_.id, b_, opt_, rep_, st_);
   }
-  if (!opt.time) {
-    rep.result = CaseResult::Passed({});
-    return rep;
+
+  // The timed region: activation quantization (fp8 dtypes), then the GEMM on copy i % copies.
+  void Time() override {
+    if (!ctx_.runtime) throw Error("gemm: RunContext without runtime info");
+    table_ = collect::FindTableSpec("gemm_perf");
+    if (!table_) throw Error("gemm: table gemm_perf is not defined");
+    TimeOptions topt;
+    topt.copies = copies_;
+    topt.rotated_bytes = copies_ * WeightBytes(s_);
+    LaunchFn timed = [this](cudaStream_t stream, int it) { Launch(stream, it); };
+    if (opt_.timed == GemmRunOptions::Timed::kGemmOnly)
+      timed = [this](cudaStream_t stream, int it) { GemmOnly(stream, it); };
+    if (opt_.timed == GemmRunOptions::Timed::kQuantOnly)
+      timed = [this](cudaStream_t stream, int) { QuantizeActivations(s_, b_, stream); };
+    stats_ = TimeOnDevice(timed, ctx_.timing, topt, ctx_.measure_power);
   }
-  if (!ctx.runtime) throw Error("gemm: RunContext without runtime info");
-  const collect::TableSpec* table = collect::FindTableSpec("gemm_perf");
-  if (!table) throw Error("gemm: table gemm_perf is not defined");
-  TimeOptions topt;
-  topt.copies = copies;
-  topt.rotated_bytes = copies * WeightBytes(s);
-  LaunchFn timed = launch;
-  if (opt.timed == GemmRunOptions::Timed::kGemmOnly) timed = gemm_only;
-  if (opt.timed == GemmRunOptions::Timed::kQuantOnly)
-    timed = [&](cudaStream_t stream, int) { QuantizeActivations(s, b, stream); };
-  const collect::TimingStats stats = TimeOnDevice(timed, ctx.timing, topt, ctx.measure_power);
-  rep.result = CaseResult::Passed(
-      {collect::MakeRow(*table, *ctx.runtime, "gemm", rep.kernel_source, c.params, stats, ctx.measure_power)});
-  return rep;
-}
+
+  std::vector<collect::Params> Emit() override {
+    return {collect::MakeRow(*table_, *ctx_.runtime, "gemm", rep_.kernel_source, c_.params, stats_,
+                             ctx_.measure_power)};
+  }
+
+ private:
+  void GemmOnly(cudaStream_t stream, int it) const {
+    SC_CUBLAS_CHECK(Matmul(mm_, algo_, b_.w[static_cast<std::size_t>(it % copies_)].get(), b_, stream));
+  }
+  void Launch(cudaStream_t stream, int it) const {
+    QuantizeActivations(s_, b_, stream);
+    GemmOnly(stream, it);
+  }
+
+  const Shape& s_;
+  const collect::Case& c_;
+  const collect::RunContext& ctx_;
+  const GemmRunOptions& opt_;
+  GemmRunReport& rep_;
+  DeviceContext& dc_;
+  cudaStream_t st_;
+  Buffers b_;
+  int copies_ = 1;
+  LtMatmul mm_;
+  cublasLtMatmulAlgo_t algo_{};
+  const collect::TableSpec* table_ = nullptr;
+  collect::TimingStats stats_;
+};
 
 class GemmOp : public collect::Op {
  public:
@@ -609,19 +625,15 @@ class GemmOp : public collect::Op {
 }  // namespace
 
 GemmRunReport RunGemmCase(const collect::Case& c, const collect::RunContext& ctx, const GemmRunOptions& opt) {
+  GemmRunReport rep;
   Shape s;
   if (auto bad = ParseShape(c.params, s)) {
-    GemmRunReport rep;
     rep.result = *bad;
     return rep;
   }
-  try {
-    return RunChecked(s, c, ctx, opt);
-  } catch (const CudaError& e) {
-    GemmRunReport rep;
-    rep.result = CaseResultFromCudaError(e, collect::FailureClass::kFrameworkBug);
-    return rep;
-  }
+  GemmPhases phases(s, c, ctx, opt, rep);
+  rep.result = RunCudaPhases(phases, collect::FailureClass::kFrameworkBug, {opt.time});
+  return rep;
 }
 
 std::vector<collect::Requirement> Fp8Requirements(const std::string& dtype_param) {

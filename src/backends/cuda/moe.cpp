@@ -1203,87 +1203,97 @@ class PhaseClock {
   std::vector<std::pair<std::string, double>> marks_;
 };
 
-MoeRunReport RunChecked(const Shape& s, const collect::Case& c, const collect::RunContext& ctx,
-                        const MoeRunOptions& opt) {
-  MoeRunReport rep;
-  rep.kernel_source = kMoeCublasLtSource;
-  rep.samples = s.samples;
-  cudaStream_t st = Context().stream;
-  MoeCase mc(s, c.id);
-  PhaseClock phases;
-  try {
-    mc.Route();
-  } catch (const CudaError&) {
-    throw;
-  } catch (const Error& e) {
-    rep.result = InvalidParams("moe", std::string("routing: ") + e.what());
-    return rep;
-  }
-  phases.Mark("route");
-  mc.Prepare(st);
-  phases.Mark("prepare");
-  // cuBLASLt per expert is one candidate; a shape it rejects can still run grouped.
-  const std::optional<CaseResult> cublas_bad = mc.BuildGemms(st);
-  phases.Mark("cublaslt");
-  std::vector<GemmPath> candidates = mc.Candidates(!cublas_bad);
-  if (opt.force_bt == 0) {
-    if (cublas_bad) {
-      rep.result = *cublas_bad;
-      return rep;
+// One moe case through the phase driver; `rep` (the caller's) gets the choices and
+// the check's summary as the phases make them.
+class MoePhases : public collect::CasePhases {
+ public:
+  MoePhases(const Shape& s, const collect::Case& c, const collect::RunContext& ctx, const MoeRunOptions& opt,
+            MoeRunReport& rep)
+      : c_(c), ctx_(ctx), opt_(opt), rep_(rep), st_(Context().stream), mc_(s, c.id) {}
+
+  // Routings, buffers and weights, the expert GEMMs' candidates (cuBLASLt per expert,
+  // the grouped kernel's tiles) and the autotuned one.
+  std::optional<CaseResult> Prepare() override {
+    try {
+      mc_.Route();  // host only: the routings are synthesized, no CUDA call
+    } catch (const Error& e) {
+      return InvalidParams("moe", std::string("routing: ") + e.what());
     }
-    candidates = {GemmPath{}};
-  } else if (opt.force_bt > 0) {
-    const bool ok = mc.GroupedSupported() &&
-                    (opt.force_wgmma ? MoeGroupedWgmmaRuns() && MoeGroupedWgmmaValidBt(opt.force_bt)
-                                     : MoeGroupedGemmValidBt(mc.GemmType(), opt.force_bt));
-    if (!ok) {
-      rep.result = NotSupported("GroupedShape", std::string("the grouped expert GEMM (") +
-                                                    (opt.force_wgmma ? "wgmma" : "mma.sync") +
-                                                    ") does not take this shape or device with " +
-                                                    std::to_string(opt.force_bt) + " rows per tile");
-      return rep;
+    phases_.Mark("route");
+    mc_.Prepare(st_);
+    phases_.Mark("prepare");
+    // cuBLASLt per expert is one candidate; a shape it rejects can still run grouped.
+    const std::optional<CaseResult> cublas_bad = mc_.BuildGemms(st_);
+    phases_.Mark("cublaslt");
+    std::vector<GemmPath> candidates = mc_.Candidates(!cublas_bad);
+    if (opt_.force_bt == 0) {
+      if (cublas_bad) return *cublas_bad;
+      candidates = {GemmPath{}};
+    } else if (opt_.force_bt > 0) {
+      const bool ok = mc_.GroupedSupported() &&
+                      (opt_.force_wgmma ? MoeGroupedWgmmaRuns() && MoeGroupedWgmmaValidBt(opt_.force_bt)
+                                        : MoeGroupedGemmValidBt(mc_.GemmType(), opt_.force_bt));
+      if (!ok)
+        return NotSupported("GroupedShape", std::string("the grouped expert GEMM (") +
+                                                (opt_.force_wgmma ? "wgmma" : "mma.sync") +
+                                                ") does not take this shape or device with " +
+                                                std::to_string(opt_.force_bt) + " rows per tile");
+      candidates = {GemmPath{opt_.force_bt, opt_.force_wgmma}};
     }
-    candidates = {GemmPath{opt.force_bt, opt.force_wgmma}};
+    if (candidates.empty()) return *cublas_bad;
+    if (opt_.time) {
+      if (!ctx_.runtime) throw Error("moe: RunContext without runtime info");
+      mc_.AllocateCopies(st_);
+      phases_.Mark("copies");
+    }
+    mc_.Autotune(candidates, st_);
+    phases_.Mark("autotune");
+    rep_.kernel_source = mc_.KernelSource();
+    return std::nullopt;
   }
-  if (candidates.empty()) {
-    rep.result = *cublas_bad;
-    return rep;
+
+  std::optional<CaseResult> Check() override {
+    if (std::optional<CaseResult> bad = mc_.Check(opt_, rep_, st_)) {
+      bad->message += " (expert GEMMs: " + rep_.kernel_source + ")";
+      return bad;
+    }
+    phases_.Mark("check");
+    return std::nullopt;
   }
-  if (opt.time) {
-    if (!ctx.runtime) throw Error("moe: RunContext without runtime info");
-    mc.AllocateCopies(st);
-    phases.Mark("copies");
+
+  void Time() override {
+    table_ = collect::FindTableSpec("moe_perf");
+    if (!table_) throw Error("moe: table moe_perf is not defined");
+    rep_.weight_copies = mc_.copies();
+    const int samples = mc_.samples(), copies = mc_.copies();
+    TimeOptions topt;
+    topt.copies = samples * copies;  // call i: sample i % samples on weight copy (i / samples) % copies
+    topt.rotated_bytes = static_cast<double>(copies) * mc_.TouchedBytes();
+    MoeCase& mc = mc_;
+    const LaunchFn launch = [&mc, samples, copies](cudaStream_t stream, int it) {
+      mc.Launch(it % samples, (it / samples) % copies, stream);
+    };
+    stats_ = TimeOnDevice(launch, ctx_.timing, topt, ctx_.measure_power);
+    phases_.Mark("time");
+    phases_.LogIfSlow(c_.id, rep_.kernel_source);
   }
-  mc.Autotune(candidates, st);
-  phases.Mark("autotune");
-  rep.kernel_source = mc.KernelSource();
-  if (auto bad = mc.Check(opt, rep, st)) {
-    rep.result = *bad;
-    rep.result.message += " (expert GEMMs: " + rep.kernel_source + ")";
-    return rep;
+
+  std::vector<collect::Params> Emit() override {
+    return {collect::MakeRow(*table_, *ctx_.runtime, "moe", rep_.kernel_source, c_.params, stats_,
+                             ctx_.measure_power)};
   }
-  phases.Mark("check");
-  if (!opt.time) {
-    rep.result = CaseResult::Passed({});
-    return rep;
-  }
-  const collect::TableSpec* table = collect::FindTableSpec("moe_perf");
-  if (!table) throw Error("moe: table moe_perf is not defined");
-  rep.weight_copies = mc.copies();
-  const int samples = mc.samples(), copies = mc.copies();
-  TimeOptions topt;
-  topt.copies = samples * copies;  // call i: sample i % samples on weight copy (i / samples) % copies
-  topt.rotated_bytes = static_cast<double>(copies) * mc.TouchedBytes();
-  const LaunchFn launch = [&mc, samples, copies](cudaStream_t stream, int it) {
-    mc.Launch(it % samples, (it / samples) % copies, stream);
-  };
-  const collect::TimingStats stats = TimeOnDevice(launch, ctx.timing, topt, ctx.measure_power);
-  phases.Mark("time");
-  phases.LogIfSlow(c.id, rep.kernel_source);
-  rep.result = CaseResult::Passed(
-      {collect::MakeRow(*table, *ctx.runtime, "moe", rep.kernel_source, c.params, stats, ctx.measure_power)});
-  return rep;
-}
+
+ private:
+  const collect::Case& c_;
+  const collect::RunContext& ctx_;
+  const MoeRunOptions& opt_;
+  MoeRunReport& rep_;
+  cudaStream_t st_;
+  MoeCase mc_;
+  PhaseClock phases_;
+  const collect::TableSpec* table_ = nullptr;
+  collect::TimingStats stats_;
+};
 
 class MoeOp : public collect::Op {
  public:
@@ -1325,20 +1335,17 @@ class MoeOp : public collect::Op {
 }  // namespace
 
 MoeRunReport RunMoeCase(const collect::Case& c, const collect::RunContext& ctx, const MoeRunOptions& opt) {
+  MoeRunReport rep;
   Shape s;
   if (auto bad = ParseShape(c.params, s)) {
-    MoeRunReport rep;
     rep.result = *bad;
     return rep;
   }
-  try {
-    return RunChecked(s, c, ctx, opt);
-  } catch (const CudaError& e) {
-    MoeRunReport rep;
-    rep.kernel_source = kMoeCublasLtSource;
-    rep.result = CaseResultFromCudaError(e, collect::FailureClass::kFrameworkBug);
-    return rep;
-  }
+  rep.kernel_source = kMoeCublasLtSource;
+  rep.samples = s.samples;
+  MoePhases phases(s, c, ctx, opt, rep);
+  rep.result = RunCudaPhases(phases, collect::FailureClass::kFrameworkBug, {opt.time});
+  return rep;
 }
 
 std::unique_ptr<collect::Op> MakeMoeOp() {

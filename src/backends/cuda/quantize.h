@@ -34,18 +34,6 @@ void QuantFp8TensorAmax(const void* x_bf16, std::size_t n, unsigned* state, floa
 // One kernel: quant_fp8_tensor_apply.
 void QuantFp8TensorApply(const void* x_bf16, std::size_t n, const float* scale, void* q_e4m3, cudaStream_t stream);
 
-// Dynamic per-tensor quantization in one kernel (quantize_fused.cu): the same scale
-// and the same bytes as QuantFp8TensorAmax then QuantFp8TensorApply, reading the
-// tensor once plus what did not fit on chip (a persistent, cooperatively launched
-// grid that keeps its first vectors in registers and shared memory across a grid
-// barrier). `state` is three device words that must be zero before the first call;
-// the kernel leaves words 0 and 1 zero and bumps word 2. Not used by the ops yet
-// (A/B: bench_quant_fp8, GPU test QuantFp8Fused; not yet run on a GPU).
-void QuantFp8TensorFused(const void* x_bf16, std::size_t n, unsigned* state, float* scale, void* q_e4m3,
-                         cudaStream_t stream);
-// The fused kernel's full grid on this device (CTAs per SM x SMs).
-int QuantFp8TensorFusedGrid();
-
 // --- per-token-group 1x128 (the `fp8_block` GEMM row's activations) --------------
 
 // For every row i < rows_padded and 128-column group g of the row-major

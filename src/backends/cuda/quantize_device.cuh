@@ -1,8 +1,9 @@
 #pragma once
 
 // Device helpers of the fp8 (e4m3) quantization kernels (quantize.cu,
-// quantize_fused.cu, kv_cache_append.cu): eight bf16 values travel as one 16-byte
-// vector; e4m3 conversion saturates and rounds to nearest even.
+// kv_cache_append.cu; the benchmark-only benchmarks/quant_fp8_fused.cu): eight bf16
+// values travel as one 16-byte vector; e4m3 conversion saturates and rounds to
+// nearest even.
 
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>

@@ -1,4 +1,4 @@
-// Dynamic per-tensor fp8 quantization in one kernel (QuantFp8TensorFused, quantize.h).
+// Benchmark-only (quant_fp8_fused.h): dynamic per-tensor fp8 quantization in one kernel.
 //
 // The two-kernel path reads the bf16 tensor twice (amax, then quantize). Here a
 // persistent, cooperatively launched grid (every CTA resident) reads its contiguous
@@ -17,6 +17,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/quantize.h"
+#include "quant_fp8_fused.h"
 #include "backends/cuda/quantize_device.cuh"
 #include "core/error.h"
 
