@@ -6,25 +6,33 @@
 #include <utility>
 
 #include "core/error.h"
+#include "tables/table_spec.h"
 
 namespace servecast::perfdb {
 namespace {
 
-// Columns of an attention table, resolved by name.
+// Columns of an attention table: the key columns of its declaration
+// (tables/table_spec.cpp), resolved by name; window_size may be absent (0).
 struct Columns {
   std::size_t batch, isl, heads, kv_heads, head_dim, attn_dtype, kv_dtype, latency;
   std::optional<std::size_t> window, step, power;
-  Columns(const Table& t, bool generation)
-      : batch(t.ColumnIndex("batch_size")),
-        isl(t.ColumnIndex("isl")),
-        heads(t.ColumnIndex("num_heads")),
-        kv_heads(t.ColumnIndex("num_key_value_heads")),
-        head_dim(t.ColumnIndex("head_dim")),
-        attn_dtype(generation ? 0 : t.ColumnIndex("attn_dtype")),
-        kv_dtype(t.ColumnIndex("kv_cache_dtype")),
+  Columns(const Table& t, bool generation) : Columns(t, generation, Spec(generation)) {}
+
+ private:
+  static const tables::TableSpec& Spec(bool generation) {
+    return tables::GetTableSpec(generation ? "generation_attention_perf" : "context_attention_perf");
+  }
+  Columns(const Table& t, bool generation, const tables::TableSpec& spec)
+      : batch(spec.KeyIndex(t, "batch_size")),
+        isl(spec.KeyIndex(t, "isl")),
+        heads(spec.KeyIndex(t, "num_heads")),
+        kv_heads(spec.KeyIndex(t, "num_key_value_heads")),
+        head_dim(spec.KeyIndex(t, "head_dim")),
+        attn_dtype(generation ? 0 : spec.KeyIndex(t, "attn_dtype")),
+        kv_dtype(spec.KeyIndex(t, "kv_cache_dtype")),
         latency(t.ColumnIndex("latency")),
-        window(t.FindColumn("window_size")),
-        step(generation ? std::optional<std::size_t>(t.ColumnIndex("step")) : std::nullopt),
+        window(spec.FindKey(t, "window_size")),
+        step(generation ? std::optional<std::size_t>(spec.KeyIndex(t, "step")) : std::nullopt),
         power(t.FindColumn("power")) {}
 };
 

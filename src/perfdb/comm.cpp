@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/value.h"
+#include "tables/table_spec.h"
 
 namespace servecast::perfdb {
 namespace {
@@ -21,10 +22,13 @@ std::string SizeQuery(double message_size) {
 
 using SolFactory = std::function<AxisCurve::SolFn(const CommSliceKey&)>;
 
-std::map<CommSliceKey, CommSlice> BuildSlices(const Table& t, const std::string& name, std::size_t dtype_col,
-                                              std::optional<std::size_t> op_col, const SolFactory& make_sol) {
-  const std::size_t gpus = t.ColumnIndex("num_gpus"), size = t.ColumnIndex("message_size"),
-                    latency = t.ColumnIndex("latency");
+// The slices of a collective table; its key columns (the dtype column named by
+// the declaration `spec`, num_gpus, message_size) resolved through the spec.
+std::map<CommSliceKey, CommSlice> BuildSlices(const Table& t, const std::string& name, const tables::TableSpec& spec,
+                                              const std::string& dtype_column, std::optional<std::size_t> op_col,
+                                              const SolFactory& make_sol) {
+  const std::size_t dtype_col = spec.KeyIndex(t, dtype_column), gpus = spec.KeyIndex(t, "num_gpus"),
+                    size = spec.KeyIndex(t, "message_size"), latency = t.ColumnIndex("latency");
   const std::optional<std::size_t> power = t.FindColumn("power");
   std::map<CommSliceKey, std::vector<GridPoint>> points;
   for (std::size_t r = 0; r < t.num_rows(); ++r) {
@@ -178,7 +182,7 @@ NcclTable::NcclTable(const Table& table, std::shared_ptr<const Sol> sol, const s
   name_ = name;
   sol_ = std::move(sol);
   std::shared_ptr<const Sol> s = sol_;
-  slices_ = BuildSlices(table, name_, table.ColumnIndex("nccl_dtype"), table.ColumnIndex("op_name"),
+  slices_ = BuildSlices(table, name_, tables::GetTableSpec("nccl_perf"), "nccl_dtype", table.ColumnIndex("op_name"),
                         [s](const CommSliceKey& key) -> AxisCurve::SolFn {
                           return [s, key](double size) {
                             return s->NcclMs(key.op, size, static_cast<int>(key.num_gpus), key.dtype);
@@ -211,7 +215,7 @@ CustomAllReduceTable::CustomAllReduceTable(const Table& table, std::shared_ptr<c
   name_ = name;
   sol_ = std::move(sol);
   std::shared_ptr<const Sol> s = sol_;
-  slices_ = BuildSlices(table, name_, table.ColumnIndex("allreduce_dtype"), std::nullopt,
+  slices_ = BuildSlices(table, name_, tables::GetTableSpec("custom_allreduce_perf"), "allreduce_dtype", std::nullopt,
                         [s](const CommSliceKey& key) -> AxisCurve::SolFn {
                           return [s, key](double size) {
                             return s->CustomAllReduceMs(size, static_cast<int>(key.num_gpus), key.dtype);

@@ -4,23 +4,21 @@
 #include <vector>
 
 #include "core/error.h"
+#include "tables/table_spec.h"
 
 namespace servecast::perfdb {
 
-double ElementwiseBytes(const std::string& op, double tokens, double width) {
-  const double th = tokens * width;
-  if (op == "rmsnorm") return (2 * th + width) * 2;
-  if (op == "rmsnorm_residual") return (4 * th + width) * 2;
-  if (op == "silu_and_mul" || op == "residual_add") return 3 * th * 2;
-  if (op == "rotary_embedding" || op == "embedding") return 2 * th * 2;
-  throw Error("elementwise_perf: no cost model for op '" + op +
-              "' (known: rmsnorm, rmsnorm_residual, silu_and_mul, residual_add, rotary_embedding, embedding)");
+namespace {
+double BytesOf(const std::string& op, const std::string& dtype, double tokens, double width) {
+  return tables::ElementwiseCost(op, dtype, tokens, width).bytes;
 }
+}  // namespace
 
 ElementwiseTable::ElementwiseTable(const Table& table, std::shared_ptr<const Sol> sol, const std::string& name)
     : name_(name), sol_(std::move(sol)) {
-  const std::size_t op_c = table.ColumnIndex("op_name"), dtype_c = table.ColumnIndex("dtype"),
-                    tokens_c = table.ColumnIndex("num_tokens"), width_c = table.ColumnIndex("hidden_size"),
+  const tables::TableSpec& spec = tables::GetTableSpec("elementwise_perf");
+  const std::size_t op_c = table.ColumnIndex("op_name"), dtype_c = spec.KeyIndex(table, "dtype"),
+                    tokens_c = spec.KeyIndex(table, "num_tokens"), width_c = spec.KeyIndex(table, "hidden_size"),
                     lat_c = table.ColumnIndex("latency");
   const std::optional<std::size_t> power_c = table.FindColumn("power");
   std::map<std::pair<std::string, std::string>, std::vector<GridPoint>> pending;
@@ -32,16 +30,16 @@ ElementwiseTable::ElementwiseTable(const Table& table, std::shared_ptr<const Sol
     pending[{table.GetString(r, op_c), table.GetString(r, dtype_c)}].push_back(std::move(p));
   }
   for (auto& [key, points] : pending) {
-    const std::string op = key.first;
-    ElementwiseBytes(op, 1, 1);  // unknown op -> Error at load, not at query
+    const std::string op = key.first, dtype = key.second;
+    BytesOf(op, dtype, 1, 1);  // unknown op or dtype -> Error at load, not at query
     GridOptions opt;
     opt.name = name_ + "{op_name=" + key.first + ", dtype=" + key.second + "}";
     opt.axis_names = {"hidden_size", "num_tokens"};
     auto sol = sol_;
     const Grid& g = slices_
                         .emplace(key, Grid(std::move(opt), std::move(points),
-                                           [sol, op](std::span<const double> q) {
-                                             return sol->MemMs(ElementwiseBytes(op, q[1], q[0]));
+                                           [sol, op, dtype](std::span<const double> q) {
+                                             return sol->MemMs(BytesOf(op, dtype, q[1], q[0]));
                                            }))
                         .first->second;
     std::vector<UtilSample> samples;
@@ -51,8 +49,8 @@ ElementwiseTable::ElementwiseTable(const Table& table, std::shared_ptr<const Sol
   }
 }
 
-double ElementwiseTable::SolMs(const std::string& op, double tokens, double width) const {
-  return sol_->MemMs(ElementwiseBytes(op, tokens, width));
+double ElementwiseTable::SolMs(const std::string& op, const std::string& dtype, double tokens, double width) const {
+  return sol_->MemMs(BytesOf(op, dtype, tokens, width));
 }
 
 namespace {
@@ -82,7 +80,7 @@ Estimate ElementwiseTable::QueryEmpirical(const std::string& op, const std::stri
   const double q[2] = {width, tokens};
   const double util = it->second.Lookup(q).util;
   Estimate e;
-  const double sol = SolMs(op, tokens, width);
+  const double sol = SolMs(op, dtype, tokens, width);
   e.latency_ms = sol / util;
   e.sol_fraction = util;
   return e;

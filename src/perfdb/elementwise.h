@@ -4,7 +4,8 @@
 // "elementwise_perf"): slices keyed (op_name, dtype), each a 2-axis Grid over
 // (hidden_size, num_tokens) with raw blending inside the sweep and util-hold
 // against the memory roofline beyond it. The SOL of a row is the bytes the op
-// moves (the collector's cost model, docs/kernels.md) over peak bandwidth.
+// moves in the slice's dtype (tables::ElementwiseCost, the collector's cost
+// model) over peak bandwidth.
 // Util-empirical (EMPIRICAL mode, and HYBRID after a table miss): a UtilGrid per
 // slice over (hidden_size, num_tokens), util = SOL / latency of each row.
 
@@ -22,14 +23,11 @@
 
 namespace servecast::perfdb {
 
-// Bytes one call of `op` moves at (tokens, width): rmsnorm (2TH + H)·2,
-// rmsnorm_residual (4TH + H)·2, silu_and_mul and residual_add 3TH·2,
-// rotary_embedding and embedding 2TH·2 (bf16). Unknown op -> Error.
-double ElementwiseBytes(const std::string& op, double tokens, double width);
-
 class ElementwiseTable {
  public:
-  // Columns by name: op_name, dtype, num_tokens, hidden_size, latency; optional power.
+  // Columns by name: op_name, the key columns of elementwise_perf's declaration
+  // (dtype, num_tokens, hidden_size), latency; optional power. An op or dtype
+  // without a cost model -> Error at load.
   ElementwiseTable(const Table& table, std::shared_ptr<const Sol> sol, const std::string& name = "elementwise_perf");
   static ElementwiseTable FromLoaded(const LoadedTable& loaded, std::shared_ptr<const Sol> sol) {
     return ElementwiseTable(loaded.table, std::move(sol), loaded.name);
@@ -43,7 +41,7 @@ class ElementwiseTable {
   // Query when the slice is absent; EmpiricalNotAvailableError when it has no
   // usable sample.
   Estimate QueryEmpirical(const std::string& op, const std::string& dtype, double tokens, double width) const;
-  double SolMs(const std::string& op, double tokens, double width) const;
+  double SolMs(const std::string& op, const std::string& dtype, double tokens, double width) const;
   const std::map<std::pair<std::string, std::string>, Grid>& slices() const { return slices_; }
 
  private:

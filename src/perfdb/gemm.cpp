@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "tables/table_spec.h"
 
 namespace servecast::perfdb {
 namespace {
@@ -259,8 +260,9 @@ GemmResult GemmSlice::Query(std::int64_t m, std::int64_t n, std::int64_t k) cons
 }
 
 std::vector<std::pair<std::string, std::vector<GemmSite>>> GemmSitesFromTable(const Table& table) {
-  std::size_t cd = table.ColumnIndex("gemm_dtype"), cm = table.ColumnIndex("m"), cn = table.ColumnIndex("n"),
-              ck = table.ColumnIndex("k"), cl = table.ColumnIndex("latency");
+  const tables::TableSpec& spec = tables::GetTableSpec("gemm_perf");
+  std::size_t cd = spec.KeyIndex(table, "gemm_dtype"), cm = spec.KeyIndex(table, "m"), cn = spec.KeyIndex(table, "n"),
+              ck = spec.KeyIndex(table, "k"), cl = table.ColumnIndex("latency");
   const std::optional<std::size_t> cp = table.FindColumn("power");
   std::vector<std::pair<std::string, std::vector<GemmSite>>> out;
   std::unordered_map<std::string, std::size_t> dtype_index;

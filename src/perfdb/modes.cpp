@@ -133,7 +133,7 @@ OpEstimate FromUtil(const UtilGrid& grid, std::span<const double> q, double sol_
 // math runs at and the bytes per element it moves (FMHA input, KV cache).
 // Context: (FmhaQuant(attn).flops_key, FmhaQuant(attn).mem_bytes, KvCacheBytes(kv));
 // generation: (decode rate key, 0, KvCacheBytes(kv)), the decode rate key being
-// fp8 for an fp8 KV cache on SM >= 89 (as Sol::GenerationAttentionMs).
+// tables::DecodeFlopsKey (fp8 for an fp8 KV cache on SM >= 89), as the roofline.
 struct AttentionProfile {
   std::string flops_key;
   double fmha_bytes = 0;
@@ -566,7 +566,7 @@ OpEstimate OpEstimator::GenerationEmpirical(const GenerationAttentionQuery& q) c
   const int sm = sol_.spec().gpu.sm_version;
   const AttentionProfileFn profile = [sm](const AttentionSliceKey& k) {
     const double kv_bytes = KvCacheBytes(k.kv_cache_dtype);
-    return AttentionProfile{k.kv_cache_dtype == "fp8" && sm >= 89 ? "fp8" : "bfloat16", 0, kv_bytes};
+    return AttentionProfile{tables::DecodeFlopsKey(k.kv_cache_dtype, sm), 0, kv_bytes};
   };
   std::string why = "no slice with this key; transfer policy " + std::string(TransferPolicyName(policy_)) + ": ";
   const AttentionDonor donor = FindAttentionDonor(*generation_, key, q.num_heads, policy_, profile, why);

@@ -6,23 +6,28 @@
 
 #include "core/error.h"
 #include "core/value.h"
+#include "tables/table_spec.h"
 
 namespace servecast::perfdb {
 namespace {
 
+// Columns of moe_perf: the key columns of its declaration (tables/table_spec.cpp).
 struct Columns {
   std::size_t dtype, tokens, hidden, inter, topk, experts, tp, ep, distribution, latency;
   std::optional<std::size_t> kernel_source, power;
-  explicit Columns(const Table& t)
-      : dtype(t.ColumnIndex("moe_dtype")),
-        tokens(t.ColumnIndex("num_tokens")),
-        hidden(t.ColumnIndex("hidden_size")),
-        inter(t.ColumnIndex("inter_size")),
-        topk(t.ColumnIndex("topk")),
-        experts(t.ColumnIndex("num_experts")),
-        tp(t.ColumnIndex("moe_tp_size")),
-        ep(t.ColumnIndex("moe_ep_size")),
-        distribution(t.ColumnIndex("distribution")),
+  explicit Columns(const Table& t) : Columns(t, tables::GetTableSpec("moe_perf")) {}
+
+ private:
+  Columns(const Table& t, const tables::TableSpec& spec)
+      : dtype(spec.KeyIndex(t, "moe_dtype")),
+        tokens(spec.KeyIndex(t, "num_tokens")),
+        hidden(spec.KeyIndex(t, "hidden_size")),
+        inter(spec.KeyIndex(t, "inter_size")),
+        topk(spec.KeyIndex(t, "topk")),
+        experts(spec.KeyIndex(t, "num_experts")),
+        tp(spec.KeyIndex(t, "moe_tp_size")),
+        ep(spec.KeyIndex(t, "moe_ep_size")),
+        distribution(spec.KeyIndex(t, "distribution")),
         latency(t.ColumnIndex("latency")),
         kernel_source(t.FindColumn("kernel_source")),
         power(t.FindColumn("power")) {}

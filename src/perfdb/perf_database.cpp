@@ -29,10 +29,6 @@ std::string Join(const std::vector<std::string>& v, const std::string& sep = ", 
   return out;
 }
 
-const std::vector<std::string> kAttentionKey = {"batch_size", "isl",         "num_heads",  "num_key_value_heads",
-                                                "head_dim",   "window_size", "attn_dtype", "kv_cache_dtype",
-                                                "step"};
-
 // Column `name` of `t` or the optional default; throws DataError otherwise.
 struct ColumnRef {
   std::optional<std::size_t> index;
@@ -42,8 +38,8 @@ struct ColumnRef {
 ColumnRef Resolve(const std::string& table_name, const servecast::Table& t, const std::string& name,
                   const std::string& file) {
   if (auto i = t.FindColumn(name)) return {i, {}};
-  const auto& defaults = OptionalKeyDefaults(table_name);
-  if (auto it = defaults.find(name); it != defaults.end()) return {std::nullopt, it->second};
+  for (const auto& [key, value] : OptionalKeyDefaults(table_name))
+    if (key == name) return {std::nullopt, value};
   std::vector<std::string> present;
   for (const auto& c : t.columns()) present.push_back(c.name);
   throw DataError(file + ": table " + table_name + " has no column '" + name + "'; columns present: " + Join(present));
@@ -52,19 +48,18 @@ ColumnRef Resolve(const std::string& table_name, const servecast::Table& t, cons
 }  // namespace
 
 std::vector<std::string> KeyColumns(const std::string& table_name, const servecast::Table& table) {
-  if (table_name == "gemm_perf") return {"gemm_dtype", "m", "n", "k"};
-  if (table_name == "context_attention_perf" || table_name == "generation_attention_perf") return kAttentionKey;
+  if (const tables::TableSpec* spec = tables::FindTableSpec(table_name))
+    return spec->LoadKeyColumns(table.FindColumn("op_name").has_value());
   std::vector<std::string> key;
   for (const auto& c : table.columns())
     if (!IsMetaOrMetric(c.name)) key.push_back(c.name);
   return key;
 }
 
-const std::map<std::string, Value>& OptionalKeyDefaults(const std::string& table_name) {
-  static const std::map<std::string, Value> kAttention = {{"window_size", Value(std::int64_t{0})}};
-  static const std::map<std::string, Value> kNone;
-  if (table_name == "context_attention_perf" || table_name == "generation_attention_perf") return kAttention;
-  return kNone;
+const std::vector<std::pair<std::string, Value>>& OptionalKeyDefaults(const std::string& table_name) {
+  static const std::vector<std::pair<std::string, Value>> kNone;
+  const tables::TableSpec* spec = tables::FindTableSpec(table_name);
+  return spec ? spec->load_key_defaults : kNone;
 }
 
 const char* SourceKindName(SourceKind k) {
@@ -346,30 +341,27 @@ std::vector<TableSource> PerfDatabase::Sources(const std::string& table_name, st
   return sources;
 }
 
-std::unique_ptr<LoadedTable> PerfDatabase::Load(const std::string& table_name, const RowSlice* slice) const {
-  std::string family;
-  std::vector<TableSource> sources = Sources(table_name, family);
-  auto out = std::make_unique<LoadedTable>();
-  out->name = table_name;
-  out->family = family;
-  std::vector<servecast::Table> loaded;
-  for (auto& s : sources) {
-    loaded.push_back(slice ? ReadSlice(s.file, *slice) : LoadTableFile(s.file));
-    RefuseBadRows(table_name, loaded.back(), s.file, slice != nullptr);
-    s.rows_read = loaded.back().num_rows();
-  }
-  // Columns: the first source's, in its order, plus absent optional key columns;
-  // a column that is int in one source and double in another becomes double.
-  std::vector<ColumnSpec> cols = loaded.front().columns();
+namespace {
+
+// The steps of PerfDatabase::Load, in order.
+
+// Merged columns: the first source's, in its order, plus the optional key
+// columns it lacks.
+std::vector<ColumnSpec> MergedColumns(const std::string& table_name, const servecast::Table& first) {
+  std::vector<ColumnSpec> cols = first.columns();
   for (const auto& [name, value] : OptionalKeyDefaults(table_name))
-    if (!loaded.front().FindColumn(name)) cols.push_back({name, TypeOf(value)});
-  // A non-key column some source lacks (AIC's optional `power`) reads as NaN there
-  // (an integer column becomes a double column) or as empty text.
-  std::vector<std::string> key_columns = KeyColumns(table_name, servecast::Table(cols));
-  auto is_key = [&](const std::string& name) {
-    return std::find(key_columns.begin(), key_columns.end(), name) != key_columns.end();
-  };
-  std::map<std::string, Value> fill;  // per non-key column absent somewhere: its fill value
+    if (!first.FindColumn(name)) cols.push_back({name, TypeOf(value)});
+  return cols;
+}
+
+// A column that is int in one source and double in another becomes double. A
+// non-key column some source lacks (AIC's optional `power`) reads as NaN there
+// (an integer column becomes a double column) or as empty text: returns those
+// columns' fill values.
+std::map<std::string, Value> UnifyColumnTypes(std::vector<ColumnSpec>& cols,
+                                              const std::vector<servecast::Table>& loaded,
+                                              const std::vector<std::string>& key_columns) {
+  std::map<std::string, Value> fill;
   for (auto& c : cols) {
     bool absent = false;
     for (const auto& t : loaded) {
@@ -377,72 +369,96 @@ std::unique_ptr<LoadedTable> PerfDatabase::Load(const std::string& table_name, c
       if (!i) absent = true;
       if (i && t.columns()[*i].type == ValueType::kDouble && c.type == ValueType::kInt64) c.type = ValueType::kDouble;
     }
-    if (absent && !is_key(c.name)) {
+    const bool is_key = std::find(key_columns.begin(), key_columns.end(), c.name) != key_columns.end();
+    if (absent && !is_key) {
       if (c.type == ValueType::kInt64) c.type = ValueType::kDouble;
       fill[c.name] = c.type == ValueType::kString ? Value(std::string()) : Value(std::nan(""));
     }
   }
-  out->key_columns = key_columns;
-  // A slice must be cut along the key, or the merge (first source wins a key)
-  // would differ from the whole table's.
-  if (slice && !is_key(slice->column))
+  return fill;
+}
+
+// A slice must be cut along the key, or the merge (first source wins a key)
+// would differ from the whole table's.
+void RequireKeySlice(const std::string& table_name, const RowSlice* slice,
+                     const std::vector<std::string>& key_columns) {
+  if (slice && std::find(key_columns.begin(), key_columns.end(), slice->column) == key_columns.end())
     throw Error("table " + table_name + ": slice column '" + slice->column + "' is not a key column (keys: " +
                 Join(key_columns) + ")");
-  // Pass 1: which rows of each source supply a new key (first source, first row wins).
-  // Keys are compared field by field (strings by bytes, numbers as doubles by bits,
-  // so an int 32 and a double 32.0 are one key) through an open-addressing table of
-  // row hashes: no per-row allocation.
-  struct KeyField {
-    std::optional<std::size_t> index;
-    bool is_string = false;
-    std::string fallback_string;
-    double fallback_double = 0;
-  };
-  std::vector<std::vector<KeyField>> key_fields(loaded.size());
-  for (std::size_t si = 0; si < loaded.size(); ++si) {
-    const servecast::Table& t = loaded[si];
-    for (const auto& k : out->key_columns) {
-      const ColumnRef ref = Resolve(table_name, t, k, sources[si].file);
-      KeyField f;
-      f.index = ref.index;
-      f.is_string = ref.index ? t.columns()[*ref.index].type == ValueType::kString
-                              : TypeOf(ref.fallback) == ValueType::kString;
-      if (!ref.index) {
-        if (f.is_string) f.fallback_string = std::get<std::string>(ref.fallback);
-        else f.fallback_double = AsDouble(ref.fallback);
+}
+
+// The key of every row of every source, compared field by field (strings by
+// bytes, numbers as doubles by bits, so an int 32 and a double 32.0 are one key).
+class RowKeys {
+ public:
+  RowKeys(const std::string& table_name, const std::vector<servecast::Table>& loaded,
+          const std::vector<TableSource>& sources, const std::vector<std::string>& key_columns)
+      : loaded_(loaded), fields_(loaded.size()) {
+    for (std::size_t si = 0; si < loaded.size(); ++si) {
+      const servecast::Table& t = loaded[si];
+      for (const auto& k : key_columns) {
+        const ColumnRef ref = Resolve(table_name, t, k, sources[si].file);
+        Field f;
+        f.index = ref.index;
+        f.is_string =
+            ref.index ? t.columns()[*ref.index].type == ValueType::kString : TypeOf(ref.fallback) == ValueType::kString;
+        if (!ref.index) {
+          if (f.is_string)
+            f.fallback_string = std::get<std::string>(ref.fallback);
+          else
+            f.fallback_double = AsDouble(ref.fallback);
+        }
+        fields_[si].push_back(std::move(f));
       }
-      key_fields[si].push_back(std::move(f));
     }
   }
-  auto str_at = [&](std::size_t si, std::size_t r, const KeyField& f) -> std::string_view {
-    return f.index ? std::string_view(loaded[si].GetString(r, *f.index)) : std::string_view(f.fallback_string);
-  };
-  auto bits_at = [&](std::size_t si, std::size_t r, const KeyField& f) {
-    const double d = f.index ? loaded[si].GetDouble(r, *f.index) : f.fallback_double;
-    std::uint64_t b;
-    std::memcpy(&b, &d, sizeof b);
-    return b;
-  };
-  auto hash_row = [&](std::size_t si, std::size_t r) {
+
+  std::uint64_t Hash(std::size_t si, std::size_t r) const {
     std::uint64_t h = 0x9e3779b97f4a7c15ull;
-    for (const KeyField& f : key_fields[si]) {
-      const std::uint64_t v = f.is_string ? std::hash<std::string_view>{}(str_at(si, r, f)) : bits_at(si, r, f);
+    for (const Field& f : fields_[si]) {
+      const std::uint64_t v = f.is_string ? std::hash<std::string_view>{}(Str(si, r, f)) : Bits(si, r, f);
       h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
       h *= 0xff51afd7ed558ccdull;
       h ^= h >> 33;
     }
     return h;
-  };
-  auto same_key = [&](std::size_t sa, std::size_t ra, std::size_t sb, std::size_t rb) {
-    for (std::size_t i = 0; i < key_fields[sa].size(); ++i) {
-      const KeyField& fa = key_fields[sa][i];
-      const KeyField& fb = key_fields[sb][i];
+  }
+
+  bool Same(std::size_t sa, std::size_t ra, std::size_t sb, std::size_t rb) const {
+    for (std::size_t i = 0; i < fields_[sa].size(); ++i) {
+      const Field& fa = fields_[sa][i];
+      const Field& fb = fields_[sb][i];
       if (fa.is_string != fb.is_string) return false;
-      if (fa.is_string ? str_at(sa, ra, fa) != str_at(sb, rb, fb) : bits_at(sa, ra, fa) != bits_at(sb, rb, fb))
-        return false;
+      if (fa.is_string ? Str(sa, ra, fa) != Str(sb, rb, fb) : Bits(sa, ra, fa) != Bits(sb, rb, fb)) return false;
     }
     return true;
+  }
+
+ private:
+  struct Field {
+    std::optional<std::size_t> index;
+    bool is_string = false;
+    std::string fallback_string;
+    double fallback_double = 0;
   };
+  std::string_view Str(std::size_t si, std::size_t r, const Field& f) const {
+    return f.index ? std::string_view(loaded_[si].GetString(r, *f.index)) : std::string_view(f.fallback_string);
+  }
+  std::uint64_t Bits(std::size_t si, std::size_t r, const Field& f) const {
+    const double d = f.index ? loaded_[si].GetDouble(r, *f.index) : f.fallback_double;
+    std::uint64_t b;
+    std::memcpy(&b, &d, sizeof b);
+    return b;
+  }
+  const std::vector<servecast::Table>& loaded_;
+  std::vector<std::vector<Field>> fields_;
+};
+
+// Which rows of each source supply a new key (first source, first row wins),
+// through an open-addressing table of row hashes: no per-row allocation.
+// Counts the rows dropped into `out`.
+std::vector<std::vector<std::size_t>> FirstRowPerKey(const std::vector<servecast::Table>& loaded, const RowKeys& keys,
+                                                     LoadedTable& out) {
   struct Slot {
     std::uint64_t hash = 0;
     std::uint32_t source_plus1 = 0;  // 0: empty
@@ -458,13 +474,13 @@ std::unique_ptr<LoadedTable> PerfDatabase::Load(const std::string& table_name, c
     const servecast::Table& t = loaded[si];
     keep[si].reserve(t.num_rows());
     for (std::size_t r = 0; r < t.num_rows(); ++r) {
-      const std::uint64_t h = hash_row(si, r);
+      const std::uint64_t h = keys.Hash(si, r);
       std::size_t pos = h & (capacity - 1);
       bool duplicate = false;
       while (slots[pos].source_plus1 != 0) {
         const Slot& s = slots[pos];
-        if (s.hash == h && same_key(s.source_plus1 - 1, s.row, si, r)) {
-          ++(s.source_plus1 - 1 == si ? out->duplicate_rows_dropped : out->shadowed_rows);
+        if (s.hash == h && keys.Same(s.source_plus1 - 1, s.row, si, r)) {
+          ++(s.source_plus1 - 1 == si ? out.duplicate_rows_dropped : out.shadowed_rows);
           duplicate = true;
           break;
         }
@@ -475,8 +491,16 @@ std::unique_ptr<LoadedTable> PerfDatabase::Load(const std::string& table_name, c
       keep[si].push_back(r);
     }
   }
-  // Pass 2: copy the kept rows. The first source is copied column-wise when its
-  // columns are the merged ones.
+  return keep;
+}
+
+// The kept rows of every source, in source order, as one table of `cols`; sets
+// each source's rows_used and `out.row_source`. The first source is copied
+// column-wise when its columns are the merged ones.
+servecast::Table CopyKeptRows(const std::string& table_name, const std::vector<ColumnSpec>& cols,
+                              const std::map<std::string, Value>& fill, std::vector<servecast::Table>& loaded,
+                              const std::vector<std::vector<std::size_t>>& keep, std::vector<TableSource>& sources,
+                              LoadedTable& out) {
   servecast::Table merged(cols);
   std::size_t first_source = 0;
   if (loaded.front().columns() == cols) {
@@ -484,7 +508,7 @@ std::unique_ptr<LoadedTable> PerfDatabase::Load(const std::string& table_name, c
       merged = std::move(loaded.front());  // every row kept: no copy
     else
       merged = loaded.front().Select(keep.front());
-    out->row_source.assign(keep.front().size(), 0);
+    out.row_source.assign(keep.front().size(), 0);
     sources.front().rows_used = keep.front().size();
     first_source = 1;
   }
@@ -503,11 +527,39 @@ std::unique_ptr<LoadedTable> PerfDatabase::Load(const std::string& table_name, c
       row.reserve(refs.size());
       for (const auto& ref : refs) row.push_back(ref.index ? t.Get(r, *ref.index) : ref.fallback);
       merged.AppendRow(std::move(row));
-      out->row_source.push_back(static_cast<std::uint16_t>(si));
+      out.row_source.push_back(static_cast<std::uint16_t>(si));
     }
     sources[si].rows_used = keep[si].size();
   }
-  out->table = std::move(merged);
+  return merged;
+}
+
+}  // namespace
+
+std::vector<servecast::Table> PerfDatabase::ReadSources(const std::string& table_name,
+                                                        std::vector<TableSource>& sources,
+                                                        const RowSlice* slice) const {
+  std::vector<servecast::Table> loaded;
+  for (auto& s : sources) {
+    loaded.push_back(slice ? ReadSlice(s.file, *slice) : LoadTableFile(s.file));
+    RefuseBadRows(table_name, loaded.back(), s.file, slice != nullptr);
+    s.rows_read = loaded.back().num_rows();
+  }
+  return loaded;
+}
+
+std::unique_ptr<LoadedTable> PerfDatabase::Load(const std::string& table_name, const RowSlice* slice) const {
+  auto out = std::make_unique<LoadedTable>();
+  out->name = table_name;
+  std::vector<TableSource> sources = Sources(table_name, out->family);
+  std::vector<servecast::Table> loaded = ReadSources(table_name, sources, slice);
+  std::vector<ColumnSpec> cols = MergedColumns(table_name, loaded.front());
+  out->key_columns = KeyColumns(table_name, servecast::Table(cols));
+  const std::map<std::string, Value> fill = UnifyColumnTypes(cols, loaded, out->key_columns);
+  RequireKeySlice(table_name, slice, out->key_columns);
+  const RowKeys keys(table_name, loaded, sources, out->key_columns);
+  const std::vector<std::vector<std::size_t>> keep = FirstRowPerKey(loaded, keys, *out);
+  out->table = CopyKeptRows(table_name, cols, fill, loaded, keep, sources, *out);
   out->sources = std::move(sources);
   return out;
 }

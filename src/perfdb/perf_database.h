@@ -33,14 +33,16 @@ class MissingDataError : public Error {
   explicit MissingDataError(const std::string& message) : Error(message) {}
 };
 
-// Identity (key) columns of a table, resolved by name. Known tables have fixed
-// lists; any other table's key is every column that is neither metadata
-// (framework, version, device, kernel_source) nor a metric (latency*, power*,
-// energy*, samples, rsd, timing, l2, clock*, throttled).
+// Identity (key) columns of a table, resolved by name. A table servecast
+// declares (tables/table_spec.h) is keyed as its declaration says
+// (TableSpec::LoadKeyColumns; op_name when `table` has that column); any other
+// table's key is every column that is neither metadata (framework, version,
+// device, kernel_source) nor a metric (latency*, power*, energy*, samples, rsd,
+// timing, l2, clock*, throttled).
 std::vector<std::string> KeyColumns(const std::string& table_name, const Table& table);
-// Key columns that may be absent from a file, with the value they take then.
-// (window_size of the attention tables -> 0).
-const std::map<std::string, Value>& OptionalKeyDefaults(const std::string& table_name);
+// Key columns that may be absent from a file, with the value they take then
+// (the declaration's load_key_defaults: window_size of the attention tables -> 0).
+const std::vector<std::pair<std::string, Value>>& OptionalKeyDefaults(const std::string& table_name);
 
 enum class SourceKind { kPrimary, kReuse, kOlderSibling };
 const char* SourceKindName(SourceKind k);  // "primary", "reuse", "older"
@@ -138,7 +140,14 @@ class PerfDatabase {
   const servecast::Table& ParsedCsv(const std::string& file) const;
   // The sources of a table in priority order, and its family (MissingDataError when none).
   std::vector<TableSource> Sources(const std::string& table_name, std::string& family) const;
+  // Loads a table (or one slice of it): its sources, read and checked
+  // (ReadSources), their columns unified, the first row of each key kept, the
+  // kept rows copied into one table (perf_database.cpp, the steps in order).
   std::unique_ptr<LoadedTable> Load(const std::string& table_name, const RowSlice* slice) const;
+  // Every source's rows (or the slice's), refused when the declaration refuses a
+  // row; sets each source's rows_read.
+  std::vector<servecast::Table> ReadSources(const std::string& table_name, std::vector<TableSource>& sources,
+                                            const RowSlice* slice) const;
   const LoadedTable& Cached(const std::string& cache_key, const std::string& table_name,
                             const RowSlice* slice) const;
 

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/value.h"
+#include "tables/table_spec.h"
 
 namespace servecast::perfdb {
 namespace {
@@ -15,8 +16,10 @@ namespace {
 QuantizeGrids BuildGrids(const Table& table, const std::shared_ptr<const Sol>& sol, const std::string& name) {
   QuantizeGrids out;
   out.name = name;
-  const std::size_t quant = table.ColumnIndex("quant_dtype"), m = table.ColumnIndex("m"), k = table.ColumnIndex("k"),
-                    latency = table.ColumnIndex("latency");
+  // computescale_perf's key columns; AIC's scale_matrix_perf has the same ones.
+  const tables::TableSpec& spec = tables::GetTableSpec("computescale_perf");
+  const std::size_t quant = spec.KeyIndex(table, "quant_dtype"), m = spec.KeyIndex(table, "m"),
+                    k = spec.KeyIndex(table, "k"), latency = table.ColumnIndex("latency");
   const std::optional<std::size_t> power = table.FindColumn("power");
   std::map<std::string, std::vector<GridPoint>> points;
   for (std::size_t r = 0; r < table.num_rows(); ++r) {
@@ -31,7 +34,7 @@ QuantizeGrids BuildGrids(const Table& table, const std::shared_ptr<const Sol>& s
     o.name = name + "{quant_dtype=" + q + "}";
     o.axis_names = {"m", "k"};
     std::shared_ptr<const Sol> s = sol;
-    GridSolFn fn = [s](std::span<const double> x) { return s->MemMs(2 * x[0] * x[1]); };
+    GridSolFn fn = [s](std::span<const double> x) { return s->MemMs(tables::QuantizeRooflineBytes(x[0], x[1])); };
     std::array<double, 4> env = {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
                                  std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()};
     for (const GridPoint& p : pts) {
@@ -76,7 +79,7 @@ ComputeScaleTable::ComputeScaleTable(const Table& table, std::shared_ptr<const S
     : sol_(std::move(sol)), grids_(BuildGrids(table, sol_, name)) {}
 
 double ComputeScaleTable::SolMs(const ComputeScaleQuery& q) const {
-  return sol_->MemMs(2 * static_cast<double>(q.m) * static_cast<double>(q.k));
+  return sol_->MemMs(tables::QuantizeRooflineBytes(static_cast<double>(q.m), static_cast<double>(q.k)));
 }
 
 Estimate ComputeScaleTable::Query(const ComputeScaleQuery& q) const {
@@ -93,7 +96,7 @@ ScaleMatrixTable::ScaleMatrixTable(const Table& table, std::shared_ptr<const Sol
     : sol_(std::move(sol)), grids_(BuildGrids(table, sol_, name)) {}
 
 double ScaleMatrixTable::SolMs(const ScaleMatrixQuery& q) const {
-  return sol_->MemMs(2 * static_cast<double>(q.m) * static_cast<double>(q.k));
+  return sol_->MemMs(tables::QuantizeRooflineBytes(static_cast<double>(q.m), static_cast<double>(q.k)));
 }
 
 Estimate ScaleMatrixTable::Query(const ScaleMatrixQuery& q) const {
@@ -102,7 +105,7 @@ Estimate ScaleMatrixTable::Query(const ScaleMatrixQuery& q) const {
   Estimate e = QueryClamped(grids_, q, c, clamped);
   const double sol_q = SolMs(q);
   if (clamped) {
-    const double sol_c = sol_->MemMs(2 * c[0] * c[1]);
+    const double sol_c = sol_->MemMs(tables::QuantizeRooflineBytes(c[0], c[1]));
     if (sol_c > 0) e.latency_ms *= sol_q / sol_c;
   }
   e.sol_fraction = e.latency_ms > 0 ? sol_q / e.latency_ms : 0;

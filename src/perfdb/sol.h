@@ -5,26 +5,18 @@
 
 #include "core/error.h"
 #include "system/system_spec.h"
+#include "tables/cost_model.h"
 
 namespace servecast::perfdb {
 
-// How a quantization mode moves bytes and which peak rate its math runs at
-// (AIC's quant mappings): bytes per weight/activation element, and the system
-// spec's peak_flops_per_s key.
-struct QuantMode {
-  double mem_bytes = 2;
-  std::string flops_key = "bfloat16";
-};
-// GEMM and MoE modes: bfloat16, fp8, fp8_static, fp8_block, fp8_ootb, int8_wo,
-// int4_wo, sq, nvfp4, nvfp4_wo, w4a16_nvfp4, w4afp8, w4a16_mxfp4. Unknown -> Error.
-QuantMode GemmQuant(std::string_view mode);
-QuantMode MoeQuant(std::string_view mode);
-// Attention math: bfloat16 or fp8 (fp8_block) FMHA.
-QuantMode FmhaQuant(std::string_view mode);
-// KV-cache bytes per element: bfloat16 2, int8 1, fp8 1.
-double KvCacheBytes(std::string_view kv_dtype);
-// Collective element bytes: half/bfloat16/float16 2, int8 1, fp8 1.
-double CommBytes(std::string_view dtype);
+// The quantization profiles and dtype sizes are the cost model's
+// (tables/cost_model.h); perfdb names them unqualified.
+using tables::CommBytes;
+using tables::FmhaQuant;
+using tables::GemmQuant;
+using tables::KvCacheBytes;
+using tables::MoeQuant;
+using tables::QuantMode;
 
 // A quant whose peak FLOP/s the system spec lacks: raised before any table lookup,
 // never extrapolated from another dtype.
@@ -34,8 +26,8 @@ class MissingSystemFlopsError : public Error {
 };
 
 // Speed-of-light times in milliseconds: max(math / peak FLOP/s, bytes / memory
-// bandwidth) from the system spec (AIC §1.5 formulas). Pure functions of the
-// shape; no empirical scaling.
+// bandwidth) of the op's roofline cost (tables/cost_model.h, AIC §1.5) at the
+// system spec's rates. Pure functions of the shape; no empirical scaling.
 class Sol {
  public:
   explicit Sol(systems::SystemSpec spec) : spec_(std::move(spec)) {}
@@ -45,6 +37,10 @@ class Sol {
   double MemMs(double bytes) const;                 // bytes / bandwidth
   // Bandwidth between `gpus` GPUs: intra-node up to a node, else inter-node.
   double P2pBandwidth(int gpus) const;
+
+  // max(flops / PeakFlops(compute_dtype), bytes / bandwidth); no peak rate is
+  // asked for when flops is 0.
+  double Ms(const tables::OpCost& cost) const;
 
   double GemmMs(std::string_view quant, double m, double n, double k) const;
   // Prefill over `s` new tokens after `prefix` cached ones; window 0 = full causal.
@@ -63,7 +59,6 @@ class Sol {
   double NcclMs(std::string_view op, double size, int gpus, std::string_view dtype) const;
 
  private:
-  double Max(double flops, const std::string& key, double bytes) const;
   systems::SystemSpec spec_;
 };
 

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/value.h"
 #include "perfdb/sol.h"
+#include "tables/cost_model.h"
 
 namespace servecast::serve {
 
@@ -103,12 +104,20 @@ OpCost MemoryBound(const Database& db, const std::string& measured_op, double to
                 "memory formula: " + FormatG6(bytes) + " B / (bw x efficiency) + constant latency"};
 }
 
-double GemmFlops(double m, double n, double k) { return 2.0 * m * n * k; }
+// Every op's math figures (FLOPs and the peak rate they run at) come from its
+// roofline in the cost model (tables/cost_model.h): math_ms = flops / peak rate.
+void SetMath(OpCost& c, const tables::OpCost& cost, const Database& db) {
+  c.flops = cost.flops;
+  if (c.flops > 0) c.math_ms = 1e3 * c.flops / db.sol().PeakFlops(cost.compute_dtype);
+}
 
 OpCost Gemm(const Op& op, const Database& db, std::int64_t m) {
-  const double flops = GemmFlops(static_cast<double>(m), static_cast<double>(op.n), static_cast<double>(op.k));
+  auto cost = [&] {
+    return tables::GemmRoofline(op.quant, static_cast<double>(m), static_cast<double>(op.n), static_cast<double>(op.k));
+  };
   if (op.quant != "fp8_static" || SolMode(db)) {
-    OpCost c = FromEstimate(db.estimator().Gemm(op.quant, m, op.n, op.k), flops);
+    OpCost c = FromEstimate(db.estimator().Gemm(op.quant, m, op.n, op.k), 0);
+    SetMath(c, cost(), db);
     return c;
   }
   // Static-scale fp8: the fp8 row (dynamic quantization + GEMM) minus the
@@ -134,7 +143,9 @@ OpCost Gemm(const Op& op, const Database& db, std::int64_t m) {
     }
   }
   const double sol = db.sol().GemmMs("fp8", static_cast<double>(m), static_cast<double>(op.n), static_cast<double>(op.k));
-  return OpCost{std::max(lat, sol), sol, flops, "estimated", detail};
+  OpCost c{std::max(lat, sol), sol, 0, "estimated", detail};
+  SetMath(c, cost(), db);
+  return c;
 }
 
 // Per-token-sized extras fused into a context attention layer by AIC's model:
@@ -164,17 +175,17 @@ double ContextExtrasMs(const Op& op, const Database& db, const PassShape& s, std
 OpCost ContextAttention(const Op& op, const Database& db, const PassShape& s) {
   const std::int64_t full = s.seq + s.prefix;
   const double b = static_cast<double>(s.batch), f = static_cast<double>(full), p = static_cast<double>(s.prefix);
-  const double n = static_cast<double>(op.heads), d = static_cast<double>(op.head_dim);
-  double flops = 2.0 * b * (f * f - p * p) * n * d;
-  if (op.window > 0 && full > op.window) flops = 2.0 * b * (f - p) * static_cast<double>(op.window) * n * d * 2.0;
-  const double sol = db.sol().ContextAttentionMs(b, static_cast<double>(s.seq), p, n, static_cast<double>(op.kv_heads),
-                                                 d, static_cast<double>(op.window), op.fmha_quant, op.kv_quant);
+  const tables::OpCost cost = tables::ContextAttentionRoofline(
+      b, static_cast<double>(s.seq), p, static_cast<double>(op.heads), static_cast<double>(op.kv_heads),
+      static_cast<double>(op.head_dim), static_cast<double>(op.window), op.fmha_quant, op.kv_quant);
+  const double sol = db.sol().Ms(cost);
   perfdb::OpEstimate e = db.estimator().ContextAttention(
       {s.batch, full, op.heads, op.kv_heads, op.head_dim, op.window, op.fmha_quant, op.kv_quant});
   const double prefix_share = (f * f - p * p) / (f * f);
   std::string how;
   const double extras = SolMode(db) ? 0.0 : ContextExtrasMs(op, db, s, how);
-  OpCost c{e.latency_ms * prefix_share + extras, sol, flops, e.source, e.detail};
+  OpCost c{e.latency_ms * prefix_share + extras, sol, cost.flops, e.source, e.detail};
+  SetMath(c, cost, db);
   // Energy: the table's power over the table's share only; the fused extras
   // (RoPE, KV write, q/k norms) are formula-costed and carry none (AIC's goldens).
   c.energy_wms = EnergyWms(e.power_w, e.latency_ms * prefix_share);
@@ -188,21 +199,31 @@ OpCost ContextAttention(const Op& op, const Database& db, const PassShape& s) {
 }
 
 OpCost GenerationAttention(const Op& op, const Database& db, const PassShape& s) {
-  const double kv_len = static_cast<double>(op.window > 0 ? std::min<std::int64_t>(s.seq - 1, op.window) : s.seq - 1);
-  const double flops = 2.0 * static_cast<double>(s.batch) * static_cast<double>(op.heads) *
-                       static_cast<double>(op.head_dim) * 2.0 * kv_len;
-  return FromEstimate(
+  OpCost c = FromEstimate(
       db.estimator().GenerationAttention({s.batch, s.seq, op.heads, op.kv_heads, op.head_dim, op.window, op.kv_quant}),
-      flops);
+      0);
+  SetMath(c,
+          tables::GenerationAttentionRoofline(static_cast<double>(s.batch), static_cast<double>(s.seq),
+                                              static_cast<double>(op.heads), static_cast<double>(op.kv_heads),
+                                              static_cast<double>(op.head_dim), static_cast<double>(op.window),
+                                              op.kv_quant, db.spec().gpu.sm_version),
+          db);
+  return c;
 }
 
 OpCost Moe(const Op& op, const Database& db, std::int64_t tokens) {
   const std::int64_t t = tokens * op.token_multiplier;
-  const double flops = static_cast<double>(t) * static_cast<double>(op.topk) * static_cast<double>(op.hidden) *
-                       static_cast<double>(op.inter) * 3.0 * 2.0 / op.moe_ep / op.moe_tp;
-  return FromEstimate(db.estimator().Moe({t, op.hidden, op.inter, op.topk, op.experts, op.moe_tp, op.moe_ep, op.quant,
-                                          op.distribution}),
-                      flops);
+  OpCost c = FromEstimate(db.estimator().Moe({t, op.hidden, op.inter, op.topk, op.experts, op.moe_tp, op.moe_ep,
+                                              op.quant, op.distribution}),
+                          0);
+  // The FLOP figure counts three projections (gated) whatever the slice's kernel.
+  SetMath(
+      c,
+      tables::MoeRoofline(op.quant, static_cast<double>(t), static_cast<double>(op.hidden),
+                          static_cast<double>(op.inter), static_cast<double>(op.topk), static_cast<double>(op.experts),
+                          static_cast<double>(op.moe_tp), static_cast<double>(op.moe_ep), /*gated=*/true),
+      db);
+  return c;
 }
 
 OpCost Comm(const Op& op, const Database& db, std::int64_t tokens) {
@@ -278,23 +299,10 @@ OpCost Dispatch(const Op& op, const Database& db, const PassShape& shape) {
   throw Error("op " + op.name + ": unknown kind");
 }
 
-std::string FlopsKey(const Op& op, const Database& db) {
-  switch (op.kind) {
-    case OpKind::kGemm: return perfdb::GemmQuant(op.quant == "fp8_static" ? "fp8" : op.quant).flops_key;
-    case OpKind::kContextAttention: return perfdb::FmhaQuant(op.fmha_quant).flops_key;
-    case OpKind::kGenerationAttention:
-      return op.kv_quant == "fp8" && db.spec().gpu.sm_version >= 89 ? "fp8" : "bfloat16";
-    case OpKind::kMoe: return perfdb::MoeQuant(op.quant).flops_key;
-    default: return "bfloat16";
-  }
-}
-
 }  // namespace
 
 OpCost EvaluateOp(const Op& op, const Database& db, const PassShape& shape) {
-  OpCost c = Dispatch(op, db, shape);
-  if (c.flops > 0) c.math_ms = 1e3 * c.flops / db.sol().PeakFlops(FlopsKey(op, db));
-  return c;
+  return Dispatch(op, db, shape);
 }
 
 }  // namespace servecast::serve

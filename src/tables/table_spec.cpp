@@ -11,88 +11,37 @@ namespace {
 
 using VT = ValueType;
 
-// Keys that can attend: causal prefill of `s` queries over a window `w` (0 = full)
-// sums min(i + 1, w) over positions i.
-double CausalPairs(double s, double w) {
-  if (w <= 0 || w >= s) return s * (s + 1) / 2;
-  return w * (w + 1) / 2 + (s - w) * w;
-}
-
+// The floors of tables/cost_model.h over a row's key columns.
 OpCost GemmCost(const Params& p) {
-  double m = p.Num("m"), n = p.Num("n"), k = p.Num("k");
-  const std::string& dt = p.Str("gemm_dtype");
-  double in_bytes = DtypeBytes(dt);
-  double out_bytes = (dt == "float32") ? 4 : 2;  // fp8 GEMMs write bf16
-  return OpCost{2 * m * n * k, (m * k + k * n) * in_bytes + m * n * out_bytes, dt};
+  return GemmFloor(p.Str("gemm_dtype"), p.Num("m"), p.Num("n"), p.Num("k"));
 }
 
 OpCost ContextAttentionCost(const Params& p) {
-  double b = p.Num("batch_size"), s = p.Num("isl"), n = p.Num("num_heads");
-  double kv = p.Num("num_key_value_heads"), h = p.Num("head_dim"), w = p.Num("window_size");
-  if (kv == 0) kv = n;  // AIC's tables may write 0 for MHA
-  const std::string& adt = p.Str("attn_dtype");
-  double q_bytes = DtypeBytes(adt), kv_bytes = DtypeBytes(p.Str("kv_cache_dtype"));
-  double flops = 4 * b * n * h * CausalPairs(s, w);
-  double bytes = b * s * h * (2 * n * q_bytes + 2 * kv * kv_bytes);
-  return OpCost{flops, bytes, adt};
+  return ContextAttentionFloor(p.Num("batch_size"), p.Num("isl"), p.Num("num_heads"), p.Num("num_key_value_heads"),
+                               p.Num("head_dim"), p.Num("window_size"), p.Str("attn_dtype"), p.Str("kv_cache_dtype"));
 }
 
 OpCost GenerationAttentionCost(const Params& p) {
-  double b = p.Num("batch_size"), n = p.Num("num_heads");
-  double kv = p.Num("num_key_value_heads"), h = p.Num("head_dim"), w = p.Num("window_size");
-  if (kv == 0) kv = n;
-  double keys = p.Num("isl") + p.Num("step");
-  if (w > 0) keys = std::min(keys, w);
-  const std::string& adt = p.Str("attn_dtype");
-  double kv_bytes = DtypeBytes(p.Str("kv_cache_dtype"));
-  double flops = 4 * b * n * h * keys;
-  double bytes = b * keys * 2 * kv * h * kv_bytes + 2 * b * n * h * DtypeBytes(adt);
-  return OpCost{flops, bytes, adt};
+  return GenerationAttentionFloor(p.Num("batch_size"), p.Num("isl"), p.Num("step"), p.Num("num_heads"),
+                                  p.Num("num_key_value_heads"), p.Num("head_dim"), p.Num("window_size"),
+                                  p.Str("attn_dtype"), p.Str("kv_cache_dtype"));
 }
 
-OpCost ElementwiseCost(const Params& p) {
-  double t = p.Num("num_tokens"), w = p.Num("hidden_size");
-  const std::string& op = p.Str("op_name");
-  const std::string& dt = p.Str("dtype");
-  double e = DtypeBytes(dt);
-  if (op == "rmsnorm") return OpCost{4 * t * w, (2 * t * w + w) * e, dt};
-  if (op == "rmsnorm_residual") return OpCost{5 * t * w, (4 * t * w + w) * e, dt};
-  if (op == "silu_and_mul") return OpCost{5 * t * w, 3 * t * w * e, dt};
-  if (op == "residual_add") return OpCost{t * w, 3 * t * w * e, dt};
-  if (op == "rotary_embedding") return OpCost{3 * t * w, 2 * t * w * e, dt};
-  if (op == "embedding") return OpCost{0, 2 * t * w * e, dt};
-  throw Error("elementwise_perf: no cost model for op_name '" + op + "'");
+OpCost ElementwiseRowCost(const Params& p) {
+  return ElementwiseCost(p.Str("op_name"), p.Str("dtype"), p.Num("num_tokens"), p.Num("hidden_size"));
 }
 
-// MoE layer on expert-parallel rank 0 (the most loaded): at least its balanced
-// share of the T x topk assignments, each through gate+up (2 x inter/tp) and down
-// (inter/tp) GEMMs; at least ceil(share / T) local experts' weights read (an expert
-// takes each token once), plus the activations in and out.
 OpCost MoeCost(const Params& p) {
-  double t = p.Num("num_tokens"), h = p.Num("hidden_size"), inter = p.Num("inter_size") / p.Num("moe_tp_size");
-  double topk = p.Num("topk"), ep = p.Num("moe_ep_size"), e = p.Num("num_experts");
-  const std::string& dt = p.Str("moe_dtype");
-  double share = t * topk / ep;
-  double experts_touched = std::min(e / ep, std::ceil(share / t));
-  double flops = 2 * share * h * 3 * inter;
-  double bytes = experts_touched * 3 * h * inter * DtypeBytes(dt) + 2 * t * h * 2;
-  return OpCost{flops, bytes, dt == "fp8_block" ? "fp8" : dt};
+  return MoeFloor(p.Str("moe_dtype"), p.Num("num_tokens"), p.Num("hidden_size"), p.Num("inter_size"), p.Num("topk"),
+                  p.Num("num_experts"), p.Num("moe_tp_size"), p.Num("moe_ep_size"));
 }
 
-// Collectives: the bytes each GPU must send over its links (nccl-tests' bus
+// Collectives: CommBusBytes, the bytes each GPU must send over its links (nccl-tests' bus
 // bytes: all_reduce 2(n-1)/n S, all_gather and reduce_scatter (n-1)/n S of the
 // whole buffer, alltoall (n-1)/n S, send_recv S), with S the message's bytes. The
 // gate bounds them by device-memory bandwidth, a loose but valid floor (every byte
 // sent is first read from device memory); the link bound is tighter, and
 // `check --against` compares with measured tables.
-double CommBusBytes(const std::string& op, double bytes, double n) {
-  if (n <= 1) return 0;
-  if (op == "all_reduce") return 2 * (n - 1) / n * bytes;
-  if (op == "all_gather" || op == "reduce_scatter" || op == "alltoall") return (n - 1) / n * bytes;
-  if (op == "send_recv") return bytes;
-  throw Error("comm tables: no cost model for op_name '" + op + "'");
-}
-
 OpCost NcclCost(const Params& p) {
   const std::string& dt = p.Str("nccl_dtype");
   double e = DtypeBytes(dt);
@@ -120,6 +69,7 @@ std::vector<TableSpec> BuildSpecs() {
                             false,
                             GemmCost});
   specs.back().slice_columns = {"gemm_dtype"};
+  specs.back().load_key_op_name = false;
   std::vector<ColumnSpec> attention_keys = {
       {"batch_size", VT::kInt64},          {"isl", VT::kInt64},         {"num_heads", VT::kInt64},
       {"num_key_value_heads", VT::kInt64}, {"head_dim", VT::kInt64},    {"window_size", VT::kInt64},
@@ -129,15 +79,19 @@ std::vector<TableSpec> BuildSpecs() {
   const std::vector<std::pair<std::string, std::int64_t>> attention_minimum = {
       {"num_key_value_heads", 0}, {"window_size", 0}, {"step", 0}};
   specs.push_back(TableSpec{"context_attention_perf", "attention", attention_keys, false, ContextAttentionCost});
-  specs.back().key_minimum = attention_minimum;
   specs.push_back(
       TableSpec{"generation_attention_perf", "attention", attention_keys, false, GenerationAttentionCost});
-  specs.back().key_minimum = attention_minimum;
+  for (std::size_t i = specs.size() - 2; i < specs.size(); ++i) {
+    specs[i].key_minimum = attention_minimum;
+    specs[i].load_key_op_name = false;
+    specs[i].load_key_ignored = {"beam_width"};
+    specs[i].load_key_defaults = {{"window_size", Value(std::int64_t{0})}};
+  }
   specs.push_back(TableSpec{"elementwise_perf",
                             "elementwise",
                             {{"dtype", VT::kString}, {"num_tokens", VT::kInt64}, {"hidden_size", VT::kInt64}},
                             false,
-                            ElementwiseCost});
+                            ElementwiseRowCost});
   // compute_scale: the extra time of dynamic over static activation quantization
   // (AIC's semantics, clamped at zero, so zero is legal).
   specs.push_back(TableSpec{"computescale_perf",
@@ -277,6 +231,31 @@ std::vector<std::string> TableSpec::KeyColumnNames() const {
   return out;
 }
 
+std::vector<std::string> TableSpec::LoadKeyColumns(bool has_op_name) const {
+  std::vector<std::string> out;
+  if (has_op_name && load_key_op_name) out.push_back("op_name");
+  for (const auto& c : key_columns)
+    if (std::find(load_key_ignored.begin(), load_key_ignored.end(), c.name) == load_key_ignored.end())
+      out.push_back(c.name);
+  return out;
+}
+
+const ColumnSpec& TableSpec::KeyColumn(std::string_view column) const {
+  for (const auto& c : key_columns)
+    if (c.name == column) return c;
+  std::string keys;
+  for (const auto& c : key_columns) keys += (keys.empty() ? "" : ", ") + c.name;
+  throw Error("table " + name + " declares no key column '" + std::string(column) + "' (keys: " + keys + ")");
+}
+
+std::size_t TableSpec::KeyIndex(const Table& t, std::string_view column) const {
+  return t.ColumnIndex(KeyColumn(column).name);
+}
+
+std::optional<std::size_t> TableSpec::FindKey(const Table& t, std::string_view column) const {
+  return t.FindColumn(KeyColumn(column).name);
+}
+
 std::vector<std::string> TableSpec::IdentityColumns() const {
   std::vector<std::string> out = KeyColumnNames();
   out.insert(out.begin(), "op_name");
@@ -303,13 +282,9 @@ const TableSpec* FindTableSpec(std::string_view name) {
   return nullptr;
 }
 
-double DtypeBytes(std::string_view dtype) {
-  if (dtype == "float32") return 4;
-  if (dtype == "bfloat16" || dtype == "float16" || dtype == "half") return 2;
-  if (dtype == "fp8" || dtype == "fp8_block" || dtype == "int8") return 1;
-  if (dtype == "nvfp4") return 0.5625;  // 4 bits plus one 8-bit scale per 16 values
-  throw Error("unknown dtype '" + std::string(dtype) +
-              "'; expected one of float32, bfloat16, float16, half, fp8, fp8_block, int8, nvfp4");
+const TableSpec& GetTableSpec(std::string_view name) {
+  if (const TableSpec* s = FindTableSpec(name)) return *s;
+  throw Error("no declaration of table '" + std::string(name) + "' (tables/table_spec.cpp)");
 }
 
 }  // namespace servecast::tables

@@ -3,25 +3,18 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
-#include <string>
 #include <vector>
 
 #include "core/params.h"
 #include "core/table.h"
 #include "core/table_file.h"
+#include "core/value.h"
+#include "tables/cost_model.h"
 
 namespace servecast::tables {
-
-// What the op behind one row costs, for speed-of-light bounds and the
-// "no row beats physics" gate. `compute_dtype` names the peak FLOP/s to use
-// (a key of the system spec's peak table: float32, bfloat16, fp8, ...).
-struct OpCost {
-  double flops = 0;
-  double bytes = 0;  // minimum bytes moved to/from device memory
-  std::string compute_dtype;
-};
 
 // One perf table: its name, family, key columns (after the common prefix) and the
 // cost of a row from its key columns. Shared by every backend that writes it.
@@ -41,6 +34,15 @@ struct TableSpec {
   // Integer key columns whose smallest valid value is not 1 (e.g. window_size 0 =
   // full attention); every other integer key must be >= 1.
   std::vector<std::pair<std::string, std::int64_t>> key_minimum = {};
+  // How perfdb's loader tells rows apart when it merges sources (first source
+  // wins a key): op_name is part of the key when the file has the column, unless
+  // `load_key_op_name` is false (AIC's gemm and attention files have no op_name);
+  // `load_key_ignored` lists key columns the loader does not tell rows apart by
+  // (attention's beam_width: the estimator models beam 1); `load_key_defaults`
+  // key columns a file may lack, with the value they take then.
+  bool load_key_op_name = true;
+  std::vector<std::string> load_key_ignored = {};
+  std::vector<std::pair<std::string, Value>> load_key_defaults = {};
 
   // prefix + key columns + metric columns + extra columns (+ power), in file order.
   std::vector<ColumnSpec> AllColumns(bool with_power) const;
@@ -52,6 +54,17 @@ struct TableSpec {
   TableWriteOptions WriteOptions() const;
   // The smallest valid value of an integer key column.
   std::int64_t KeyMinimum(std::string_view column) const;
+  // The key columns perfdb merges sources by (see load_key_*): op_name first
+  // when `has_op_name` and load_key_op_name, then the key columns in order.
+  std::vector<std::string> LoadKeyColumns(bool has_op_name) const;
+  // The declared key column `column`; Error naming the table and its keys when
+  // it is not one (a reader asking for a column the declaration lacks).
+  const ColumnSpec& KeyColumn(std::string_view column) const;
+  // Where a reader finds the declared key column `column` in `t`: KeyColumn's
+  // Error when the declaration lacks it; KeyIndex: t.ColumnIndex's error when
+  // `t` lacks it, FindKey: nullopt then (a key with a load default).
+  std::size_t KeyIndex(const Table& t, std::string_view column) const;
+  std::optional<std::size_t> FindKey(const Table& t, std::string_view column) const;
 };
 
 // A row of a perf table that breaks its declaration.
@@ -82,9 +95,7 @@ const std::vector<TableSpec>& AllTableSpecs();
 // Throws Error when the name is taken.
 void AddTableSpec(TableSpec spec);
 const TableSpec* FindTableSpec(std::string_view name);
-
-// Bytes per element of a dtype name (float32 4, bfloat16/float16 2, fp8 1, ...);
-// throws Error for an unknown dtype.
-double DtypeBytes(std::string_view dtype);
+// The spec of a table servecast declares; Error for an unknown name.
+const TableSpec& GetTableSpec(std::string_view name);
 
 }  // namespace servecast::tables

@@ -78,7 +78,9 @@ TEST(KeyColumnsTest, KnownAndGenericTables) {
               {"l2", ValueType::kString},
               {"clock_mhz_before", ValueType::kInt64},
               {"throttled", ValueType::kInt64}});
-  EXPECT_EQ(KeyColumns("elementwise_perf", elem), (std::vector<std::string>{"op_name", "dtype", "num_tokens"}));
+  // Declared tables are keyed as declared (hidden_size is a key even where a file lacks it).
+  EXPECT_EQ(KeyColumns("elementwise_perf", elem),
+            (std::vector<std::string>{"op_name", "dtype", "num_tokens", "hidden_size"}));
   EXPECT_EQ(KeyColumns("context_attention_perf", elem).size(), 9u);
 }
 
@@ -359,7 +361,8 @@ TEST(PerfDatabaseTest, MultipleRootsUnion) {
   TempDir a, b;
   Put(a.File("s/gemm/cuda/13.0-x/gemm_perf.csv"), GemmRows({{1, 1.0}}));
   Put(b.File("s/gemm/cuda/13.0-x/gemm_perf.csv"), GemmRows({{1, 9.0}, {2, 2.0}}));
-  Put(b.File("s/elementwise/cuda/13.0-x/elementwise_perf.csv"), "op_name,dtype,num_tokens,latency\nsilu,bf16,1,0.1\n");
+  Put(b.File("s/elementwise/cuda/13.0-x/elementwise_perf.csv"),
+      "op_name,dtype,num_tokens,hidden_size,latency\nsilu,bf16,1,64,0.1\n");
   PerfDatabase db = PerfDatabase::Open({a.path(), b.path()}, "s", "cuda");
   const LoadedTable& t = db.Table("gemm_perf");
   EXPECT_EQ(t.table.num_rows(), 2u);

@@ -13,6 +13,7 @@
 #include "serve/database.h"
 #include "serve/evaluate.h"
 #include "system/system_spec.h"
+#include "tables/cost_model.h"
 
 namespace servecast::serve {
 namespace {
@@ -59,7 +60,9 @@ PassShape Tokens(std::int64_t seq) {
 
 TEST(EvaluateModesTest, ElementwiseEmpiricalIsUtilOverTheSlice) {
   const auto db = OpenElementwise(perfdb::DatabaseMode::kEmpirical);
-  auto sol = [&](double t) { return db->sol().MemMs(perfdb::ElementwiseBytes("rmsnorm_residual", t, 512)); };
+  auto sol = [&](double t) {
+    return db->sol().MemMs(tables::ElementwiseCost("rmsnorm_residual", "bfloat16", t, 512).bytes);
+  };
   // On a sample: its latency.
   OpCost c = EvaluateOp(AddNorm(), *db, Tokens(128));
   EXPECT_NEAR(c.latency_ms, 0.0030, 1e-15);

@@ -1,0 +1,130 @@
+#pragma once
+
+// The cost model of the ops behind the perf tables, written once (docs/perfdb.md,
+// "Cost model"): FLOPs, bytes moved and the peak rate the math runs at, as
+// functions of an op's key given as typed values. Two readers, two bounds:
+//
+//   roofline (AIC §1.5): perfdb's SOL times, the util-empirical modes (util =
+//     SOL / latency), the load-time SOL clamps and serve's FLOP figures
+//     (math_ms). Keyed by quantization mode (GemmQuant, MoeQuant, FmhaQuant).
+//   floor: the "no row beats physics" gate of `servecast check` (TableSpec::cost),
+//     keyed by the table's dtype columns; it must never exceed what the
+//     hardware can do, so it counts what the kernels really move.
+//
+// Where the two agree they share one function (GEMM FLOPs, elementwise, the
+// quantization profiles, dtype sizes); where they differ each is written here,
+// side by side, and the difference is named at the function.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace servecast::tables {
+
+// What the op behind one row costs. `compute_dtype` names the peak FLOP/s to use
+// (a key of the system spec's peak table: float32, bfloat16, fp8, ...).
+struct OpCost {
+  double flops = 0;
+  double bytes = 0;  // minimum bytes moved to/from device memory
+  std::string compute_dtype;
+};
+
+// Bytes per element of a dtype name (float32 4, bfloat16/float16/half 2,
+// fp8/fp8_block/int8 1, nvfp4 0.5625); throws Error for an unknown dtype.
+double DtypeBytes(std::string_view dtype);
+
+// How a quantization mode moves bytes and which peak rate its math runs at
+// (AIC's quant mappings): bytes per weight/activation element, and the system
+// spec's peak_flops_per_s key.
+struct QuantMode {
+  double mem_bytes = 2;
+  std::string flops_key = "bfloat16";
+};
+// GEMM and MoE modes: bfloat16, fp8, fp8_static, fp8_block, fp8_ootb, int8_wo,
+// int4_wo, sq, nvfp4, nvfp4_wo, w4a16_nvfp4, w4afp8, w4a16_mxfp4. Unknown -> Error.
+QuantMode GemmQuant(std::string_view mode);
+QuantMode MoeQuant(std::string_view mode);
+// Attention math: bfloat16 or fp8 (fp8_block) FMHA.
+QuantMode FmhaQuant(std::string_view mode);
+// KV-cache bytes per element: bfloat16 2, int8 1, fp8 1.
+double KvCacheBytes(std::string_view kv_dtype);
+// Collective element bytes: half/bfloat16/float16 2, int8 1, fp8 1.
+double CommBytes(std::string_view dtype);
+// The peak-rate key of decode attention: fp8 only with an fp8 KV cache on SM >= 89.
+const char* DecodeFlopsKey(std::string_view kv_dtype, int sm_version);
+
+// ---------------------------------------------------------------- GEMM (gemm_perf)
+
+// 2mnk, both bounds.
+inline double GemmFlops(double m, double n, double k) {
+  return 2 * m * n * k;
+}
+// Roofline: bytes mem_bytes(quant) x (mn + mk + nk) (the output counted at the
+// quant's size, as AIC), rate GemmQuant(quant).flops_key.
+OpCost GemmRoofline(std::string_view quant, double m, double n, double k);
+// Floor of a gemm_perf row: (mk + kn) x DtypeBytes(gemm_dtype) + mn x (4 for
+// float32, else 2: fp8 GEMMs write bf16); rate the gemm_dtype itself.
+OpCost GemmFloor(const std::string& gemm_dtype, double m, double n, double k);
+
+// ---------------------------------------------------------------- attention
+
+// Roofline of prefill: `b` requests each adding `s` tokens after `prefix` cached
+// ones, n query heads, n_kv KV heads (0: MHA), head dim h, window w (0: full).
+// FLOPs 4bnh x ((s+p)^2 - p^2) / 2 causal (w < s+p: 4bnh x s x w); bytes q and out at
+// 2 B plus the KV cache of every position; rate FmhaQuant(fmha_quant).flops_key.
+OpCost ContextAttentionRoofline(double b, double s, double prefix, double n, double n_kv, double h, double w,
+                                std::string_view fmha_quant, std::string_view kv_dtype);
+// Roofline of decode with `s` = cached + new tokens: attends to s - 1 keys (at
+// most the window); rate DecodeFlopsKey(kv_dtype, sm_version).
+OpCost GenerationAttentionRoofline(double b, double s, double n, double n_kv, double h, double w,
+                                   std::string_view kv_dtype, int sm_version);
+// Floors of an attention row (isl new tokens for prefill, isl + step keys for
+// decode; q and out at DtypeBytes(attn_dtype); rate attn_dtype).
+OpCost ContextAttentionFloor(double b, double isl, double n, double n_kv, double h, double w,
+                             const std::string& attn_dtype, const std::string& kv_cache_dtype);
+OpCost GenerationAttentionFloor(double b, double isl, double step, double n, double n_kv, double h, double w,
+                                const std::string& attn_dtype, const std::string& kv_cache_dtype);
+
+// ---------------------------------------------------------------- MoE (moe_perf)
+
+// Roofline of `tokens` tokens through experts of (hidden, inter) on rank 0 of
+// ep x tp (gated: three projections, else two); rate MoeQuant(quant).flops_key.
+OpCost MoeRoofline(std::string_view quant, double tokens, double hidden, double inter, double topk, double experts,
+                   double tp, double ep, bool gated);
+// Floor of a moe_perf row: the balanced share of assignments through gate+up
+// and down, at least ceil(share / tokens) local experts' weights read, plus
+// the activations in and out at 2 B; rate moe_dtype (fp8_block: fp8).
+OpCost MoeFloor(const std::string& moe_dtype, double tokens, double hidden, double inter, double topk, double experts,
+                double tp, double ep);
+
+// ---------------------------------------------------------------- elementwise (elementwise_perf)
+
+// One call of `op` at (tokens, width) in `dtype`, both bounds: rmsnorm 4TW
+// FLOPs, (2TW + W) elements; rmsnorm_residual 5TW, 4TW + W; silu_and_mul 5TW, 3TW;
+// residual_add TW, 3TW; rotary_embedding 3TW, 2TW; embedding 0, 2TW. Unknown op -> Error.
+OpCost ElementwiseCost(std::string_view op, const std::string& dtype, double tokens, double width);
+
+// ---------------------------------------------------------------- quantization (computescale_perf, scale_matrix_perf)
+
+// Roofline bytes of (de)quantizing an m x k bf16 activation: its 2mk bytes read.
+// (The gate bounds no compute_scale row: it is a difference of two timings.)
+inline double QuantizeRooflineBytes(double m, double k) {
+  return 2 * m * k;
+}
+
+// ---------------------------------------------------------------- collectives (nccl_perf, custom_allreduce_perf)
+
+// Floor: the bytes each GPU must send (nccl-tests' bus bytes: all_reduce
+// 2(n-1)/n S, all_gather, reduce_scatter, alltoall (n-1)/n S, send_recv S) of a
+// message of `bytes`; 0 on one GPU.
+double CommBusBytes(std::string_view op, double bytes, double n);
+// Roofline (ms) of a collective of `size` elements of `dtype` over `gpus` GPUs
+// joined by `link_bw_bytes_per_s`: the same bus bytes over the link (written in
+// AIC's order of operations); 0 on one GPU.
+double CollectiveRooflineMs(std::string_view op, double size, int gpus, std::string_view dtype,
+                            double link_bw_bytes_per_s);
+// Roofline (ms) of the custom all-reduce: 2 x 2 B x size x (tp-1)/tp over the
+// link whatever the dtype (AIC; the dtype is only validated); 0 on one GPU.
+double CustomAllReduceRooflineMs(double size, int tp, std::string_view dtype, double link_bw_bytes_per_s);
+
+}  // namespace servecast::tables
