@@ -15,6 +15,7 @@
 #include "core/table_file.h"
 #include "core/yaml_util.h"
 #include "system/system_spec.h"
+#include "tables/table_spec.h"
 
 namespace servecast::collect {
 namespace {
@@ -144,6 +145,15 @@ void CheckVersionDir(const std::string& dir, const CheckOptions& opt, const Plan
       for (const auto& c : required)
         if (!t.FindColumn(c)) errors.push_back("missing column '" + c + "'");
       if (t.num_rows() == 0) errors.push_back("table is empty");
+    }
+    // Key values the declaration refuses (type, whole number, minimum); latency is counted below.
+    if (errors.empty()) {
+      if (auto p = tables::FirstBadRow(name, t); p && p->column != "latency") {
+        const bool csv = fs::path(path).extension() == ".csv";
+        const std::string where = csv ? "line " + std::to_string(Table::CsvLineOfRow(path, p->row))
+                                      : "row " + std::to_string(p->row + 1);
+        errors.push_back(where + ": column '" + p->column + "' " + p->what + "; expected " + p->expected);
+      }
     }
     if (errors.empty()) {
       tj["rows"] = t.num_rows();

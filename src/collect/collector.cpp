@@ -306,6 +306,9 @@ PriorRecords OpenJournal(const std::string& run_dir, const std::string& journal_
     }
     prior.records = jc.records.size();
     journal.emplace(JournalWriter::Append(journal_path, jc.valid_bytes));
+    // This call's commit, so that finalize names the collector of every record.
+    journal->AddSession({std::string(BuildCommit()), UtcNow()});
+    journal->Commit();
   } else {
     if (PathExists(journal_path))
       throw UsageError(run_dir + " already holds a journal; continue it with --resume or choose another --run-dir");

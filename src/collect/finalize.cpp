@@ -69,6 +69,7 @@ struct Shards {
   JournalHeader header;  // the first run dir's
   std::vector<PlanFile> plans;
   std::unordered_map<std::string, JournalRecord> latest;  // id -> newest record
+  std::unordered_map<std::string, std::string> commit_of;  // id -> commit of the call that wrote its newest record
   std::set<int> seen;                                     // shard indices
   int count = 1;
 };
@@ -91,7 +92,16 @@ Shards ReadShards(const std::vector<std::string>& run_dirs) {
     if (!s.seen.insert(jc.header.shard_index).second)
       throw UsageError("two run dirs hold shard " + std::to_string(jc.header.shard_index) + "/" +
                        std::to_string(s.count) + "; pass each shard once");
-    for (auto& r : jc.records) s.latest[r.id] = std::move(r);
+    // The calls that wrote the journal: its session lines, or (journals written
+    // before those existed) the calls its collector.log names.
+    std::vector<JournalSession> sessions = jc.sessions;
+    if (sessions.size() == 1)
+      if (std::vector<JournalSession> logged = SessionsFromLog(dir + "/collector.log"); !logged.empty())
+        sessions = std::move(logged);
+    for (auto& r : jc.records) {
+      s.commit_of[r.id] = SessionOf(sessions, r.at).servecast_commit;
+      s.latest[r.id] = std::move(r);
+    }
     s.plans.push_back(ReadPlanFile(dir + "/plan.jsonl"));
   }
   return s;
@@ -126,10 +136,18 @@ struct RecordsByTable {
   std::map<std::string, std::map<std::string, std::size_t>> counts;  // table -> status -> n
   // Cases whose newest record is not passed: table -> (row identity, record).
   std::map<std::string, std::vector<std::pair<std::string, const JournalRecord*>>> not_passed;
+  // Rows of passed records per table and collector commit, with the times of the
+  // first and last of them.
+  struct ByCommit {
+    std::size_t rows = 0;
+    std::string first_at, last_at;
+  };
+  std::map<std::string, std::map<std::string, ByCommit>> by_commit;
   bool with_power = false;
 };
 
 RecordsByTable SortRecords(const std::unordered_map<std::string, JournalRecord>& latest,
+                           const std::unordered_map<std::string, std::string>& commit_of,
                            const std::map<std::string, std::string>& op_table) {
   RecordsByTable out;
   bool power_known = false;
@@ -152,6 +170,13 @@ RecordsByTable SortRecords(const std::unordered_map<std::string, JournalRecord>&
       out.with_power = p;
       power_known = true;
       out.new_rows[it->second].push_back(row);
+    }
+    if (!r.rows.empty()) {
+      auto c = commit_of.find(id);
+      RecordsByTable::ByCommit& b = out.by_commit[it->second][c == commit_of.end() ? std::string("?") : c->second];
+      b.rows += r.rows.size();
+      if (b.first_at.empty() || r.at < b.first_at) b.first_at = r.at;
+      if (r.at > b.last_at) b.last_at = r.at;
     }
   }
   return out;
@@ -280,6 +305,7 @@ void CountMissing(const std::map<std::string, const PlanFile::Entry*>& keys,
 // collection_meta.yaml beside the tables: merges this table's entry.
 void UpdateCollectionMeta(const TableTarget& target, const std::string& table_name, const Shards& shards,
                           bool partial_selection, const std::map<std::string, std::size_t>& counts,
+                          const std::map<std::string, RecordsByTable::ByCommit>& by_commit,
                           const TableOutcome& outcome, const RerunProvenance* rerun) {
   const JournalHeader& header = shards.header;
   std::string meta_path = target.dir + "/collection_meta.yaml";
@@ -296,8 +322,33 @@ void UpdateCollectionMeta(const TableTarget& target, const std::string& table_na
   YAML::Node t = meta["tables"][table_name];
   t["file"] = table_name + "." + target.format;
   t.remove("converted");  // the file is this write's, not a conversion's
-  t["collected_at"] = UtcNow();
-  t["collector_commit"] = std::string(BuildCommit());
+  // Which collector wrote the rows: the commit of every call whose records the
+  // table holds (a resumed run can span several), not the commit finalizing it.
+  std::string newest_commit, newest_at;
+  for (const auto& [commit, b] : by_commit)
+    if (b.last_at > newest_at) newest_at = b.last_at, newest_commit = commit;
+  t["collected_at"] = newest_at.empty() ? UtcNow() : newest_at;
+  t["collector_commit"] = newest_commit.empty() ? std::string(BuildCommit()) : newest_commit;
+  t.remove("collected_by");
+  if (by_commit.size() > 1) {
+    std::vector<std::pair<std::string, const RecordsByTable::ByCommit*>> calls;
+    for (const auto& [commit, b] : by_commit) calls.emplace_back(commit, &b);
+    std::sort(calls.begin(), calls.end(), [](const auto& a, const auto& b) { return a.second->first_at < b.second->first_at; });
+    YAML::Node list(YAML::NodeType::Sequence);
+    for (const auto& [commit, b] : calls) {
+      YAML::Node e;
+      e["commit"] = commit;
+      e["rows"] = static_cast<long long>(b->rows);
+      e["first_at"] = b->first_at;
+      e["last_at"] = b->last_at;
+      list.push_back(e);
+    }
+    t["collected_by"] = list;
+  }
+  if (std::string(BuildCommit()) != t["collector_commit"].as<std::string>())
+    t["finalized_by"] = std::string(BuildCommit());
+  else
+    t.remove("finalized_by");
   t["plan_hash"] = "sha256:" + header.plan_hash;
   t["shards"] = std::to_string(shards.seen.size()) + "/" + std::to_string(shards.count);
   t["planned"] = static_cast<long long>(outcome.planned);
@@ -422,7 +473,7 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
   if (run_dirs.empty()) throw UsageError("finalize needs at least one run dir");
   const Shards shards = ReadShards(run_dirs);
   const PlannedKeys planned = CollectPlannedKeys(shards.plans);
-  RecordsByTable records = SortRecords(shards.latest, planned.op_table);
+  RecordsByTable records = SortRecords(shards.latest, shards.commit_of, planned.op_table);
   std::map<std::string, std::size_t> rerun_by_table, pending_by_table;
   if (rerun) {
     rerun_by_table = CountByTable(rerun->case_ids, shards.latest, planned.op_table);
@@ -453,8 +504,8 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
     }
     WriteTableFile(merged, target.path, spec->WriteOptions());
     result.tables[table_name] = outcome;
-    UpdateCollectionMeta(target, table_name, shards, planned.partial_selection, records.counts[table_name], outcome,
-                         rerun);
+    UpdateCollectionMeta(target, table_name, shards, planned.partial_selection, records.counts[table_name],
+                         records.by_commit[table_name], outcome, rerun);
   }
   return result;
 }

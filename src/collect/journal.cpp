@@ -191,7 +191,13 @@ JournalContents ReadJournal(const std::string& path) {
     }
     if (!have_header) {
       out.header = JournalHeader::FromJson(j, where);
+      out.sessions.push_back({out.header.servecast_commit, out.header.created_at});
       have_header = true;
+    } else if (j.is_object() && j.value("type", "") == "session") {
+      if (!j.contains("servecast_commit") || !j.at("servecast_commit").is_string() || !j.contains("started_at") ||
+          !j.at("started_at").is_string())
+        throw DataError(where + ": malformed session record; expected servecast_commit and started_at strings");
+      out.sessions.push_back({j.at("servecast_commit").get<std::string>(), j.at("started_at").get<std::string>()});
     } else {
       out.records.push_back(JournalRecord::FromJson(j, where));
     }
@@ -219,6 +225,47 @@ void WriteAll(int fd, const std::string& data, const std::string& path) {
 }
 
 }  // namespace
+
+void JournalWriter::AddSession(const JournalSession& session) {
+  pending_ += Json{{"type", "session"}, {"servecast_commit", session.servecast_commit}, {"started_at", session.started_at}}
+                  .dump(-1, ' ', false, Json::error_handler_t::replace) +
+              "\n";
+}
+
+std::vector<JournalSession> SessionsFromLog(const std::string& collector_log) {
+  std::vector<JournalSession> out;
+  if (!PathExists(collector_log)) return out;
+  const std::string text = ReadFile(collector_log);
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    const std::string_view line(text.data() + pos, nl - pos);
+    pos = nl + 1;
+    // "<time> info: servecast <version> (<commit>) collect: ..." (collector.cpp writes it first in every call)
+    const std::size_t sp = line.find(' ');
+    const std::size_t open = line.find(" (");
+    const std::size_t close = line.find(") collect: ");
+    if (sp == std::string_view::npos || line.substr(sp, 17) != " info: servecast " || open == std::string_view::npos ||
+        close == std::string_view::npos || close < open)
+      continue;
+    const std::string at(line.substr(0, sp));
+    if (!ParseUtcSeconds(at)) continue;
+    out.push_back({std::string(line.substr(open + 2, close - open - 2)), at});
+  }
+  return out;
+}
+
+const JournalSession& SessionOf(const std::vector<JournalSession>& sessions, const std::string& at) {
+  const std::optional<std::int64_t> t = ParseUtcSeconds(at);
+  const JournalSession* found = &sessions.front();
+  if (!t) return *found;
+  for (const JournalSession& s : sessions) {
+    const std::optional<std::int64_t> st = ParseUtcSeconds(s.started_at);
+    if (st && *st <= *t) found = &s;
+  }
+  return *found;
+}
 
 JournalWriter JournalWriter::Create(const std::string& path, const JournalHeader& header) {
   JournalWriter w;

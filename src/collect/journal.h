@@ -57,9 +57,18 @@ struct JournalRecord {
   static JournalRecord FromJson(const Json& j, const std::string& where);
 };
 
+// One collect call that wrote to the journal: the header's creation is the first;
+// each resume appends a "session" line. Records belong to the newest session that
+// started at or before their time (Journal::SessionOf).
+struct JournalSession {
+  std::string servecast_commit;
+  std::string started_at;  // UtcNow format
+};
+
 struct JournalContents {
   JournalHeader header;
-  std::vector<JournalRecord> records;  // in file order
+  std::vector<JournalSession> sessions;  // the header's first, then one per resume, in file order
+  std::vector<JournalRecord> records;    // in file order
   bool torn_tail = false;               // the last line was cut short by a crash
   std::uint64_t valid_bytes = 0;        // length of the file up to the last whole record
 };
@@ -85,6 +94,8 @@ class JournalWriter {
 
   // Buffers a record; Commit() writes every buffered record and syncs once.
   void Add(const JournalRecord& record);
+  // Buffers a session line (a resume by `session.servecast_commit`).
+  void AddSession(const JournalSession& session);
   void Commit();
 
  private:
@@ -93,6 +104,14 @@ class JournalWriter {
   std::string path_;
   std::string pending_;
 };
+
+// Sessions named by the "<time> info: servecast <version> (<commit>) collect:" lines
+// of a run's collector.log, in order: for journals written before session lines
+// existed. Empty when the file is absent.
+std::vector<JournalSession> SessionsFromLog(const std::string& collector_log);
+// The session a record stamped `at` belongs to: the newest one started at or
+// before it (the first when `at` precedes all or does not parse).
+const JournalSession& SessionOf(const std::vector<JournalSession>& sessions, const std::string& at);
 
 // The record of one finished case, stamped now.
 JournalRecord MakeRecord(const Case& c, Disposition status, FailureClass cls, std::string error_type,

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
+#include <iterator>
 #include <limits>
 
 #include "core/error.h"
@@ -263,13 +265,18 @@ std::vector<std::string> TableSpec::IdentityColumns() const {
 }
 
 namespace {
-std::vector<TableSpec>& MutableSpecs() {
-  static std::vector<TableSpec> specs = BuildSpecs();
+// A deque: AddTableSpec appends without moving the specs already handed out
+// (ops keep a reference to their table's spec).
+std::deque<TableSpec>& MutableSpecs() {
+  static std::deque<TableSpec> specs = [] {
+    std::vector<TableSpec> built = BuildSpecs();
+    return std::deque<TableSpec>(std::make_move_iterator(built.begin()), std::make_move_iterator(built.end()));
+  }();
   return specs;
 }
 }  // namespace
 
-const std::vector<TableSpec>& AllTableSpecs() { return MutableSpecs(); }
+const std::deque<TableSpec>& AllTableSpecs() { return MutableSpecs(); }
 
 void AddTableSpec(TableSpec spec) {
   if (FindTableSpec(spec.name)) throw Error("table '" + spec.name + "' is already defined");

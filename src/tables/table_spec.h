@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -90,9 +91,9 @@ const std::vector<ColumnSpec>& MetricColumns();
 const std::vector<ColumnSpec>& PowerColumns();
 
 // All table specs servecast knows; FindTableSpec returns nullptr for unknown names.
-const std::vector<TableSpec>& AllTableSpecs();
-// Adds a table at start-up (before any lookup threads exist); used by test-only ops.
-// Throws Error when the name is taken.
+const std::deque<TableSpec>& AllTableSpecs();
+// Adds a table at start-up (before any lookup threads exist): test-only ops and
+// extensions. Specs already handed out stay valid. Throws Error when the name is taken.
 void AddTableSpec(TableSpec spec);
 const TableSpec* FindTableSpec(std::string_view name);
 // The spec of a table servecast declares; Error for an unknown name.

@@ -98,7 +98,9 @@ TEST(BadInputE2E, TornLastRecordIsDroppedAndReRun) {
   EXPECT_EQ(c.exit_code, 0) << Describe(c);
   EXPECT_NE(c.err.find("torn"), std::string::npos) << c.err;
   auto j = ReadText(dir + "/run/journal.jsonl");
-  EXPECT_EQ(std::count(j.begin(), j.end(), '\n'), 4);  // header + 3 records, the torn one re-run once
+  // header + 3 records (the torn one re-run once) + the resume's session line
+  EXPECT_EQ(std::count(j.begin(), j.end(), '\n'), 5);
+  EXPECT_NE(j.find("\"type\":\"session\""), std::string::npos) << j;
   fs::remove_all(dir);
 }
 
@@ -131,6 +133,19 @@ TEST(BadInputE2E, CheckRejectsBadTables) {
   auto p = RunProcess({kBin, "check", dir + "/data", "--systems", kSystems});
   EXPECT_EQ(p.exit_code, 1) << Describe(p);
   EXPECT_NE(p.out.find("faster than physics"), std::string::npos) << p.out;
+  // Keys the declaration refuses: a negative or fractional token count (they were
+  // accepted and interpolated over), named with the file's line and the column.
+  for (const char* key : {"-1024", "1024.7"}) {
+    std::string broken = csv;
+    const std::size_t at = broken.find("rmsnorm,float32,1024,");
+    ASSERT_NE(at, std::string::npos);
+    broken.replace(at, std::string("rmsnorm,float32,1024,").size(), std::string("rmsnorm,float32,") + key + ",");
+    WriteText(tables[0], broken);
+    auto k = RunProcess({kBin, "check", dir + "/data", "--systems", kSystems});
+    EXPECT_EQ(k.exit_code, 1) << Describe(k);
+    EXPECT_NE(k.out.find("column 'num_tokens' is " + std::string(key)), std::string::npos) << k.out;
+    EXPECT_NE(k.out.find("line "), std::string::npos) << k.out;
+  }
   fs::remove_all(dir);
 }
 

@@ -43,7 +43,8 @@ std::vector<std::string> SmallRunArgs(const std::string& dir) {
   return {"--ops", "gemm", "rmsnorm", "--timing-budget-s", "0.02", "--out", dir + "/data", "--run-dir", dir + "/run"};
 }
 
-std::vector<nlohmann::json> JournalRecords(const std::string& path) {
+// Every line after the header: the case records and the session lines of resumes.
+std::vector<nlohmann::json> JournalLines(const std::string& path) {
   std::vector<nlohmann::json> out;
   std::string text = ReadText(path);
   std::size_t pos = text.find('\n') + 1;  // after the header
@@ -55,13 +56,22 @@ std::vector<nlohmann::json> JournalRecords(const std::string& path) {
   return out;
 }
 
-// Rewrites every case record of the journal with `edit` (the header is kept).
+// The case records, in file order.
+std::vector<nlohmann::json> JournalRecords(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  for (auto& j : JournalLines(path))
+    if (j["type"] == "case") out.push_back(std::move(j));
+  return out;
+}
+
+// Rewrites every case record of the journal with `edit` (the header and the
+// session lines are kept).
 template <typename Edit>
 void EditRecords(const std::string& path, Edit edit) {
   std::string text = ReadText(path);
   std::string out = text.substr(0, text.find('\n') + 1);
-  for (auto r : JournalRecords(path)) {
-    edit(r);
+  for (auto r : JournalLines(path)) {
+    if (r["type"] == "case") edit(r);
     out += r.dump() + "\n";
   }
   WriteText(path, out);
@@ -569,7 +579,7 @@ TEST(RerunE2E, AnInterruptedRerunPrintsTheCommandThatContinuesIt) {
   rerun.insert(rerun.end(), first_args.begin(), first_args.end());
   rerun.insert(rerun.end(), {"--resume", "--rerun-where", expr});
   pid_t pid = StartProcess(rerun, dir + "/out1.txt", dir + "/err1.txt");
-  const bool reached = WaitFor([&] { return CompleteLines(journal) == 1 + 6 + 2; });  // header, 6 old, 2 new
+  const bool reached = WaitFor([&] { return CompleteLines(journal) == 1 + 6 + 1 + 2; });  // header, 6 old, the session line, 2 new
   int code = Interrupt(pid);
   ASSERT_TRUE(reached) << ReadText(dir + "/err1.txt");
   ASSERT_EQ(code, 1) << ReadText(dir + "/err1.txt");

@@ -14,6 +14,7 @@
 #include "backends/cpu/custom_allreduce.h"
 #include "collect/case.h"
 #include "core/error.h"
+#include "toy_op.h"
 
 namespace servecast::testing {
 namespace {
@@ -176,6 +177,7 @@ void RegisterTestOps(collect::Registry& registry) {
   registry.AddOp("cpu", std::make_unique<FaultOp>());
   registry.AddOp("cpu", std::make_unique<TrivialOp>());
   registry.AddOp("cpu", std::make_unique<AllReduceFaultOp>());
+  registry.AddOp("cpu", MakeToyAxpyOp());  // docs/extending.md: the toy op's one registration line
   registry.AddBackend(std::make_unique<BrokenBackend>());
   registry.AddOp("broken", std::make_unique<TrivialOp>());
 }

@@ -15,6 +15,7 @@ namespace servecast::testing {
 //           fault, fault_size, fault_rank): the real shared-memory all-reduce of a
 //           gang, except that on the case of message_size fault_size the rank
 //           fault_rank segfaults (fault segv) or hangs (fault hang) first.
+//   toy_axpy (table toy_axpy_perf): the toy op of docs/extending.md (toy_op.h).
 // And a backend "broken" (op trivial) whose workers always fail to start.
 void RegisterTestOps(collect::Registry& registry);
 

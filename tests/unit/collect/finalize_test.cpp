@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "collect_test_util.h"
+#include "core/build_info.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/table.h"
@@ -176,6 +177,69 @@ TEST_F(FinalizeTest, WritesTheTableSortedWithAllColumnsAndCompleteMeta) {
   EXPECT_EQ(tm["shards"].as<std::string>(), "1/1");
   EXPECT_EQ(tm["file"].as<std::string>(), "gemm_perf.csv");
   EXPECT_FALSE(tm["note"].IsDefined());
+}
+
+// A resumed run names the collector of every row: the commit of each call that
+// wrote the newest records (journal session lines; for journals from before
+// them, the calls collector.log names), not the commit that finalizes.
+TEST_F(FinalizeTest, EachCallsCommitIsNamedWithItsRows) {
+  JournalHeader h = Header();
+  h.servecast_commit = "aaaaaaaaaaaa";
+  h.created_at = "2026-12-01T06:00:00Z";
+  auto at = [](JournalRecord r, const char* t) {
+    r.at = t;
+    return r;
+  };
+  const std::string dir = runs_.path() + "/resumed";
+  MakeDirs(dir);
+  {
+    JournalWriter w = JournalWriter::Create(dir + "/journal.jsonl", h);
+    w.Add(at(Pass(1, 1.0), "2026-12-01T06:00:01Z"));
+    w.Add(at(Pass(2, 2.0), "2026-12-01T06:00:02Z"));
+    w.Add(at(Pass(10, 3.0), "2026-12-01T06:00:03Z"));
+    w.AddSession({"bbbbbbbbbbbb", "2026-12-01T07:00:00Z"});
+    w.Add(at(Pass(2, 2.5), "2026-12-01T07:00:05Z"));  // re-measured by the second call
+    w.Commit();
+  }
+  WritePlanFile(dir + "/plan.jsonl", *registry_, plan_, opt_, plan_.supported);
+  const JournalContents jc = ReadJournal(dir + "/journal.jsonl");
+  ASSERT_EQ(jc.sessions.size(), 2u);
+  EXPECT_EQ(SessionOf(jc.sessions, "2026-12-01T06:59:59Z").servecast_commit, "aaaaaaaaaaaa");
+  EXPECT_EQ(SessionOf(jc.sessions, "2026-12-01T07:00:00Z").servecast_commit, "bbbbbbbbbbbb");
+
+  Finalize({dir}, out_.path());
+  YAML::Node t = Meta()["tables"]["gemm_perf"];
+  EXPECT_EQ(t["collector_commit"].as<std::string>(), "bbbbbbbbbbbb");  // the newest rows' collector
+  EXPECT_EQ(t["collected_at"].as<std::string>(), "2026-12-01T07:00:05Z");
+  ASSERT_TRUE(t["collected_by"].IsSequence());
+  ASSERT_EQ(t["collected_by"].size(), 2u);
+  EXPECT_EQ(t["collected_by"][0]["commit"].as<std::string>(), "aaaaaaaaaaaa");
+  EXPECT_EQ(t["collected_by"][0]["rows"].as<int>(), 2);
+  EXPECT_EQ(t["collected_by"][1]["commit"].as<std::string>(), "bbbbbbbbbbbb");
+  EXPECT_EQ(t["collected_by"][1]["rows"].as<int>(), 1);
+  EXPECT_EQ(t["finalized_by"].as<std::string>(), std::string(BuildCommit()));
+
+  // The same journal without its session line: collector.log's call lines stand in.
+  const std::string old = runs_.path() + "/old";
+  MakeDirs(old);
+  {
+    JournalWriter w = JournalWriter::Create(old + "/journal.jsonl", h);
+    w.Add(at(Pass(1, 1.0), "2026-12-01T06:00:01Z"));
+    w.Add(at(Pass(2, 2.5), "2026-12-01T07:00:05Z"));
+    w.Add(at(Pass(10, 3.0), "2026-12-01T06:00:03Z"));
+    w.Commit();
+  }
+  WritePlanFile(old + "/plan.jsonl", *registry_, plan_, opt_, plan_.supported);
+  WriteFileAtomic(old + "/collector.log",
+            "2026-12-01T06:00:00Z info: servecast 0.1.0 (aaaaaaaaaaaa) collect: backend test on x, system sysA\n"
+            "2026-12-01T06:00:09Z info: resume: nothing\n"
+            "2026-12-01T07:00:00Z info: servecast 0.1.0 (cccccccccccc) collect: backend test on x, system sysA\n");
+  TempDir out2;
+  Finalize({old}, out2.path());
+  YAML::Node t2 = YAML::LoadFile(out2.path() + "/sysA/gemm/test/" + rt_.version + "/collection_meta.yaml")["tables"]["gemm_perf"];
+  EXPECT_EQ(t2["collector_commit"].as<std::string>(), "cccccccccccc");
+  ASSERT_EQ(t2["collected_by"].size(), 2u);
+  EXPECT_EQ(t2["collected_by"][1]["rows"].as<int>(), 1);
 }
 
 TEST_F(FinalizeTest, MissingCasesMakeThePartialStatusWithCounts) {

@@ -82,8 +82,11 @@ TEST(Session, DeploymentDemotesNvfp4OnHopper) {
   EXPECT_EQ(d.model().quant.gemm, "nvfp4_wo");
   EXPECT_EQ(d.model().quant.moe, "nvfp4_wo");
   EXPECT_EQ(d.model().quant_notes.size(), f.dense.quant_notes.size() + 2);
-  for (const model::Op& op : d.Ops({}, {}).context)
-    if (op.kind == model::OpKind::kGemm && op.name != "context_logits_gemm") EXPECT_EQ(op.quant, "nvfp4_wo") << op.name;
+  for (const model::Op& op : d.Ops({}, {}).context) {
+    if (op.kind == model::OpKind::kGemm && op.name != "context_logits_gemm") {
+      EXPECT_EQ(op.quant, "nvfp4_wo") << op.name;
+    }
+  }
 
   model::QuantOverrides ov;
   ov.gemm = "nvfp4";
