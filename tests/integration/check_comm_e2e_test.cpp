@@ -9,6 +9,7 @@
 #include <string>
 
 #include "e2e_common.h"
+#include "shared_data.h"
 
 namespace servecast::testing {
 namespace {
@@ -32,7 +33,7 @@ TEST(CheckCommE2E, H200CollectivesPassAndCompareAgainstAicPerOp) {
     if (t.value("table", "") == "nccl_perf") nccl = &t;
   ASSERT_NE(nccl, nullptr) << r.out;
   EXPECT_EQ((*nccl)["rows"].get<int>(), 210);
-  if (!with_aic) GTEST_SKIP() << "no AIC reference table at " << aic;
+  SERVECAST_NEED_SHARED(with_aic, "no AIC reference table at " + aic);
   const auto& a = (*nccl)["against"];
   EXPECT_EQ(a["key_columns"][0], "op_name") << a.dump();
   // 2 GPUs x 4 collectives AIC also has x 2 dtypes x 21 sizes; our send_recv is ours only.

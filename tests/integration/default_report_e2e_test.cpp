@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "process.h"
+#include "shared_data.h"
 
 namespace servecast::testing {
 namespace {
@@ -111,7 +112,7 @@ TEST(DefaultReportE2E, TinyDenseSol) {
 // A real model on real data (the shared AIC tables), when they are present.
 TEST(DefaultReportE2E, Qwen3OnH200) {
   const std::string root = kReportSource + "/../shared/reference/aic-parquet";
-  if (!fs::exists(root + "/h200_sxm")) GTEST_SKIP() << "no AIC reference data at " << root;
+  SERVECAST_NEED_SHARED(fs::exists(root + "/h200_sxm"), "no AIC reference data at " + root);
   RunAndCheck({"--model", "Qwen/Qwen3-1.7B", "--system", "h200_sxm", "--total-gpus", "2", "--data-root", root, "--data",
                "trtllm/1.3.0rc20", "--isl", "2000", "--osl", "500"},
               "Qwen_Qwen3-1.7B_h200_sxm_trtllm_isl2000_osl500_ttft2000_tpot30");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "process.h"
+#include "shared_data.h"
 
 namespace servecast::testing {
 namespace {
@@ -80,7 +81,7 @@ TEST(SupportE2E, FixtureTablesPass) {
 
 TEST(SupportE2E, MoeWithoutMoeTablesOnSharedData) {
   const std::string root = kPlanSrc + "/../shared/reference/aic-parquet";
-  if (!fs::exists(root + "/h200_sxm")) GTEST_SKIP() << "no AIC reference data at " << root;
+  SERVECAST_NEED_SHARED(fs::exists(root + "/h200_sxm"), "no AIC reference data at " + root);
   const ProcessResult r = RunProcess({kPlanBin, "support", "--model", "Qwen/Qwen3-30B-A3B", "--system", "h200_sxm",
                                       "--data-root", root, "--json"},
                                      600);

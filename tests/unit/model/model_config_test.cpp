@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "model/family.h"
+#include "shared_data.h"
 
 namespace servecast::model {
 namespace {
@@ -113,7 +114,7 @@ TEST(BundledModels, EveryOneLoadsWithAFamilyAndConsistentShapes) {
 // reference copies in the shared tree), key by key; only fields are dropped.
 TEST(BundledModels, ValuesMatchTheReferenceConfigs) {
   const fs::path ref_dir = fs::path(SERVECAST_SHARED_DIR) / "reference" / "hf-configs";
-  if (!fs::is_directory(ref_dir)) GTEST_SKIP() << "no reference configs at " << ref_dir;
+  SERVECAST_NEED_SHARED(fs::is_directory(ref_dir), "no reference configs at " + ref_dir.string());
   int files = 0, derived = 0;
   for (const auto& entry : fs::directory_iterator(kModelsDir)) {
     if (!entry.is_directory()) continue;

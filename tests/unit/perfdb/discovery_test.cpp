@@ -9,6 +9,7 @@
 
 #include "../core/core_test_util.h"
 #include "core/error.h"
+#include "shared_data.h"
 
 namespace servecast::perfdb {
 namespace {
@@ -75,7 +76,7 @@ TEST(ReuseYamlTest, MissingFieldIsConfigErrorWithLocation) {
 
 TEST(ReuseYamlTest, ReferenceFilesParse) {
   const std::string root = std::string(SERVECAST_SHARED_DIR) + "/reference/aic-parquet";
-  if (!std::filesystem::exists(root)) GTEST_SKIP() << "no reference tree at " << root;
+  SERVECAST_NEED_SHARED(std::filesystem::exists(root), "no reference tree at " + root);
   int files = 0;
   for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
     if (e.path().filename() != "reuse.yaml") continue;

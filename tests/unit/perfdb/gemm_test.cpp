@@ -17,6 +17,7 @@
 #include "perfdb/perf_database.h"
 #include "perfdb/sol.h"
 #include "system/system_spec.h"
+#include "shared_data.h"
 
 namespace servecast::perfdb {
 namespace {
@@ -389,7 +390,7 @@ class GemmLooTest : public ::testing::Test {
     sol_ = nullptr;
   }
   void SetUp() override {
-    if (!sites_) GTEST_SKIP() << "../shared/reference/aic-parquet not found";
+    SERVECAST_NEED_SHARED(sites_ != nullptr, "../shared/reference/aic-parquet not found");
   }
   static std::vector<std::pair<std::string, std::vector<GemmSite>>>* sites_;
   static Sol* sol_;

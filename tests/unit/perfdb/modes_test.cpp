@@ -16,6 +16,7 @@
 #include "core/table.h"
 #include "perfdb/perf_database.h"
 #include "system/system_spec.h"
+#include "shared_data.h"
 
 namespace servecast::perfdb {
 namespace {
@@ -532,7 +533,7 @@ TEST(DatabaseModeTest, GenerationAttentionModes) {
 
 TEST(DatabaseModeTest, EmpiricalVsSiliconOnAicH200Gemm) {
   const std::string root = SERVECAST_SHARED_DIR "/reference/aic-parquet";
-  if (!std::filesystem::exists(root + "/h200_sxm")) GTEST_SKIP() << "no reference tree";
+  SERVECAST_NEED_SHARED(std::filesystem::exists(root + "/h200_sxm"), "no reference tree at " + root);
   const PerfDatabase db = PerfDatabase::Open({root}, "h200_sxm", "trtllm", "1.3.0rc20");
   const Sol sol(systems::LoadSystemByName(SERVECAST_SOURCE_DIR "/systems", "h200_sxm"));
   const GemmPerf gemm(db.Table("gemm_perf").table, sol);

@@ -13,6 +13,7 @@
 #include "../core/core_test_util.h"
 #include "core/error.h"
 #include "core/table_file.h"
+#include "shared_data.h"
 
 namespace servecast::perfdb {
 namespace {
@@ -495,7 +496,7 @@ std::string AicRoot() {
 // AIC's tree loads unchanged; the GEMM table of TRT-LLM 1.3.0rc20 has the rows of
 // the reference CSV dumps (35,700 bf16 + 35,700 fp8 + 29,268 fp8_block).
 TEST(PerfDatabaseRealDataTest, AicH200TrtllmLoads) {
-  if (!std::filesystem::exists(AicRoot() + "/h200_sxm")) GTEST_SKIP() << "no reference tree";
+  SERVECAST_NEED_SHARED(std::filesystem::exists(AicRoot() + "/h200_sxm"), "no reference tree at " + AicRoot());
   PerfDatabase db = PerfDatabase::Open({AicRoot()}, "h200_sxm", "trtllm");
   EXPECT_EQ(db.version(), "1.3.0rc20");
   const LoadedTable& gemm = db.Table("gemm_perf");
@@ -519,7 +520,7 @@ TEST(PerfDatabaseRealDataTest, AicH200TrtllmLoads) {
 // vllm 0.22.0 on H200 declares 0.24.0 as donor of gemm_perf: its own rows come
 // first, the donor fills the rest, older siblings after that.
 TEST(PerfDatabaseRealDataTest, AicVllmReuseYaml) {
-  if (!std::filesystem::exists(AicRoot() + "/h200_sxm")) GTEST_SKIP() << "no reference tree";
+  SERVECAST_NEED_SHARED(std::filesystem::exists(AicRoot() + "/h200_sxm"), "no reference tree at " + AicRoot());
   PerfDatabase db = PerfDatabase::Open({AicRoot()}, "h200_sxm", "vllm", "0.22.0");
   const LoadedTable& t = db.Table("gemm_perf");
   ASSERT_GE(t.sources.size(), 2u);
@@ -541,7 +542,7 @@ TEST(PerfDatabaseRealDataTest, AicVllmReuseYaml) {
 
 // Every table of every (system, backend) of AIC's tree resolves at the newest version.
 TEST(PerfDatabaseRealDataTest, AicTreeResolvesEverywhere) {
-  if (!std::filesystem::exists(AicRoot())) GTEST_SKIP() << "no reference tree";
+  SERVECAST_NEED_SHARED(std::filesystem::exists(AicRoot()), "no reference tree at " + AicRoot());
   DataTree tree = DataTree::Scan({AicRoot()});
   int tables = 0;
   for (const auto& system : tree.Systems()) {

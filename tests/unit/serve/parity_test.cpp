@@ -30,6 +30,7 @@
 #include "serve/session.h"
 #include "serve/static.h"
 #include "system/system_spec.h"
+#include "shared_data.h"
 
 namespace servecast::serve {
 namespace {
@@ -319,7 +320,7 @@ class AicParity : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(AicParity, EverySurface) {
-  if (!fs::exists(kCases)) GTEST_SKIP() << "no AIC reference files at " << kCases << " (../shared is absent)";
+  SERVECAST_NEED_SHARED(fs::exists(kCases), "no AIC reference files at " + std::string(kCases) + " (../shared is absent)");
   const Json* found = nullptr;
   for (const auto& c : Cases())
     if (c.at("name") == GetParam()) found = &c;
