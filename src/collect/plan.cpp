@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -354,6 +355,7 @@ Plan BuildPlan(const Registry& registry, const PlanOptions& opt, const RuntimeIn
 
   std::vector<Case> supported_all;
   std::map<std::string, std::vector<Case>> supported_by_op;
+  std::set<std::string> param_names;  // of every raw case, for --case-filter keys no case has
   for (const auto& op_name : plan.ops) {
     Op* op = registry.FindOp(opt.backend, op_name);
     StageCounts& cnt = plan.counts[op_name];
@@ -397,6 +399,7 @@ Plan BuildPlan(const Registry& registry, const PlanOptions& opt, const RuntimeIn
           for (const auto& name : opt.models)
             if (MatchesModel(m, name) && cand.models.count(m.model)) keep = true;
       }
+      for (const auto& item : cand.c.params.items()) param_names.insert(item.first);
       std::map<std::string, bool> by_filter_key;
       for (const auto& [k, v] : opt.case_filters) {
         const Value* have = cand.c.params.Find(k);
@@ -457,6 +460,15 @@ Plan BuildPlan(const Registry& registry, const PlanOptions& opt, const RuntimeIn
     }
     cnt.supported = static_cast<std::int64_t>(supported_by_op[op_name].size());
   }
+
+  // A filter on a parameter no case of the planned ops has is a typo, not an empty selection.
+  for (const auto& [k, v] : opt.case_filters)
+    if (!param_names.count(k) && !param_names.empty()) {
+      std::string known;
+      for (const auto& n : param_names) known += (known.empty() ? "" : ", ") + n;
+      throw UsageError("--case-filter " + k + "=" + v + ": no case of the planned ops has a parameter '" + k +
+                       "'; their parameters: " + known);
+    }
 
   // Plan hash over the supported plan, shard-independent.
   std::vector<std::string> ids;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
 #include <iterator>
 #include <limits>
@@ -166,6 +167,22 @@ std::int64_t TableSpec::KeyMinimum(std::string_view column) const {
   return 1;
 }
 
+namespace {
+
+// The first row of a text column whose cell is not a number (a numeric column
+// read as text holds at least one), or row 0 when every cell reads as one.
+std::size_t FirstNonNumericRow(const Table& t, std::size_t col) {
+  for (std::size_t r = 0; r < t.num_rows(); ++r) {
+    const std::string& s = t.GetString(r, col);
+    char* end = nullptr;
+    std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size()) return r;
+  }
+  return 0;
+}
+
+}  // namespace
+
 std::optional<RowProblem> FirstBadRow(const std::string& table_name, const Table& t) {
   const TableSpec* spec = FindTableSpec(table_name);
   const bool zero_ok = spec && spec->zero_latency_legal;
@@ -177,8 +194,10 @@ std::optional<RowProblem> FirstBadRow(const std::string& table_name, const Table
   };
   std::vector<Check> checks;
   if (auto c = t.FindColumn("latency")) {
-    if (t.columns()[*c].type == ValueType::kString)
-      return RowProblem{0, "latency", "is a text column", "numbers (ms)"};
+    if (t.columns()[*c].type == ValueType::kString) {
+      const std::size_t r = FirstNonNumericRow(t, *c);
+      return RowProblem{r, "latency", "is '" + t.GetString(r, *c) + "', not a number", "a finite latency (ms)"};
+    }
     checks.push_back({*c, true, false, 0});
   }
   if (spec)
@@ -186,8 +205,12 @@ std::optional<RowProblem> FirstBadRow(const std::string& table_name, const Table
       if (k.type == ValueType::kString) continue;
       auto c = t.FindColumn(k.name);
       if (!c) continue;
-      if (t.columns()[*c].type == ValueType::kString)
-        return RowProblem{0, k.name, "is a text column", "integers (a key of " + table_name + ")"};
+      if (t.columns()[*c].type == ValueType::kString) {
+        const std::size_t r = FirstNonNumericRow(t, *c);
+        return RowProblem{r, k.name, "is '" + t.GetString(r, *c) + "', not a number",
+                          std::string(k.type == ValueType::kInt64 ? "an integer" : "a number") + " (a key of " +
+                              table_name + ")"};
+      }
       checks.push_back({*c, false, k.type == ValueType::kInt64,
                         k.type == ValueType::kInt64 ? static_cast<double>(spec->KeyMinimum(k.name))
                                                     : -std::numeric_limits<double>::infinity()});

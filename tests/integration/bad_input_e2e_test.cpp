@@ -62,6 +62,19 @@ TEST(BadInputE2E, UnknownOpAndBadFlag) {
   EXPECT_NE(u.err.find("unknown backend 'tpu'"), std::string::npos) << u.err;
 }
 
+// A --case-filter on a parameter no case of the planned ops has is a typo: exit 2
+// naming the key and the parameters there are (it selected nothing, silently).
+TEST(BadInputE2E, CaseFilterOnAnUnknownParameterSaysSo) {
+  auto r = RunProcess(CollectArgs(kBin, {"--ops", "rmsnorm", "--plan-only", "--case-filter", "nosuchkey=5"}));
+  EXPECT_EQ(r.exit_code, 2) << Describe(r);
+  EXPECT_NE(r.err.find("--case-filter nosuchkey=5: no case of the planned ops has a parameter 'nosuchkey'"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("hidden_size"), std::string::npos) << r.err;
+  auto ok = RunProcess(CollectArgs(kBin, {"--ops", "rmsnorm", "--plan-only", "--case-filter", "hidden_size=5"}));
+  EXPECT_EQ(ok.exit_code, 0) << Describe(ok);  // a known key matching no case: an empty selection, as before
+}
+
 TEST(BadInputE2E, CorruptJournalNamesFileAndLine) {
   std::string dir = MakeTempDir("sc_corrupt_");
   std::vector<std::string> base = {"--ops", "rmsnorm", "--limit", "3", "--timing-budget-s", "0.02",

@@ -49,5 +49,34 @@ TEST(TableRowsE2E, ANegativeOrNanLatencyStopsTheEstimateWithFileLineAndColumn) {
   }
 }
 
+// A text cell in a numeric column is named where it is (the line of the first cell
+// that is not a number), not as "a text column" at the first line.
+TEST(TableRowsE2E, ATextLatencyIsNamedAtItsLine) {
+  const std::string root = MakeTempDir("sc_rows_text_");
+  fs::copy(kSource + "/tests/goldens/data", root, fs::copy_options::recursive);
+  const std::string file = root + "/tiny_gpu/gemm/dense/1/gemm_perf.csv";
+  std::string text = ReadFile(file);
+  // Line 4: the third data row, its latency (the column after k) made text.
+  std::size_t start = 0;
+  for (int i = 0; i < 3; ++i) start = text.find('\n', start) + 1;
+  const std::size_t end = text.find('\n', start);
+  std::string line = text.substr(start, end - start);
+  const std::string header = text.substr(0, text.find('\n'));
+  int col = 0;
+  for (std::size_t p = 0; p < header.find("latency"); ++p) col += header[p] == ',';
+  std::size_t a = 0;
+  for (int i = 0; i < col; ++i) a = line.find(',', a) + 1;
+  const std::size_t next = line.find(',', a);
+  line = line.substr(0, a) + "abc" + (next == std::string::npos ? "" : line.substr(next));
+  std::ofstream(file) << text.substr(0, start) + line + text.substr(end);
+  const ProcessResult r =
+      RunProcess({kBin, "estimate", "--model", kSource + "/tests/goldens/models/tiny-dense", "--system", "tiny_gpu",
+                  "--systems", kSource + "/tests/goldens/systems", "--data-root", root, "--data", "dense/1"});
+  EXPECT_EQ(r.exit_code, 2) << Describe(r);
+  EXPECT_NE(r.err.find(file + ":4: column 'latency' is 'abc', not a number (table gemm_perf)"), std::string::npos)
+      << r.err;
+  fs::remove_all(root);
+}
+
 }  // namespace
 }  // namespace servecast::testing

@@ -374,8 +374,16 @@ TEST_F(PlanTest, CaseFiltersOrWithinAKeyAndAcrossKeys) {
 
   opt.case_filters = {{"n", "99"}};
   EXPECT_TRUE(Build(opt).cases.empty());
+  // A parameter no case has is a typo, named with the parameters there are.
   opt.case_filters = {{"no_such_param", "1"}};
-  EXPECT_TRUE(Build(opt).cases.empty());
+  try {
+    Build(opt);
+    ADD_FAILURE() << "a filter on an unknown parameter was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("no case of the planned ops has a parameter 'no_such_param'"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 const char* kSkips = R"(skips:
