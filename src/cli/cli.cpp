@@ -159,6 +159,10 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   } catch (const StartupError& e) {
     std::fprintf(stderr, "servecast: cannot start: %s\n", e.what());
     return collect::kExitCannotStart;
+  } catch (const SystemError& e) {
+    // A path or disk fault (the message names the path and the OS's reason): the environment, not a bug.
+    std::fprintf(stderr, "servecast: %s\n", e.what());
+    return collect::kExitCannotStart;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "servecast: internal error: %s\n", e.what());
     return collect::kExitCaseFailures;

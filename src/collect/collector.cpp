@@ -1,5 +1,7 @@
 #include "collect/collector.h"
 
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -202,6 +204,20 @@ void CheckTableOptions(const CollectOptions& opt) {
 
 // --system, the backend's default for the runtime, or the system whose spec
 // names the detected device; checked to load before any work.
+// Creates `dir` and writes (then removes) a probe file in it; StartupError (exit 3)
+// naming the flag, the folder and the reason when either fails.
+void RequireWritable(const std::string& flag, const std::string& dir) {
+  const std::string probe = dir + "/.servecast-write-probe-" + std::to_string(::getpid());
+  try {
+    MakeDirs(dir);
+    WriteFileAtomic(probe, "probe\n");
+  } catch (const Error& e) {
+    throw StartupError(flag + " " + dir + " is not writable: " + e.what());
+  }
+  std::error_code ec;
+  std::filesystem::remove(probe, ec);
+}
+
 std::string ResolveSystem(const Backend& backend, const RuntimeInfo& rt, const CollectOptions& opt) {
   std::string system = opt.system.empty() ? backend.DefaultSystem(rt) : opt.system;
   if (system.empty()) {
@@ -214,7 +230,21 @@ std::string ResolveSystem(const Backend& backend, const RuntimeInfo& rt, const C
       throw UsageError("no system in " + opt.systems_dir + " lists the device '" + rt.device_name +
                        "' among its device_name_aliases; pass --system NAME (and never relabel a nearby SKU)");
   }
-  systems::LoadSystemByName(opt.systems_dir, system);  // a typo fails here, before any work
+  // A typo fails here, before any work; so does a system that is not this device's.
+  const systems::SystemSpec spec = systems::LoadSystemByName(opt.systems_dir, system);
+  const bool host = rt.sm == 0;  // a backend without an SM measures this host's processor
+  if (host != (spec.kind == "cpu"))
+    throw UsageError("--system " + system + " describes a " + spec.kind + " machine (" + spec.gpu.device_name +
+                     "), but the " + rt.backend + " backend measures " +
+                     (host ? "this host's processor" : std::string("a GPU")) + " (" + rt.device_name + "); pass a " +
+                     (host ? "cpu" : "gpu") + " system");
+  const auto& aliases = spec.gpu.device_name_aliases;
+  if (!host && !aliases.empty() && std::find(aliases.begin(), aliases.end(), rt.device_name) == aliases.end()) {
+    std::string names;
+    for (const auto& a : aliases) names += (names.empty() ? "" : ", ") + a;
+    throw UsageError("the device '" + rt.device_name + "' is not system " + system + "'s (its device_name_aliases: " +
+                     names + "); pass the system of this device (and never relabel a nearby SKU)");
+  }
   return system;
 }
 
@@ -574,7 +604,10 @@ int Collect(const Registry& registry, const CollectOptions& opt) {
   std::string run_dir = opt.run_dir;
   if (run_dir.empty()) run_dir = "runs/" + opt.plan.backend + "-" + Timestamp();
   std::string journal_path = run_dir + "/journal.jsonl";
-  MakeDirs(run_dir);
+  // Both folders are written before anything is measured: a run whose tables
+  // cannot be written must not spend its hours first.
+  if (lead) RequireWritable("--out", opt.out_root);
+  RequireWritable("--run-dir", run_dir);
   // One collector per run dir, held until this invocation returns, before the
   // journal is read or anything measured: a second collect (or --resume) would
   // run the same cases again and finalize the same tables at once. The ranks of a

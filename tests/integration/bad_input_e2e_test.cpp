@@ -75,6 +75,29 @@ TEST(BadInputE2E, CaseFilterOnAnUnknownParameterSaysSo) {
   EXPECT_EQ(ok.exit_code, 0) << Describe(ok);  // a known key matching no case: an empty selection, as before
 }
 
+// An --out that cannot be written stops the run before anything is measured (exit
+// 3 with the path and the reason; it was "internal error", exit 1, after the whole
+// run); a system that is not the backend's device is refused (exit 2).
+TEST(BadInputE2E, UnwritableOutAndAForeignSystemStopBeforeMeasuring) {
+  std::string dir = MakeTempDir("sc_badout_");
+  auto r = RunProcess(CollectArgs(kBin, {"--ops", "rmsnorm", "--limit", "1", "--out", "/proc/servecast-nope",
+                                         "--run-dir", dir + "/run"}));
+  EXPECT_EQ(r.exit_code, 3) << Describe(r);
+  EXPECT_NE(r.err.find("--out /proc/servecast-nope is not writable: cannot create directory /proc/servecast-nope"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir + "/run/journal.jsonl"));  // nothing measured
+  auto gpu = RunProcess(CollectArgs(kBin, {"--ops", "rmsnorm", "--limit", "1", "--system", "h200_sxm", "--out",
+                                           dir + "/data", "--run-dir", dir + "/run2"}));
+  EXPECT_EQ(gpu.exit_code, 2) << Describe(gpu);
+  EXPECT_NE(gpu.err.find("--system h200_sxm describes a gpu machine (NVIDIA H200), but the cpu backend measures "
+                         "this host's processor"),
+            std::string::npos)
+      << gpu.err;
+  EXPECT_FALSE(fs::exists(dir + "/data"));
+  fs::remove_all(dir);
+}
+
 TEST(BadInputE2E, CorruptJournalNamesFileAndLine) {
   std::string dir = MakeTempDir("sc_corrupt_");
   std::vector<std::string> base = {"--ops", "rmsnorm", "--limit", "3", "--timing-budget-s", "0.02",
