@@ -21,14 +21,14 @@
 // BM_PagedDecodeFp8: fp8 e4m3 KV (scales 0.5 for K, 1.5 for V) at 64 x 131072 and
 // 256 x 16384, groups of 4 and 8 (and 2 at 256 x 16384), head dim 128, on the
 // tensor-core fp8 kernel (path 0, what the plan picks) and the CUDA-core kernel
-// (path 1, SetPagedDecodeTensorCoresFp8(false)). The CUDA-core output is the
+// (path 1, PagedDecodeTuning::tensor_cores_fp8 false). The CUDA-core output is the
 // reference: before either path is timed its output is compared with it in the same
 // way (max |diff| over 2% of max |reference|, or any non-finite value: an error and
 // no rate). TBps counts the fp8 bytes of the visible K and V.
 //
 // BM_PagedDecodeFp8Lean: the fp8 tensor-core kernel's lean loop (lean 1, the default:
 // warps independent until the final reduction) against the loop it shared with bf16
-// (lean 0, SetPagedDecodeFp8Lean(false)), interleaved per shape: 32 query heads at
+// (lean 0, PagedDecodeTuning::fp8_lean false), interleaved per shape: 32 query heads at
 // 64 x 131072, 256 x 16384, 128 x 8192, 1024 x 4096, 4 x 16384, 256 x 1024, 2048 x 64
 // and 16 x 64 (one page), 64 query heads at 256 x 16384 and 2048 x 64. Both are checked
 // against the CUDA-core kernel's output first.
@@ -110,18 +110,18 @@ void Launch(const Workload& w, const sc::PagedDecodePlan& plan, const sc::Device
 }
 
 sc::PagedDecodePlan PlanFor(const sc::PagedDecodeShape& s, int variant) {
-  sc::SetPagedDecodeVariant(variant);
-  const sc::PagedDecodePlan plan = sc::PlanPagedDecode(s, Multiprocessors(), sc::KvDtype::kBf16);
-  sc::SetPagedDecodeVariant(0);
-  return plan;
+  sc::PagedDecodeTuning tuning;
+  tuning.variant = variant;
+  return sc::PlanPagedDecode(s, Multiprocessors(), sc::KvDtype::kBf16, tuning);
 }
 
-// fp8 KV: the plan with the tensor-core fp8 kernel allowed (the default) or not.
-sc::PagedDecodePlan PlanFp8(const sc::PagedDecodeShape& s, bool tensor_cores) {
-  sc::SetPagedDecodeTensorCoresFp8(tensor_cores);
-  const sc::PagedDecodePlan plan = sc::PlanPagedDecode(s, Multiprocessors(), sc::KvDtype::kFp8E4m3);
-  sc::SetPagedDecodeTensorCoresFp8(true);
-  return plan;
+// fp8 KV: the plan with the tensor-core fp8 kernel allowed (the default) or not, with
+// its lean loop (the default) or the full one.
+sc::PagedDecodePlan PlanFp8(const sc::PagedDecodeShape& s, bool tensor_cores, bool lean = true) {
+  sc::PagedDecodeTuning tuning;
+  tuning.tensor_cores_fp8 = tensor_cores;
+  tuning.fp8_lean = lean;
+  return sc::PlanPagedDecode(s, Multiprocessors(), sc::KvDtype::kFp8E4m3, tuning);
 }
 
 Workload& Prepare(const sc::PagedDecodeShape& s, sc::KvDtype kv, cudaStream_t st) {
@@ -280,7 +280,7 @@ void BM_PagedDecodeFp8(benchmark::State& state) {
 
 // args: lean (1: the fp8 kernel's lean loop, the default; 0: the loop the bf16 kernel
 // keeps), batch, KV length, query heads (8 KV heads, head dim 128, fp8 KV, the default
-// tensor-core plan). The A/B of SetPagedDecodeFp8Lean; both checked against the
+// tensor-core plan). The A/B of PagedDecodeTuning::fp8_lean; both checked against the
 // CUDA-core kernel's output first.
 void BM_PagedDecodeFp8Lean(benchmark::State& state) {
   if (!HaveGpu()) {
@@ -288,14 +288,14 @@ void BM_PagedDecodeFp8Lean(benchmark::State& state) {
     return;
   }
   const sc::PagedDecodeShape s{state.range(1), state.range(3), kKvHeads, kHeadDim, state.range(2), 0};
-  const sc::PagedDecodePlan plan = PlanFp8(s, true);
+  const bool lean = state.range(0) == 1;
+  const sc::PagedDecodePlan plan = PlanFp8(s, true, lean);
   if (!plan.tensor_cores) {
     state.SkipWithError("the default plan is not the tensor-core fp8 kernel");
     return;
   }
-  sc::SetPagedDecodeFp8Lean(state.range(0) == 1);
-  RunPlan(state, s, sc::KvDtype::kFp8E4m3, plan, "the CUDA-core fp8 kernel", sc::PagedDecodeFp8CtasPerSm(kHeadDim));
-  sc::SetPagedDecodeFp8Lean(true);
+  RunPlan(state, s, sc::KvDtype::kFp8E4m3, plan, "the CUDA-core fp8 kernel",
+          sc::PagedDecodeFp8CtasPerSm(kHeadDim, lean));
 }
 
 // args: rule (0: the wave model, the default; 1: the rule before), kv (0: bf16,
@@ -308,9 +308,9 @@ void BM_PagedDecodeSplitRule(benchmark::State& state) {
   const bool balanced = state.range(0) == 0;
   const sc::KvDtype kv = state.range(1) == 1 ? sc::KvDtype::kFp8E4m3 : sc::KvDtype::kBf16;
   const sc::PagedDecodeShape s{state.range(2), state.range(4), kKvHeads, kHeadDim, state.range(3), 0};
-  sc::SetPagedDecodeWaveBalancedSplits(balanced);
-  const sc::PagedDecodePlan plan = sc::PlanPagedDecode(s, Multiprocessors(), kv);
-  sc::SetPagedDecodeWaveBalancedSplits(true);
+  sc::PagedDecodeTuning tuning;
+  tuning.wave_balanced_splits = balanced;
+  const sc::PagedDecodePlan plan = sc::PlanPagedDecode(s, Multiprocessors(), kv, tuning);
   const bool fp8 = kv == sc::KvDtype::kFp8E4m3;
   RunPlan(state, s, kv, plan, fp8 ? "the CUDA-core fp8 kernel" : "the default variant",
           plan.tensor_cores ? (fp8 ? sc::PagedDecodeFp8CtasPerSm(kHeadDim) : sc::PagedDecodeVariantCtasPerSm(0, kHeadDim))

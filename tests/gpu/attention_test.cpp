@@ -58,19 +58,17 @@ double Latency(const collect::CaseResult& r) {
   return AsDouble(r.rows.at(0).Get("latency"));
 }
 
-class AttentionGenerationKernels : public ::testing::TestWithParam<bool> {
- protected:
-  void TearDown() override { SetPagedDecodeTensorCores(true); }
-};
+class AttentionGenerationKernels : public ::testing::TestWithParam<bool> {};
 
 // Every shape with the tensor-core variant allowed (it takes head dim 64/128 with
 // bf16 KV and groups of 3+, or fp8 KV and groups of 2+) and with the CUDA-core
 // kernel only.
 TEST_P(AttentionGenerationKernels, SmallShapesMatchReference) {
   SC_REQUIRE_GPU();
-  SetPagedDecodeTensorCores(GetParam());
+  PagedDecodeTuning tuning;
+  tuning.tensor_cores = GetParam();
   const collect::RunContext ctx = testing::QuickContext();
-  std::unique_ptr<collect::Op> op = MakeAttentionGenerationOp();
+  std::unique_ptr<collect::Op> op = MakeAttentionGenerationOp(1.0, tuning);
   const std::vector<AttnCase> cases = {
       {1, 1, 8, 8, 128, 0, 0},                         // one token, MHA
       {3, 1, 32, 8, 128, 0, 1000},                     // GQA 4, split KV, a partial last page
@@ -105,15 +103,12 @@ INSTANTIATE_TEST_SUITE_P(AttentionDecode, AttentionGenerationKernels, ::testing:
 // fp8 e4m3 KV (the op's scales 0.5 for K and 1.5 for V) through the op's
 // double-precision reference check, on the tensor-core kernel (true: the default
 // plan; fp16 MMAs on K/V converted from fp8 in the fragment loads) and forced onto
-// the CUDA-core kernel (false: SetPagedDecodeTensorCoresFp8(false)): groups of 2, 3,
+// the CUDA-core kernel (false: PagedDecodeTuning::tensor_cores_fp8 false): groups of 2, 3,
 // 4, 8 and 32 (two head chunks), head dims 64 and 128, one split and several,
 // partial last pages, exactly one page, sliding windows, and long splits. The
 // kernel_source must name the path ("mma," or not), so a case cannot pass on the
 // other kernel.
-class AttentionGenerationFp8 : public ::testing::TestWithParam<bool> {
- protected:
-  void TearDown() override { SetPagedDecodeTensorCoresFp8(true); }
-};
+class AttentionGenerationFp8 : public ::testing::TestWithParam<bool> {};
 
 TEST_P(AttentionGenerationFp8, SmallShapesMatchReference) {
   SC_REQUIRE_GPU();
@@ -122,9 +117,10 @@ TEST_P(AttentionGenerationFp8, SmallShapesMatchReference) {
     std::printf("[fp8 mma] CTAs/SM on this device: %d at head dim 64, %d at 128 (the split rule assumes 5 and 3)\n",
                 PagedDecodeFp8CtasPerSm(64), PagedDecodeFp8CtasPerSm(128));
   EXPECT_GE(PagedDecodeFp8CtasPerSm(128), 1);
-  SetPagedDecodeTensorCoresFp8(tensor_cores);
+  PagedDecodeTuning tuning;
+  tuning.tensor_cores_fp8 = tensor_cores;
   const collect::RunContext ctx = testing::QuickContext();
-  std::unique_ptr<collect::Op> op = MakeAttentionGenerationOp();
+  std::unique_ptr<collect::Op> op = MakeAttentionGenerationOp(1.0, tuning);
   const std::string f = "fp8", b = "bfloat16";
   const std::vector<AttnCase> cases = {
       {3, 1, 32, 8, 128, 0, 1000, b, f},    // group 4, split KV, a partial last page
@@ -170,15 +166,9 @@ INSTANTIATE_TEST_SUITE_P(AttentionDecode, AttentionGenerationFp8, ::testing::Boo
 // on shapes with one split and several, partial first (window) and last pages, groups
 // of 2, 4, 8 and 32, head dims 64 and 128. Both outputs must be finite (so two
 // unwritten, poisoned outputs cannot agree). The op's reference checks (above) run the
-// lean loop, the default, against double precision.
-// Restores the lean loop (the default) however the test ends, so a throwing launch with
-// the old loop selected cannot leave it on for the tests after it.
-class AttentionGenerationFp8Lean : public ::testing::Test {
- protected:
-  void TearDown() override { SetPagedDecodeFp8Lean(true); }
-};
-
-TEST_F(AttentionGenerationFp8Lean, AgreesWithTheFullLoop) {
+// lean loop, the default, against double precision. The full loop is the plan of
+// PagedDecodeTuning::fp8_lean false (the same split, heads per CTA and workspace).
+TEST(AttentionGenerationFp8Lean, AgreesWithTheFullLoop) {
   SC_REQUIRE_GPU();
   struct S {
     std::int64_t batch, heads, kv_heads, head_dim, tokens, window;
@@ -192,6 +182,14 @@ TEST_F(AttentionGenerationFp8Lean, AgreesWithTheFullLoop) {
     const PagedDecodeShape s{x.batch, x.heads, x.kv_heads, x.head_dim, x.tokens, x.window};
     const PagedDecodePlan plan = PlanPagedDecode(s, Context().prop.multiProcessorCount, KvDtype::kFp8E4m3);
     ASSERT_TRUE(plan.tensor_cores) << plan.Describe();
+    ASSERT_TRUE(plan.fp8_lean);
+    PagedDecodeTuning full_loop;
+    full_loop.fp8_lean = false;
+    const PagedDecodePlan plan_full =
+        PlanPagedDecode(s, Context().prop.multiProcessorCount, KvDtype::kFp8E4m3, full_loop);
+    ASSERT_FALSE(plan_full.fp8_lean);
+    ASSERT_EQ(plan_full.Describe(), plan.Describe());
+    ASSERT_EQ(plan_full.workspace_bytes, plan.workspace_bytes);
     const std::int64_t pages = s.batch * s.pages_per_seq();
     const std::size_t q_elems = static_cast<std::size_t>(s.batch * s.num_heads * s.head_dim);
     const std::size_t pool = static_cast<std::size_t>(pages * s.num_kv_heads * kPagedKvPageSize * s.head_dim);
@@ -209,11 +207,9 @@ TEST_F(AttentionGenerationFp8Lean, AgreesWithTheFullLoop) {
     FillPoison(out_lean.get(), out_lean.bytes(), st);
     FillPoison(out_full.get(), out_full.bytes(), st);
     for (bool lean : {true, false}) {
-      SetPagedDecodeFp8Lean(lean);
-      LaunchPagedDecode(s, plan, KvDtype::kFp8E4m3, q.get(), k.get(), v.get(), table.as<std::int32_t>(), 0.5f, 1.5f,
+      LaunchPagedDecode(s, lean ? plan : plan_full, KvDtype::kFp8E4m3, q.get(), k.get(), v.get(), table.as<std::int32_t>(), 0.5f, 1.5f,
                         lean ? out_lean.get() : out_full.get(), workspace.get(), st);
     }
-    SetPagedDecodeFp8Lean(true);
     std::vector<std::uint16_t> a(q_elems), b(q_elems);
     ASSERT_EQ(cudaMemcpyAsync(a.data(), out_lean.get(), q_elems * 2, cudaMemcpyDeviceToHost, st), cudaSuccess);
     ASSERT_EQ(cudaMemcpyAsync(b.data(), out_full.get(), q_elems * 2, cudaMemcpyDeviceToHost, st), cudaSuccess);
@@ -245,10 +241,7 @@ TEST_F(AttentionGenerationFp8Lean, AgreesWithTheFullLoop) {
 // one split and several, partial last pages, a window, and splits longer than the
 // page-table prefetch's 32-page chunks. The plan must name the variant, so a case
 // cannot pass on the default kernel instead.
-class AttentionGenerationVariants : public ::testing::TestWithParam<int> {
- protected:
-  void TearDown() override { SetPagedDecodeVariant(0); }
-};
+class AttentionGenerationVariants : public ::testing::TestWithParam<int> {};
 
 TEST_P(AttentionGenerationVariants, SmallShapesMatchReference) {
   SC_REQUIRE_GPU();
@@ -258,9 +251,10 @@ TEST_P(AttentionGenerationVariants, SmallShapesMatchReference) {
               info.description.c_str(), PagedDecodeVariantCtasPerSm(variant, 64),
               PagedDecodeVariantCtasPerSm(variant, 128));
   EXPECT_GE(PagedDecodeVariantCtasPerSm(variant, 128), 1);
-  SetPagedDecodeVariant(variant);
+  PagedDecodeTuning tuning;
+  tuning.variant = variant;
   const collect::RunContext ctx = testing::QuickContext();
-  std::unique_ptr<collect::Op> op = MakeAttentionGenerationOp();
+  std::unique_ptr<collect::Op> op = MakeAttentionGenerationOp(1.0, tuning);
   const std::vector<AttnCase> cases = {
       {3, 1, 32, 8, 128, 0, 1000},    // group 4, split KV, a partial last page
       {2, 1, 64, 8, 128, 0, 5000},    // group 8, split KV, a partial last page
@@ -309,14 +303,15 @@ TEST(AttentionGeneration, PerturbedReferenceIsIncorrect) {
   EXPECT_EQ(r.disposition, Disposition::kIncorrect) << Describe(r);
   // fp8 KV on the tensor-core kernel (group 4 and group 2) and on the CUDA-core one.
   for (bool tensor_cores : {true, false}) {
-    SetPagedDecodeTensorCoresFp8(tensor_cores);
+    PagedDecodeTuning tuning;
+    tuning.tensor_cores_fp8 = tensor_cores;
+    std::unique_ptr<collect::Op> op_fp8 = MakeAttentionGenerationOp(1.05, tuning);
     for (const AttnCase& a : {AttnCase{2, 1, 32, 8, 128, 0, 1000, "bfloat16", "fp8"},
                               AttnCase{2, 1, 16, 8, 64, 0, 1000, "bfloat16", "fp8"}}) {
-      collect::CaseResult rf = op->Run(MakeCase("attention_generation", a), testing::QuickContext());
+      collect::CaseResult rf = op_fp8->Run(MakeCase("attention_generation", a), testing::QuickContext());
       EXPECT_EQ(rf.disposition, Disposition::kIncorrect) << (tensor_cores ? "mma " : "cuda cores ") << Describe(rf);
     }
   }
-  SetPagedDecodeTensorCoresFp8(true);
 }
 
 TEST(AttentionGeneration, UnsupportedCasesSaySo) {
@@ -478,9 +473,6 @@ TEST(AttentionContext, Fp8FmhaWrongOutputsOnAttn3ShapesAreCaught) {
                                          {"virtual_stats,skip_configs=1", {true, 1}},
                                          {"scale_o_first", {false, 0, true}},
                                          {"scale_o_first,virtual_stats", {true, 0, true}}};
-  struct RestoreOptions {  // the default graph for the tests after this one, whatever happens
-    ~RestoreOptions() { SetCudnnSdpaFp8Options({}); }
-  } restore;
   // For a run under compute-sanitizer: SERVECAST_FP8FMHA_ONLY=NAME runs that variant on
   // the two smallest shapes only.
   const char* only = std::getenv("SERVECAST_FP8FMHA_ONLY");
@@ -488,12 +480,12 @@ TEST(AttentionContext, Fp8FmhaWrongOutputsOnAttn3ShapesAreCaught) {
   for (const Variant& v : variants) {
     if (only && std::string(only) != v.name) continue;
     ++variants_run;
-    SetCudnnSdpaFp8Options(v.options);
+    std::unique_ptr<collect::Op> op = MakeAttentionContextOp(1.0, v.options);
     int passed = 0, incorrect = 0;
     for (const AttnCase& a : cases) {
       if (only && &a - cases.data() >= 2) break;
       const collect::Case c = MakeCase("attention_context", a);
-      const collect::CaseResult r = MakeAttentionContextOp()->Run(c, ctx);
+      const collect::CaseResult r = op->Run(c, ctx);
       std::printf("[fp8 fmha %s] b=%lld s=%lld h=%lld/%lld -> %s\n", v.name, static_cast<long long>(a.batch),
                   static_cast<long long>(a.isl), static_cast<long long>(a.heads), static_cast<long long>(a.kv_heads),
                   r.disposition == Disposition::kPassed
@@ -569,7 +561,8 @@ TEST(AttentionRates, PrintLargeShapes) {
     }
   }
   for (bool tensor_cores : {true, false}) {
-    SetPagedDecodeTensorCores(tensor_cores);
+    PagedDecodeTuning tuning;
+    tuning.tensor_cores = tensor_cores;
     for (const auto& [b, step, kv] :
          std::vector<std::tuple<std::int64_t, std::int64_t, std::string>>{{1, 16383, "bfloat16"},
                                                                           {1, 131071, "bfloat16"},
@@ -580,7 +573,7 @@ TEST(AttentionRates, PrintLargeShapes) {
                                                                           {256, 16383, "fp8"},
                                                                           {64, 131071, "fp8"}}) {
       AttnCase a{b, 1, 32, 8, 128, 0, step, "bfloat16", kv};
-      collect::CaseResult r = MakeAttentionGenerationOp()->Run(MakeCase("attention_generation", a), ctx);
+      collect::CaseResult r = MakeAttentionGenerationOp(1.0, tuning)->Run(MakeCase("attention_generation", a), ctx);
       if (r.disposition == Disposition::kPassed) {
         const double bytes = 2.0 * b * (step + 1) * 8 * 128 * (kv == "fp8" ? 1 : 2);
         std::printf("[rate] decode b=%lld kv_len=%lld h=32/8 d=128 kv=%s: %.4f ms, %.2f TB/s KV read (%s)\n",
@@ -591,7 +584,6 @@ TEST(AttentionRates, PrintLargeShapes) {
       }
     }
   }
-  SetPagedDecodeTensorCores(true);
 }
 
 }  // namespace

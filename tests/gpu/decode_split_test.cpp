@@ -17,11 +17,10 @@ constexpr int kH200Sms = 132;
 // batch, query heads, KV heads, head dim, KV length (tokens), window
 sc::PagedDecodePlan Plan(std::int64_t batch, std::int64_t heads, std::int64_t tokens, sc::KvDtype kv,
                          bool balanced = true, std::int64_t kv_heads = 8) {
-  sc::SetPagedDecodeWaveBalancedSplits(balanced);
+  sc::PagedDecodeTuning tuning;
+  tuning.wave_balanced_splits = balanced;
   const sc::PagedDecodeShape s{batch, heads, kv_heads, 128, tokens, 0};
-  sc::PagedDecodePlan p = sc::PlanPagedDecode(s, kH200Sms, kv);
-  sc::SetPagedDecodeWaveBalancedSplits(true);
-  return p;
+  return sc::PlanPagedDecode(s, kH200Sms, kv, tuning);
 }
 
 // CTAs of the launch over the slots of the waves it takes.

@@ -316,8 +316,9 @@ class AttentionOpBase : public collect::Op {
 
 class AttentionContextOp : public AttentionOpBase {
  public:
-  explicit AttentionContextOp(double reference_scale)
-      : AttentionOpBase("attention_context", "context_attention_perf", Phase::kContext, reference_scale) {}
+  AttentionContextOp(double reference_scale, const SdpaFp8Options& fp8_options)
+      : AttentionOpBase("attention_context", "context_attention_perf", Phase::kContext, reference_scale),
+        fp8_options_(fp8_options) {}
   double default_timeout_s() const override { return 300; }
 
   double MemoryBytes(const Params& p) const override {
@@ -366,6 +367,7 @@ class AttentionContextOp : public AttentionOpBase {
   class Phases;
   std::unique_ptr<collect::CasePhases> MakePhases(const collect::Case& c, const collect::RunContext& ctx,
                                                   const AttnShape& s) const override;
+  const SdpaFp8Options fp8_options_;  // SdpaFp8Options{} for the registered op
 
   // e4m3 NaN bytes among the first n bytes at `dev` (FillPoison's 0xFF is one).
   static std::uint64_t CountNanE4m3Host(const void* dev, std::size_t n, cudaStream_t stream) {
@@ -639,7 +641,7 @@ class AttentionContextOp::Phases : public collect::CasePhases {
     shape.dtype = s_.attn_fp8 ? SdpaDtype::kFp8 : SdpaDtype::kBf16;
     std::string why;
     bool unsupported = false;
-    sdpa_ = CudnnSdpa::Build(shape, why, unsupported);
+    sdpa_ = CudnnSdpa::Build(shape, why, unsupported, op_.fp8_options_);
     if (!sdpa_) {
       if (unsupported)
         return Unsupported("CudnnSdpaUnsupported", op_.name_ + " (cuDNN " + CudnnVersionString() + "): " + why);
@@ -816,8 +818,9 @@ std::unique_ptr<collect::CasePhases> AttentionContextOp::MakePhases(const collec
 
 class AttentionGenerationOp : public AttentionOpBase {
  public:
-  explicit AttentionGenerationOp(double reference_scale)
-      : AttentionOpBase("attention_generation", "generation_attention_perf", Phase::kGeneration, reference_scale) {}
+  AttentionGenerationOp(double reference_scale, const PagedDecodeTuning& tuning)
+      : AttentionOpBase("attention_generation", "generation_attention_perf", Phase::kGeneration, reference_scale),
+        tuning_(tuning) {}
   double default_timeout_s() const override { return 180; }
 
   double MemoryBytes(const Params& p) const override {
@@ -826,7 +829,8 @@ class AttentionGenerationOp : public AttentionOpBase {
     const PagedDecodeShape d = Decode(s);
     return CacheBytes(s) + 4.0 * s.batch * s.num_heads * s.head_dim +
            static_cast<double>(
-               PlanPagedDecode(d, Multiprocessors(), s.kv_fp8 ? KvDtype::kFp8E4m3 : KvDtype::kBf16).workspace_bytes);
+               PlanPagedDecode(d, Multiprocessors(), s.kv_fp8 ? KvDtype::kFp8E4m3 : KvDtype::kBf16, tuning_)
+                   .workspace_bytes);
   }
 
  protected:
@@ -849,6 +853,7 @@ class AttentionGenerationOp : public AttentionOpBase {
   class Phases;
   std::unique_ptr<collect::CasePhases> MakePhases(const collect::Case& c, const collect::RunContext& ctx,
                                                   const AttnShape& s) const override;
+  const PagedDecodeTuning tuning_;  // PagedDecodeTuning{} for the registered op
 
   // Sampled sequences (first, last, one drawn) and heads (all, or up to 8 with the
   // first and the last): their visible pages are read back and the output
@@ -946,7 +951,7 @@ class AttentionGenerationOp::Phases : public collect::CasePhases {
 
   // The launch plan, its workspace, and the first set of inputs.
   std::optional<CaseResult> Prepare() override {
-    plan_ = PlanPagedDecode(shape_, Multiprocessors(), kv_);
+    plan_ = PlanPagedDecode(shape_, Multiprocessors(), kv_, op_.tuning_);
     source_ = std::string("servecast_paged_decode_") + (s_.kv_fp8 ? "fp8kv" : "bf16kv") +
               ":page=" + std::to_string(kPagedKvPageSize) + "," + plan_.Describe();
     workspace_ = DeviceBuffer(std::max<std::size_t>(plan_.workspace_bytes, 16));
@@ -1030,11 +1035,19 @@ std::unique_ptr<collect::CasePhases> AttentionGenerationOp::MakePhases(const col
 }  // namespace
 
 std::unique_ptr<collect::Op> MakeAttentionContextOp(double reference_scale) {
-  return std::make_unique<AttentionContextOp>(reference_scale);
+  return std::make_unique<AttentionContextOp>(reference_scale, SdpaFp8Options{});
+}
+
+std::unique_ptr<collect::Op> MakeAttentionContextOp(double reference_scale, const SdpaFp8Options& fp8_options) {
+  return std::make_unique<AttentionContextOp>(reference_scale, fp8_options);
 }
 
 std::unique_ptr<collect::Op> MakeAttentionGenerationOp(double reference_scale) {
-  return std::make_unique<AttentionGenerationOp>(reference_scale);
+  return std::make_unique<AttentionGenerationOp>(reference_scale, PagedDecodeTuning{});
+}
+
+std::unique_ptr<collect::Op> MakeAttentionGenerationOp(double reference_scale, const PagedDecodeTuning& tuning) {
+  return std::make_unique<AttentionGenerationOp>(reference_scale, tuning);
 }
 
 void RegisterAttentionOps(collect::Registry& r) {

@@ -75,13 +75,7 @@ enum Uid : std::int64_t {
   kUidVirtual = 100,
 };
 
-SdpaFp8Options g_fp8_options;
-
 }  // namespace
-
-void SetCudnnSdpaFp8Options(const SdpaFp8Options& options) {
-  g_fp8_options = options;
-}
 
 struct CudnnSdpa::Impl {
   std::vector<std::unique_ptr<Desc>> keep;  // every descriptor the plan refers to
@@ -204,15 +198,16 @@ struct CudnnSdpa::Impl {
 
 CudnnSdpa::~CudnnSdpa() = default;
 
-std::unique_ptr<CudnnSdpa> CudnnSdpa::Build(const SdpaShape& s, std::string& why, bool& unsupported) {
-  if (s.dtype == SdpaDtype::kBf16) return BuildOne(s, false, why, unsupported);
+std::unique_ptr<CudnnSdpa> CudnnSdpa::Build(const SdpaShape& s, std::string& why, bool& unsupported,
+                                            const SdpaFp8Options& fp8_options) {
+  if (s.dtype == SdpaDtype::kBf16) return BuildOne(s, false, why, unsupported, fp8_options);
   // fp8: a bf16 O first; the e4m3 O where cuDNN does not build that (whatever its
   // status: an unsupported output type may also come back as a bad parameter).
-  std::unique_ptr<CudnnSdpa> out = BuildOne(s, false, why, unsupported);
+  std::unique_ptr<CudnnSdpa> out = BuildOne(s, false, why, unsupported, fp8_options);
   if (out) return out;
   const std::string bf16_refusal = why;
   std::string why_fp8;
-  out = BuildOne(s, true, why_fp8, unsupported);
+  out = BuildOne(s, true, why_fp8, unsupported, fp8_options);
   if (out) {
     out->bf16_output_refusal_ = bf16_refusal;
     why.clear();
@@ -223,13 +218,13 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::Build(const SdpaShape& s, std::string& why
 }
 
 std::unique_ptr<CudnnSdpa> CudnnSdpa::BuildOne(const SdpaShape& s, bool output_fp8, std::string& why,
-                                               bool& unsupported) {
+                                               bool& unsupported, const SdpaFp8Options& fp8_options) {
   const bool has_window = s.window > 0 && s.window < s.seq;
-  std::unique_ptr<CudnnSdpa> out = BuildGraph(s, output_fp8, true, why, unsupported);
+  std::unique_ptr<CudnnSdpa> out = BuildGraph(s, output_fp8, true, why, unsupported, fp8_options);
   if (out || !has_window) return out;
   // The band chain did not build: the window as a second select on the causal indices.
   const std::string chain_refusal = why;
-  out = BuildGraph(s, output_fp8, false, why, unsupported);
+  out = BuildGraph(s, output_fp8, false, why, unsupported, fp8_options);
   if (out)
     why.clear();
   else
@@ -238,7 +233,8 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::BuildOne(const SdpaShape& s, bool output_f
 }
 
 std::unique_ptr<CudnnSdpa> CudnnSdpa::BuildGraph(const SdpaShape& s, bool output_fp8, bool window_chain,
-                                                 std::string& why, bool& unsupported) {
+                                                 std::string& why, bool& unsupported,
+                                                 const SdpaFp8Options& fp8_options) {
   unsupported = false;
   std::unique_ptr<CudnnSdpa> out(new CudnnSdpa());
   out->impl_ = std::make_unique<Impl>();
@@ -262,7 +258,7 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::BuildGraph(const SdpaShape& s, bool output
     auto kt = g.Tensor(kUidK, io, {B, HK, D, S}, {S * HK * D, D, 1, HK * D}, false);
     auto v = g.Tensor(kUidV, io, {B, HK, S, D}, {S * HK * D, D, HK * D, 1}, false);
     auto o = g.Tensor(kUidO, o_type, {B, H, S, D}, {S * H * D, D, H * D, 1}, false);
-    g.virtual_stats = g.fp8 && g_fp8_options.virtual_stats;
+    g.virtual_stats = g.fp8 && fp8_options.virtual_stats;
     auto stats = g.virtual_stats ? g.Virtual(CUDNN_DATA_FLOAT, {B, H, S, 1}, {H * S, S, 1, 1})
                                  : g.Tensor(kUidStats, CUDNN_DATA_FLOAT, {B, H, S, 1}, {H * S, S, 1, 1}, false);
     auto scale = g.Scalar(kUidScale, CUDNN_DATA_FLOAT);
@@ -359,7 +355,7 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::BuildGraph(const SdpaShape& s, bool output
       auto scale_o = g.out_fp8 ? g.DeviceScalar(kUidScaleO) : g.Scalar(kUidScaleO, CUDNN_DATA_FLOAT);
       auto amax_o = g.Reduction(CUDNN_REDUCE_TENSOR_AMAX, by_v, g.DeviceScalar(kUidAmaxO));
       auto to_o = g.Pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, by_v, scale_o, nullptr, o);
-      if (g_fp8_options.scale_o_first) {  // SdpaFp8Options: cudnn-frontend's matmul_fp8 order
+      if (fp8_options.scale_o_first) {  // SdpaFp8Options: cudnn-frontend's matmul_fp8 order
         ops.push_back(to_o);
         ops.push_back(amax_o);
       } else {
@@ -405,7 +401,7 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::BuildGraph(const SdpaShape& s, bool output
         SC_CUDNN_CHECK(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                                                 count, &got, cfgs.data()));
       if (got == 0) tried += std::string(" heuristics mode ") + std::to_string(static_cast<int>(mode)) + ": no engine;";
-      int skip = g.fp8 ? g_fp8_options.skip_configs : 0;
+      int skip = g.fp8 ? fp8_options.skip_configs : 0;
       for (std::int64_t i = 0; i < got; ++i) {
         cudnnBackendDescriptor_t plan = g.Make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
         SC_CUDNN_CHECK(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle));

@@ -77,6 +77,16 @@ struct SdpaBuffers {
   SdpaFp8Scalars fp8;      // SdpaDtype::kFp8 only
 };
 
+// Test hooks for the fp8 graph (GPU tests bisecting its wrong outputs): how a graph
+// built with them differs from the default. The op builds with the defaults.
+struct SdpaFp8Options {
+  bool virtual_stats = false;  // the softmax stats a virtual tensor (an inference graph: not written)
+  int skip_configs = 0;        // pass over the first n engine configurations that finalize
+  // The O scaling listed before the amax of O in the operation graph (the order
+  // cudnn-frontend's matmul_fp8 node emits them; the same operations either way).
+  bool scale_o_first = false;
+};
+
 // A finalized cuDNN execution plan for one shape, plus the variant packs bound
 // to each set of buffers (one per rotated copy).
 class CudnnSdpa {
@@ -88,8 +98,10 @@ class CudnnSdpa {
   // Builds the graph and the first engine configuration (in heuristics order)
   // that finalizes. On failure returns null and sets `why` (cuDNN's status and
   // last error message); `unsupported` is true when cuDNN answered that no engine
-  // supports the graph (the case is then not_supported, not failed).
-  static std::unique_ptr<CudnnSdpa> Build(const SdpaShape& shape, std::string& why, bool& unsupported);
+  // supports the graph (the case is then not_supported, not failed). `fp8_options`
+  // (tests only) changes the fp8 graph; the bf16 graph ignores it.
+  static std::unique_ptr<CudnnSdpa> Build(const SdpaShape& shape, std::string& why, bool& unsupported,
+                                          const SdpaFp8Options& fp8_options = {});
 
   std::size_t workspace_bytes() const { return workspace_bytes_; }
   // The engine that runs (for kernel_source), e.g. "cudnn_sdpa:engine=3", or for
@@ -110,12 +122,13 @@ class CudnnSdpa {
   // One output type: for fp8, an e4m3 O when `output_fp8`, else a bf16 O (BuildGraph,
   // each window form in turn).
   static std::unique_ptr<CudnnSdpa> BuildOne(const SdpaShape& shape, bool output_fp8, std::string& why,
-                                             bool& unsupported);
+                                             bool& unsupported, const SdpaFp8Options& fp8_options);
   // One graph: `window_chain` builds a sliding window as its own index chain on the
   // causal select's output (cudnn-frontend's form), otherwise as a second select on the
   // causal indices. BuildOne tries the first, then the second.
   static std::unique_ptr<CudnnSdpa> BuildGraph(const SdpaShape& shape, bool output_fp8, bool window_chain,
-                                               std::string& why, bool& unsupported);
+                                               std::string& why, bool& unsupported,
+                                               const SdpaFp8Options& fp8_options);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::size_t workspace_bytes_ = 0;
@@ -124,16 +137,6 @@ class CudnnSdpa {
   std::string bf16_output_refusal_;
 };
 
-// Test hooks for the fp8 graph (GPU tests bisecting its wrong outputs): how the
-// graphs built after the call differ from the default. Not used by the op.
-struct SdpaFp8Options {
-  bool virtual_stats = false;  // the softmax stats a virtual tensor (an inference graph: not written)
-  int skip_configs = 0;        // pass over the first n engine configurations that finalize
-  // The O scaling listed before the amax of O in the operation graph (the order
-  // cudnn-frontend's matmul_fp8 node emits them; the same operations either way).
-  bool scale_o_first = false;
-};
-void SetCudnnSdpaFp8Options(const SdpaFp8Options& options);
 
 // cuDNN's runtime version as "9.14.0".
 std::string CudnnVersionString();

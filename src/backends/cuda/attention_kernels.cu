@@ -38,15 +38,6 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kLoadsPerThread = 4;
 constexpr int kMaxSplits = 256;
-// The tensor-core variant for bf16 KV at head dim 64/128 and groups of 3+ heads
-// (paged_decode_attention_mma); false routes every case to the CUDA-core kernel.
-bool g_tensor_core_decode = true;
-// The tensor-core variant for fp8 KV at head dim 64/128 and groups of 2+ heads (with
-// g_tensor_core_decode); false routes fp8 KV to the CUDA-core kernel.
-bool g_tensor_core_decode_fp8 = true;
-// The fp8 kernel's lean loop (kLean below); false runs the loop the bf16 kernel keeps.
-// For A/B measurements (bench_decode_variants' BM_PagedDecodeFp8Lean).
-bool g_fp8_decode_lean = true;
 constexpr float kLog2e = 1.4426950408889634f;
 // Shared-memory bytes of the K/V stages of one CTA (the ring of tiles in flight):
 // 3 stages of bf16 or 6 of fp8 tiles (each tile 8 KiB of K and 8 KiB of V for bf16,
@@ -420,7 +411,7 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention(DecodeArgs a)
 // kMmaStages and kMmaTablePrefetch are what the op runs for bf16 (3 stages of 64
 // tokens: 102 KiB at head dim 128, 2 CTAs per SM), MmaFp8Stages for fp8 (4 stages of
 // 64 tokens at head dim 128: 64 KiB, 3 CTAs per SM; 5 stages, 40 KiB at head dim 64);
-// the other combinations are bf16 A/B variants (SetPagedDecodeVariant,
+// the other combinations are bf16 A/B variants (PagedDecodeTuning::variant,
 // bench_decode_variants). MmaConfig describes one on the host (the kernel takes the
 // three values as template arguments: nvcc's host stubs cannot name a class-type
 // template argument).
@@ -1267,9 +1258,8 @@ CUtensorMap PoolTensorMap(const void* pool, const PagedDecodeShape& s, int box_r
 //
 // Each names a config (tile, ring depth, page-table prefetch) and a split target:
 // the split rule aims at split_waves × the config's CTAs per SM (by shared memory).
-// Variant 0 is the default, which the op runs unless SetPagedDecodeVariant says
-// otherwise; its kernel, launch and split rule are the ones from before the
-// variants existed.
+// Variant 0 is the default, which the op runs (PagedDecodeTuning::variant); its
+// kernel, launch and split rule are the ones from before the variants existed.
 struct MmaVariant {
   const char* name;
   const char* what;
@@ -1320,9 +1310,6 @@ const std::vector<MmaVariant>& MmaVariants() {
   return variants;
 }
 
-int g_decode_variant = 0;
-bool g_wave_balanced_splits = true;
-
 const MmaVariant& VariantAt(int variant) {
   const std::vector<MmaVariant>& v = MmaVariants();
   if (variant < 0 || variant >= static_cast<int>(v.size()))
@@ -1349,7 +1336,7 @@ void LaunchTyped(const PagedDecodeShape& s, const DecodeArgs& a, const PagedDeco
       MmaArgs args{};
       args.a = a;
       if constexpr (std::is_same_v<KvT, __nv_fp8_e4m3>) {
-        LaunchMmaKernel(g_fp8_decode_lean
+        LaunchMmaKernel(plan.fp8_lean
                             ? paged_decode_attention_mma<D, KvT, kMmaWarps, MmaFp8Stages<D>(), kMmaTablePrefetch, false, true>
                             : paged_decode_attention_mma<D, KvT, kMmaWarps, MmaFp8Stages<D>(), kMmaTablePrefetch>,
                         grid, kMmaWarps * 32, args, MmaSmemBytes<D, kMmaWarps, MmaFp8Stages<D>(), true>(), false, stream);
@@ -1424,28 +1411,16 @@ __global__ void fill_uniform_fp8_e4m3(__nv_fp8_e4m3* dst, std::size_t n, std::ui
 
 }  // namespace
 
-void SetPagedDecodeTensorCores(bool enabled) {
-  g_tensor_core_decode = enabled;
-}
-
-void SetPagedDecodeFp8Lean(bool enabled) {
-  g_fp8_decode_lean = enabled;
-}
-
-void SetPagedDecodeTensorCoresFp8(bool enabled) {
-  g_tensor_core_decode_fp8 = enabled;
-}
-
-int PagedDecodeFp8CtasPerSm(std::int64_t head_dim) {
+int PagedDecodeFp8CtasPerSm(std::int64_t head_dim, bool lean) {
   if (head_dim != 64 && head_dim != 128)
     throw Error("paged decode: the tensor-core kernel has head dims 64 and 128, not " + std::to_string(head_dim));
   // The instantiation LaunchTyped runs (lean or not).
   void (*kernel)(MmaArgs) =
       head_dim == 64
-          ? (g_fp8_decode_lean
+          ? (lean
                  ? paged_decode_attention_mma<64, __nv_fp8_e4m3, kMmaWarps, MmaFp8Stages<64>(), kMmaTablePrefetch, false, true>
                  : paged_decode_attention_mma<64, __nv_fp8_e4m3, kMmaWarps, MmaFp8Stages<64>(), kMmaTablePrefetch>)
-          : (g_fp8_decode_lean
+          : (lean
                  ? paged_decode_attention_mma<128, __nv_fp8_e4m3, kMmaWarps, MmaFp8Stages<128>(), kMmaTablePrefetch, false, true>
                  : paged_decode_attention_mma<128, __nv_fp8_e4m3, kMmaWarps, MmaFp8Stages<128>(), kMmaTablePrefetch>);
   const int smem = head_dim == 64 ? MmaSmemBytes<64, kMmaWarps, MmaFp8Stages<64>(), true>()
@@ -1473,13 +1448,6 @@ std::vector<PagedDecodeVariant> PagedDecodeVariants() {
     out.push_back({v.name, d});
   }
   return out;
-}
-
-void SetPagedDecodeWaveBalancedSplits(bool enabled) { g_wave_balanced_splits = enabled; }
-
-void SetPagedDecodeVariant(int variant) {
-  VariantAt(variant);  // throws when out of range
-  g_decode_variant = variant;
 }
 
 int PagedDecodeVariantCtasPerSm(int variant, std::int64_t head_dim) {
@@ -1518,12 +1486,15 @@ bool TmaRingAvailable() {
 }
 }  // namespace
 
-PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, KvDtype kv_dtype) {
+PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, KvDtype kv_dtype,
+                                const PagedDecodeTuning& tuning) {
+  if (tuning.variant != 0) VariantAt(tuning.variant);  // throws when out of range
   PagedDecodePlan p;
   const std::int64_t g = s.group();
   const bool fp8 = kv_dtype == KvDtype::kFp8E4m3;
-  p.tensor_cores = g_tensor_core_decode && (s.head_dim == 64 || s.head_dim == 128) &&
-                   (fp8 ? g_tensor_core_decode_fp8 && g >= 2 : g >= 3);
+  p.fp8_lean = tuning.fp8_lean;
+  p.tensor_cores = tuning.tensor_cores && (s.head_dim == 64 || s.head_dim == 128) &&
+                   (fp8 ? tuning.tensor_cores_fp8 && g >= 2 : g >= 3);
   int ctas_per_sm = 4;
   if (p.tensor_cores && fp8) {
     // The fp8 kernel (no A/B variants): 3 CTAs per SM at head dim 128 (64 KiB of
@@ -1534,7 +1505,7 @@ PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, 
   } else if (p.tensor_cores) {
     p.heads_per_cta = static_cast<int>(std::min<std::int64_t>(g, kMmaRows));
     if (s.head_dim == 128) ctas_per_sm = 2;  // 102 KiB of stages
-    p.variant = g_decode_variant;
+    p.variant = tuning.variant;
     if (p.variant != 0) {
       const MmaVariant& v = VariantAt(p.variant);
       ctas_per_sm = (s.head_dim == 128 ? v.ctas_per_sm128 : v.ctas_per_sm64) * v.split_waves;
@@ -1549,7 +1520,7 @@ PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, 
   const std::int64_t target = static_cast<std::int64_t>(ctas_per_sm) * std::max(1, multiprocessors);
   const std::int64_t max_splits = std::clamp<std::int64_t>((pages + 3) / 4, 1, kMaxSplits);
   std::int64_t splits = 1;
-  if (g_wave_balanced_splits) {
+  if (tuning.wave_balanced_splits) {
     // A launch's CTAs run in waves of `target` (the CTAs resident at once), so with n
     // splits it lasts about waves(n) · (pages per split + c) + (n > 1 ? c : 0) page
     // times: c for a CTA's fixed cost (Q, page table, filling the ring, the epilogue)

@@ -57,9 +57,35 @@ struct PagedDecodePlan {
   std::size_t workspace_bytes = 0;
   int variant = 0;  // the bf16 tensor-core kernel's A/B variant (PagedDecodeVariants); 0: the default (always for fp8)
   bool tma = false;  // tensor-core kernel: K/V arrive through the tensor memory accelerator (bf16 default), not cp.async
+  bool fp8_lean = true;  // fp8-KV tensor-core kernel: the lean loop (PagedDecodeTuning::fp8_lean)
   // "splits=8,pages_per_split=16,heads_per_cta=4", after "mma," or "mma,tma," for the
-  // tensor-core kernel (",variant=<name>" appended when not 0)
+  // tensor-core kernel (",variant=<name>" appended when not 0; fp8_lean is not named)
   std::string Describe() const;
+};
+
+// A/B choices for benchmarks and tests (bench_decode_variants, the GPU tests). The
+// defaults are what the op runs; PlanPagedDecode records the choices in the plan, and
+// LaunchPagedDecode reads them from there (no process-wide state).
+struct PagedDecodeTuning {
+  // Whether PlanPagedDecode may pick the tensor-core variant; false routes every case,
+  // bf16 and fp8 KV, to the CUDA-core kernel.
+  bool tensor_cores = true;
+  // Whether PlanPagedDecode may pick the tensor-core variant for fp8 KV (it also needs
+  // tensor_cores); false routes fp8 KV to the CUDA-core kernel and leaves bf16 KV as it is.
+  bool tensor_cores_fp8 = true;
+  // Whether the fp8-KV tensor-core kernel runs its lean loop (the warps of a CTA fill
+  // their own ring rows and keep their own running maxima, combined at the end; interior
+  // tiles skip the mask; unchanged maxima skip the rescale) or the loop the bf16 kernel
+  // runs (CTA barriers and a shared maximum per tile).
+  bool fp8_lean = true;
+  // Whether the split rule is the wave model (PlanPagedDecode) or, as before 2026-12-01,
+  // the fewest splits that give every CTA slot one CTA (which can leave a nearly empty
+  // second wave).
+  bool wave_balanced_splits = true;
+  // Which variant (PagedDecodeVariants) goes into bf16 tensor-core plans; PlanPagedDecode
+  // throws servecast::Error when there is no such variant. The split rule of a variant
+  // other than 0 aims at its own CTAs per SM (by shared memory) times its split target.
+  int variant = 0;
 };
 
 // True when head_dim has a compiled instantiation (64, 128, 256).
@@ -79,49 +105,30 @@ bool PagedDecodeSupportsHeadDim(std::int64_t head_dim);
 // accelerator ("mma,tma,") when a split has at least kPagedDecodeTmaMinPages pages and
 // the device is sm_90 or newer, otherwise by cp.async (shorter splits pay more for the
 // TMA ring's setup than it saves).
-PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, KvDtype kv_dtype);
-
-// Whether PlanPagedDecode may pick the tensor-core variant (default true); false
-// routes every case, bf16 and fp8 KV, to the CUDA-core kernel. For tests and A/B
-// measurements.
-void SetPagedDecodeTensorCores(bool enabled);
-// Whether PlanPagedDecode may pick the tensor-core variant for fp8 KV (default true;
-// it also needs SetPagedDecodeTensorCores(true)); false routes fp8 KV to the
-// CUDA-core kernel and leaves bf16 KV as it is. For tests and A/B measurements.
-void SetPagedDecodeTensorCoresFp8(bool enabled);
-// Whether the fp8-KV tensor-core kernel runs its lean loop (default true: the warps of
-// a CTA fill their own ring rows and keep their own running maxima, combined at the end;
-// interior tiles skip the mask; unchanged maxima skip the rescale) or the loop the bf16
-// kernel runs (CTA barriers and a shared maximum per tile). For A/B measurements
-// (bench_decode_variants) and tests.
-void SetPagedDecodeFp8Lean(bool enabled);
-// The fp8-KV tensor-core kernel's CTAs resident per multiprocessor on the current
-// device (the CUDA occupancy calculator), head dim 64 or 128; the split rule assumes
-// 5 and 3.
-int PagedDecodeFp8CtasPerSm(std::int64_t head_dim);
-
-// Whether the split rule is the wave model (default true, above) or, as before
-// 2026-12-01, the fewest splits that give every CTA slot one CTA (which can leave a
-// nearly empty second wave). For A/B measurements (bench_decode_variants).
-void SetPagedDecodeWaveBalancedSplits(bool enabled);
+//
+// `tuning` (A/B only; the op passes the defaults) may route cases to the CUDA-core
+// kernel, pick a bf16 variant, the fp8 kernel's loop, or the old split rule.
+PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, KvDtype kv_dtype,
+                                const PagedDecodeTuning& tuning = {});
 
 // Internal A/B variants of the bf16-KV tensor-core kernel (tile size, ring depth,
 // page-table prefetch, split target), for bench_decode_variants and the GPU tests;
 // not a parameter of the op. Variant 0 is the default, the only one the op runs
-// unless SetPagedDecodeVariant says otherwise. fp8-KV plans ignore the variant (the
-// fp8 kernel has one configuration).
+// (PagedDecodeTuning::variant). fp8-KV plans ignore the variant (the fp8 kernel has
+// one configuration).
 struct PagedDecodeVariant {
   std::string name;         // "default", "t32s3", ...
   std::string description;  // its knobs; shared memory, CTAs per SM and bytes in flight
 };
 std::vector<PagedDecodeVariant> PagedDecodeVariants();
-// Which variant PlanPagedDecode puts into tensor-core plans (default 0); throws
-// servecast::Error when there is no such variant. The split rule of a variant other
-// than 0 aims at its own CTAs per SM (by shared memory) times its split target.
-void SetPagedDecodeVariant(int variant);
 // The variant's tensor-core kernel CTAs resident per multiprocessor on the current
 // device (the CUDA occupancy calculator), head dim 64 or 128.
 int PagedDecodeVariantCtasPerSm(int variant, std::int64_t head_dim);
+
+// The fp8-KV tensor-core kernel's CTAs resident per multiprocessor on the current
+// device (the CUDA occupancy calculator), head dim 64 or 128, for the lean loop (the
+// default) or the full one (PagedDecodeTuning::fp8_lean); the split rule assumes 5 and 3.
+int PagedDecodeFp8CtasPerSm(std::int64_t head_dim, bool lean = true);
 
 // Enqueues the decode (and the reduce when plan.splits > 1) on `stream`.
 // `workspace` holds plan.workspace_bytes (may be null when that is 0). The K and V

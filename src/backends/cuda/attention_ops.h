@@ -28,4 +28,13 @@ void RegisterAttentionOps(collect::Registry& r);
 std::unique_ptr<collect::Op> MakeAttentionContextOp(double reference_scale = 1.0);
 std::unique_ptr<collect::Op> MakeAttentionGenerationOp(double reference_scale = 1.0);
 
+// For tests and A/B measurements: the ops with non-default choices (the registered ops
+// use the defaults, SdpaFp8Options{} and PagedDecodeTuning{}): the context op's fp8
+// cuDNN graph built with `fp8_options` (attention_cudnn.h), the generation op planned
+// with `tuning` (attention_kernels.h).
+struct SdpaFp8Options;
+struct PagedDecodeTuning;
+std::unique_ptr<collect::Op> MakeAttentionContextOp(double reference_scale, const SdpaFp8Options& fp8_options);
+std::unique_ptr<collect::Op> MakeAttentionGenerationOp(double reference_scale, const PagedDecodeTuning& tuning);
+
 }  // namespace servecast::cuda
