@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <unordered_map>
+#include <variant>
 
 #include "core/error.h"
 #include "core/hash.h"
@@ -177,6 +179,33 @@ struct Candidate {
   bool from_base = false;
 };
 
+// The case's values of its table's key columns against their declaration: the
+// type (an integer key takes a whole number, not 1.5, 1e+23 or "sixteen"), finite,
+// and at least the key's minimum. Caught when the plan loads, with the sweep's
+// file and line, instead of failing (or worse, running) case by case.
+void CheckKeyValues(const Op& op, const Params& params, const std::string& file, int line) {
+  const TableSpec& t = op.table();
+  for (const auto& col : t.key_columns) {
+    const Value* v = params.Find(col.name);
+    if (v == nullptr) continue;  // required_params names a missing one
+    const std::string got = ToString(*v);
+    auto fail = [&](const std::string& what, const std::string& expected) {
+      throw ConfigError(SourceLocation{file, line, col.name}, "value " + what, expected + " (a key of " + t.name + ")");
+    };
+    if (col.type == ValueType::kString) {
+      if (!std::holds_alternative<std::string>(*v)) fail(got + " is a number", "a name");
+    } else if (col.type == ValueType::kInt64) {
+      if (!std::holds_alternative<std::int64_t>(*v)) fail("'" + got + "' is not an integer", "an integer");
+      if (std::get<std::int64_t>(*v) < t.KeyMinimum(col.name))
+        fail(got + " is below the minimum", "an integer >= " + std::to_string(t.KeyMinimum(col.name)));
+    } else {
+      const bool numeric = std::holds_alternative<std::int64_t>(*v) || std::holds_alternative<double>(*v);
+      if (!numeric || (std::holds_alternative<double>(*v) && !std::isfinite(std::get<double>(*v))))
+        fail("'" + got + "' is not a finite number", "a finite number");
+    }
+  }
+}
+
 // Expands a sweep, crossed with the given profiles, into cases.
 void Expand(const Sweep& sw, const Op& op, const std::vector<Profile>& profiles, const std::string& owner,
             const std::string& model, std::vector<Candidate>& out) {
@@ -204,6 +233,7 @@ void Expand(const Sweep& sw, const Op& op, const std::vector<Profile>& profiles,
                               "parameter given twice (in fixed and in a profile or axis)",
                               "each parameter once per case");
       Params params = OrderParams(op, raw);
+      CheckKeyValues(op, params, sw.file, sw.line);
       for (const auto& need : op.required_params())
         if (!params.Has(need))
           throw ConfigError(SourceLocation{sw.file, sw.line, need},
@@ -313,6 +343,9 @@ Plan BuildPlan(const Registry& registry, const PlanOptions& opt, const RuntimeIn
   }
   std::set<std::string> wanted(plan.ops.begin(), plan.ops.end());
 
+  if (!fs::is_directory(opt.cases_dir + "/base_ops"))
+    throw UsageError("--cases " + opt.cases_dir + ": no base_ops/ folder there; expected a case-plan folder (base_ops/*.yaml, "
+                     "models/*.yaml, skips.yaml), e.g. the installation's cases/");
   auto sweeps = LoadBaseOps(opt.cases_dir + "/base_ops");
   auto models = LoadModels(opt.cases_dir + "/models");
   auto skips = LoadSkips(opt.cases_dir + "/skips.yaml");
@@ -335,13 +368,29 @@ Plan BuildPlan(const Registry& registry, const PlanOptions& opt, const RuntimeIn
 
   // Stage 1: raw grid = base sweeps plus model shapes, per op.
   std::map<std::string, std::vector<Candidate>> raw;
+  // Backends a case plan may name: those registered, and cuda, which a build
+  // without CUDA does not register.
+  std::set<std::string> known_backends{"cpu", "cuda"};
+  for (const auto& b : registry.BackendNames()) known_backends.insert(b);
+  for (const auto& rule : skips) {
+    if (!rule.backend.empty() && !known_backends.count(rule.backend))
+      throw ConfigError(rule.where + ": unknown backend '" + rule.backend + "'");
+    if (!rule.backend.empty() && registry.FindBackend(rule.backend) && !registry.FindOp(rule.backend, rule.op))
+      throw ConfigError(rule.where + ": backend '" + rule.backend + "' has no op '" + rule.op + "'");
+  }
   for (const auto& sw : sweeps) {
+    for (const auto& b : sw.backends)
+      if (!known_backends.count(b)) {
+        std::string have;
+        for (const auto& k : known_backends) have += (have.empty() ? "" : ", ") + k;
+        throw ConfigError(SourceLocation{sw.file, sw.line, "backends"}, "unknown backend '" + b + "'", "one of: " + have);
+      }
     if (std::find(sw.backends.begin(), sw.backends.end(), opt.backend) == sw.backends.end()) continue;
-    if (!wanted.count(sw.op)) continue;
     Op* op = registry.FindOp(opt.backend, sw.op);
-    if (!op)
+    if (!op)  // checked for every sweep of this backend, wanted or not: a typo in op: is found on any run
       throw ConfigError(SourceLocation{sw.file, sw.line, "backends"},
                         "backend '" + opt.backend + "' has no op '" + sw.op + "'", "an op the backend registers");
+    if (!wanted.count(sw.op)) continue;
     std::string owner = fs::path(sw.file).filename().string() + ":" + std::to_string(sw.line);
     Expand(sw, *op, sw.profiles, owner, "", raw[sw.op]);
     if (sw.model_shapes) {

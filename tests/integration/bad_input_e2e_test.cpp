@@ -1,6 +1,9 @@
 // Malformed YAML, unknown op, bad flag, corrupt journal: exit 2 with a message
 // naming the file, the line and what was expected; never a crash.
 #include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "e2e_common.h"
 
@@ -95,6 +98,50 @@ TEST(BadInputE2E, UnwritableOutAndAForeignSystemStopBeforeMeasuring) {
             std::string::npos)
       << gpu.err;
   EXPECT_FALSE(fs::exists(dir + "/data"));
+  fs::remove_all(dir);
+}
+
+// Case plans are checked when they load (issue 28 item 5): key values against the
+// table's declaration, backend and op names, the --cases folder itself; each a
+// usage error naming the file and line (they were accepted and failed case by
+// case, or selected nothing, silently).
+TEST(BadInputE2E, CasePlansAreCheckedWhenTheyLoad) {
+  const std::string dir = MakeTempDir("sc_badplan_");
+  auto plan = [&](const std::string& yaml) {
+    fs::remove_all(dir + "/cases");
+    WriteText(dir + "/cases/skips.yaml", "skips: []\n");
+    WriteText(dir + "/cases/base_ops/rmsnorm.yaml", yaml);
+    return RunProcess(CollectArgs(kBin, {"--ops", "rmsnorm", "--plan-only"}, dir + "/cases"));
+  };
+  auto sweep = [](const std::string& backends, const std::string& tokens) {
+    return "op: rmsnorm\nsweeps:\n  - backends: [" + backends + "]\n    axes:\n      dtype: [float32]\n      num_tokens: [" +
+           tokens + "]\n      hidden_size: [1024]\n";
+  };
+  for (const auto& [tokens, says] : std::vector<std::pair<std::string, std::string>>{
+           {"1.5", "value '1.5' is not an integer"},
+           {".nan", "value '.nan' is not an integer"},
+           {"1e+23", "value '1e+23' is not an integer"},
+           {"sixteen", "value 'sixteen' is not an integer"},
+           {"0", "value 0 is below the minimum; expected an integer >= 1 (a key of elementwise_perf)"}}) {
+    auto r = plan(sweep("cpu", tokens));
+    EXPECT_EQ(r.exit_code, 2) << tokens << "\n" << Describe(r);
+    EXPECT_NE(r.err.find("base_ops/rmsnorm.yaml:3: key 'num_tokens': " + says), std::string::npos) << r.err;
+  }
+  auto backend = plan(sweep("cpu, cdua", "16"));
+  EXPECT_EQ(backend.exit_code, 2) << Describe(backend);
+  EXPECT_NE(backend.err.find("unknown backend 'cdua'"), std::string::npos) << backend.err;
+  plan(sweep("cpu", "16"));  // a good rmsnorm sweep beside the typo
+  WriteText(dir + "/cases/base_ops/typo.yaml", "op: rmsnrm\nsweeps:\n  - backends: [cpu]\n    axes:\n      dtype: [float32]\n");
+  auto typo = RunProcess(CollectArgs(kBin, {"--ops", "rmsnorm", "--plan-only"}, dir + "/cases"));
+  EXPECT_EQ(typo.exit_code, 2) << Describe(typo);
+  EXPECT_NE(typo.err.find("typo.yaml:3: key 'backends': backend 'cpu' has no op 'rmsnrm'"), std::string::npos)
+      << typo.err;
+  auto missing = RunProcess(CollectArgs(kBin, {"--ops", "rmsnorm", "--plan-only"}, dir + "/nowhere"));
+  EXPECT_EQ(missing.exit_code, 2) << Describe(missing);
+  EXPECT_NE(missing.err.find("--cases " + dir + "/nowhere: no base_ops/ folder there"), std::string::npos)
+      << missing.err;
+  auto good = plan(sweep("cpu, cuda", "16"));
+  EXPECT_EQ(good.exit_code, 0) << Describe(good);
   fs::remove_all(dir);
 }
 

@@ -25,10 +25,12 @@ using collect::FailureClass;
 
 const collect::TableSpec& FaultTable() {
   static const collect::TableSpec* spec = [] {
-    if (!collect::FindTableSpec("fault_perf"))
-      collect::AddTableSpec(collect::TableSpec{"fault_perf", "test",
-                                               {{"mode", ValueType::kString}, {"i", ValueType::kInt64}}, false,
-                                               [](const collect::Params&) { return collect::OpCost{0, 0, "float32"}; }});
+    if (!collect::FindTableSpec("fault_perf")) {
+      collect::TableSpec t{"fault_perf", "test", {{"mode", ValueType::kString}, {"i", ValueType::kInt64}}, false,
+                           [](const collect::Params&) { return collect::OpCost{0, 0, "float32"}; }};
+      t.key_minimum = {{"i", 0}};  // the tests number their cases from 0
+      collect::AddTableSpec(std::move(t));
+    }
     return collect::FindTableSpec("fault_perf");
   }();
   return *spec;
@@ -36,9 +38,12 @@ const collect::TableSpec& FaultTable() {
 
 const collect::TableSpec& TrivialTable() {
   static const collect::TableSpec* spec = [] {
-    if (!collect::FindTableSpec("trivial_perf"))
-      collect::AddTableSpec(collect::TableSpec{"trivial_perf", "test", {{"i", ValueType::kInt64}}, false,
-                                               [](const collect::Params&) { return collect::OpCost{0, 0, "float32"}; }});
+    if (!collect::FindTableSpec("trivial_perf")) {
+      collect::TableSpec t{"trivial_perf", "test", {{"i", ValueType::kInt64}}, false,
+                           [](const collect::Params&) { return collect::OpCost{0, 0, "float32"}; }};
+      t.key_minimum = {{"i", 0}};  // numbered from 0
+      collect::AddTableSpec(std::move(t));
+    }
     return collect::FindTableSpec("trivial_perf");
   }();
   return *spec;

@@ -9,6 +9,7 @@
 
 #include "collect_test_util.h"
 #include "core/error.h"
+#include "core/fs.h"
 
 namespace servecast::collect {
 namespace {
@@ -397,7 +398,7 @@ const char* kSkips = R"(skips:
     reason: broken on sm80-89
     source: test log
   - op: tgemm
-    backend: other
+    backend: cpu
     when: m == 2
     reason: other backend only
     source: test
@@ -480,7 +481,7 @@ TEST(LoadSkipsTest, AbsentFileHasNoRulesAndFieldsAreRead) {
   EXPECT_EQ(rules[0].source, "https://example.invalid/issues/1");
   EXPECT_EQ(rules[1].min_sm, 80);
   EXPECT_EQ(rules[1].max_sm, 89);
-  EXPECT_EQ(rules[2].backend, "other");
+  EXPECT_EQ(rules[2].backend, "cpu");
   EXPECT_TRUE(HasText(rules[1].where, "skips.yaml:6"));
 }
 
@@ -649,6 +650,9 @@ TEST_F(PlanTest, UnknownOpOrBackendIsUsageError) {
 }
 
 TEST_F(PlanTest, EmptyCasesDirGivesAnEmptyPlan) {
+  // A folder without base_ops/ is not a case plan (a wrong --cases); an empty base_ops/ is an empty plan.
+  EXPECT_THROW(Build(Options(cases_)), UsageError);
+  MakeDirs(cases_.path() + "/base_ops");
   Plan plan = Build(Options(cases_));
   EXPECT_TRUE(plan.cases.empty());
   EXPECT_EQ(plan.counts.at("tgemm").raw, 0);
