@@ -1,19 +1,17 @@
 #include "collect/moe_routing.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <numeric>
+#include <optional>
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "tables/table_spec.h"
 
 namespace servecast::collect {
 
 namespace {
-
-constexpr std::string_view kPowerLawPrefix = "power_law_";
 
 // Uniform in [0, 1) with 53 random bits.
 double Unit(SplitMix64& rng) {
@@ -28,15 +26,8 @@ std::string ShapeText(const MoeRoutingShape& s) {
 
 // The exponent of "power_law_<alpha>", 0 for "balanced"; throws for anything else.
 double ParseAlpha(const MoeRoutingShape& s) {
-  if (s.distribution == "balanced") return 0;
+  if (std::optional<double> alpha = tables::ExpertLoadAlpha(s.distribution)) return *alpha;
   const std::string& d = s.distribution;
-  if (d.rfind(kPowerLawPrefix, 0) == 0 && d.size() > kPowerLawPrefix.size()) {
-    const char* begin = d.c_str() + kPowerLawPrefix.size();
-    char* end = nullptr;
-    errno = 0;
-    double alpha = std::strtod(begin, &end);
-    if (errno == 0 && end == d.c_str() + d.size() && std::isfinite(alpha) && alpha > 0) return alpha;
-  }
   throw Error("moe routing: unknown distribution '" + d +
               "'; expected \"balanced\" or \"power_law_<alpha>\" with alpha > 0 (\"power_law_1.01\", "
               "\"power_law_1.2\")");

@@ -1,6 +1,5 @@
 #include "core/table.h"
 
-#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <deque>
@@ -12,24 +11,6 @@
 
 namespace servecast {
 namespace {
-
-bool ParseInt(std::string_view s, std::int64_t& out) {
-  if (s.empty()) return false;
-  auto res = std::from_chars(s.data(), s.data() + s.size(), out);
-  return res.ec == std::errc() && res.ptr == s.data() + s.size();
-}
-
-bool ParseDouble(std::string_view s, double& out) {
-  if (s.empty()) return false;
-  // from_chars is exact (correctly rounded) and fast; strtod covers the forms it
-  // does not take (a leading '+', leading blanks, hex floats).
-  auto res = std::from_chars(s.data(), s.data() + s.size(), out);
-  if (res.ec == std::errc() && res.ptr == s.data() + s.size()) return true;
-  const std::string copy(s);
-  char* end = nullptr;
-  out = std::strtod(copy.c_str(), &end);
-  return end == copy.c_str() + copy.size();
-}
 
 // CSV text split into records of fields (RFC 4180: quotes, doubled quotes,
 // embedded separators and newlines; CR outside quotes ignored). Fields are views
@@ -272,9 +253,9 @@ Table Table::ParseCsv(std::string_view text, const std::string& origin, const st
       const std::string_view cell = csv.at(r, c);
       if (cell.empty()) continue;
       any = true;
-      if (all_int && ParseInt(cell, iv)) continue;  // an integer is a number too
+      if (all_int && ParseInt64(cell, iv)) continue;  // an integer is a number too
       all_int = false;
-      if (!ParseDouble(cell, dv)) all_num = false;
+      if (!ParseNumber(cell, dv)) all_num = false;
     }
     ValueType t = !any ? ValueType::kString : all_int ? ValueType::kInt64 : all_num ? ValueType::kDouble : ValueType::kString;
     specs.push_back(ColumnSpec{header[c], t});
@@ -291,14 +272,14 @@ Table Table::ParseCsv(std::string_view text, const std::string& origin, const st
       case ValueType::kInt64: {
         std::vector<std::int64_t> v(nrows);
         for (std::size_t r = 1; r < csv.records(); ++r)
-          if (!ParseInt(csv.at(r, c), v[r - 1])) fail(r, csv.at(r, c), "an integer");
+          if (!ParseInt64(csv.at(r, c), v[r - 1])) fail(r, csv.at(r, c), "an integer");
         data.emplace_back(std::move(v));
         break;
       }
       case ValueType::kDouble: {
         std::vector<double> v(nrows);
         for (std::size_t r = 1; r < csv.records(); ++r)
-          if (!ParseDouble(csv.at(r, c), v[r - 1])) fail(r, csv.at(r, c), "a number");
+          if (!ParseNumber(csv.at(r, c), v[r - 1])) fail(r, csv.at(r, c), "a number");
         data.emplace_back(std::move(v));
         break;
       }

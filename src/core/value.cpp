@@ -3,12 +3,31 @@
 #include <charconv>
 #include <cstdio>
 #include <cmath>
+#include <cstdlib>
 
 #include "core/error.h"
 
 namespace servecast {
 
 ValueType TypeOf(const Value& v) { return static_cast<ValueType>(v.index()); }
+
+bool ParseInt64(std::string_view s, std::int64_t& out) {
+  if (s.empty()) return false;
+  auto res = std::from_chars(s.data(), s.data() + s.size(), out);
+  return res.ec == std::errc() && res.ptr == s.data() + s.size();
+}
+
+bool ParseNumber(std::string_view s, double& out) {
+  if (s.empty()) return false;
+  // from_chars is exact (correctly rounded) and fast; strtod covers the forms it
+  // does not take (a leading '+', leading blanks, hex floats).
+  auto res = std::from_chars(s.data(), s.data() + s.size(), out);
+  if (res.ec == std::errc() && res.ptr == s.data() + s.size()) return true;
+  const std::string copy(s);
+  char* end = nullptr;
+  out = std::strtod(copy.c_str(), &end);
+  return end == copy.c_str() + copy.size();
+}
 
 const char* TypeName(ValueType t) {
   switch (t) {

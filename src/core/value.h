@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <variant>
 
 namespace servecast {
@@ -19,6 +20,12 @@ std::string ToString(const Value& v);
 // Numeric view (int64 or double); throws Error for strings.
 double AsDouble(const Value& v);
 bool IsNumeric(const Value& v);
+
+// The whole text as an integer / a number, as the CSV reader takes cells
+// (ParseNumber: from_chars, else strtod's forms: a leading '+', hex floats, inf,
+// nan); false for anything else, the empty text included.
+bool ParseInt64(std::string_view s, std::int64_t& out);
+bool ParseNumber(std::string_view s, double& out);
 
 // Formats a double with the shortest representation that parses back to the
 // same value ("0.1", "1e-05", "3").

@@ -93,12 +93,9 @@ void Pick(ModeResult& r, const SearchInputs& in) {
 }
 
 model::OpListOptions OpOptions(const SearchInputs& in, const serve::Database& db) {
-  model::OpListOptions oo;
-  oo.engine = in.engine;
+  model::OpListOptions oo = serve::OpOptionsFor(in.engine, db.spec());
   oo.nextn = in.nextn;
   oo.moe_distribution = in.moe_distribution;
-  oo.sm_version = db.spec().gpu.sm_version;
-  oo.gpus_per_node = db.spec().node.gpus_per_node;
   return oo;
 }
 

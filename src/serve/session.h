@@ -46,7 +46,6 @@ class Deployment {
 
   const model::ModelConfig& model() const { return model_; }
   const systems::SystemSpec& spec() const { return spec_; }
-  bool has_data() const { return db_ != nullptr; }
   const Database& db() const;  // Error before OpenData / UseData
 
  private:

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <deque>
 #include <iterator>
 #include <limits>
@@ -173,10 +172,8 @@ namespace {
 // read as text holds at least one), or row 0 when every cell reads as one.
 std::size_t FirstNonNumericRow(const Table& t, std::size_t col) {
   for (std::size_t r = 0; r < t.num_rows(); ++r) {
-    const std::string& s = t.GetString(r, col);
-    char* end = nullptr;
-    std::strtod(s.c_str(), &end);
-    if (s.empty() || end != s.c_str() + s.size()) return r;
+    double v = 0;
+    if (!ParseNumber(t.GetString(r, col), v)) return r;
   }
   return 0;
 }
@@ -310,6 +307,16 @@ const TableSpec* FindTableSpec(std::string_view name) {
   for (const auto& s : AllTableSpecs())
     if (s.name == name) return &s;
   return nullptr;
+}
+
+std::optional<double> ExpertLoadAlpha(std::string_view distribution) {
+  if (distribution == "balanced") return 0.0;
+  constexpr std::string_view kPrefix = "power_law_";
+  double alpha = 0;
+  if (distribution.substr(0, kPrefix.size()) == kPrefix && ParseNumber(distribution.substr(kPrefix.size()), alpha) &&
+      std::isfinite(alpha) && alpha > 0)
+    return alpha;
+  return std::nullopt;
 }
 
 const TableSpec& GetTableSpec(std::string_view name) {

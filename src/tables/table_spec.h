@@ -99,4 +99,8 @@ const TableSpec* FindTableSpec(std::string_view name);
 // The spec of a table servecast declares; Error for an unknown name.
 const TableSpec& GetTableSpec(std::string_view name);
 
+// The exponent of a moe_perf expert-load name: 0 for "balanced", alpha for
+// "power_law_<alpha>" with a finite alpha > 0; nothing for any other name.
+std::optional<double> ExpertLoadAlpha(std::string_view distribution);
+
 }  // namespace servecast::tables
