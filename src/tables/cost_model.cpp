@@ -135,6 +135,40 @@ OpCost GenerationAttentionFloor(double b, double isl, double step, double n, dou
   return OpCost{flops, bytes, adt};
 }
 
+// ---------------------------------------------------------------- MLA
+
+OpCost ContextMlaFloor(double b, double s, double n, const std::string& mla_dtype, const std::string& kv_dtype) {
+  double flops = 2 * b * n * (kMlaQkHeadDim + kMlaVHeadDim) * CausalPairs(s, 0);
+  double activations = b * s * n * (2 * kMlaQkHeadDim + 2 * kMlaVHeadDim) * 2;
+  double cache = b * s * (kMlaLatentDim + kMlaRopeDim) * DtypeBytes(kv_dtype);
+  DtypeBytes(mla_dtype);  // validates the dtype
+  return OpCost{flops, activations + cache, mla_dtype};
+}
+
+OpCost GenerationMlaFloor(double b, double isl, double step, double n, const std::string& mla_dtype,
+                          const std::string& kv_dtype) {
+  double keys = isl + step, latent = kMlaLatentDim + kMlaRopeDim;
+  double flops = 2 * b * n * (latent + kMlaLatentDim) * keys;
+  double bytes = b * keys * latent * DtypeBytes(kv_dtype) + b * n * (latent + kMlaLatentDim) * 2;
+  DtypeBytes(mla_dtype);
+  return OpCost{flops, bytes, DtypeBytes(kv_dtype) == 1 ? "fp8" : mla_dtype};
+}
+
+OpCost MlaBmmFloor(const std::string& op_name, const std::string& dt, double t, double n) {
+  double in_dim = 0, out_dim = 0;
+  if (op_name == "mla_gen_pre") {
+    in_dim = kMlaNopeDim, out_dim = kMlaLatentDim;
+  } else if (op_name == "mla_gen_post") {
+    in_dim = kMlaLatentDim, out_dim = kMlaVHeadDim;
+  } else {
+    throw Error("unknown mla_bmm op '" + op_name + "'; expected mla_gen_pre or mla_gen_post");
+  }
+  double e = DtypeBytes(dt);
+  double flops = 2 * t * n * in_dim * out_dim;
+  double bytes = n * (in_dim * out_dim * e + t * in_dim * e + t * out_dim * 2);
+  return OpCost{flops, bytes, dt};
+}
+
 // ---------------------------------------------------------------- MoE
 
 OpCost MoeRoofline(std::string_view quant, double tokens, double hidden, double inter, double topk, double experts,

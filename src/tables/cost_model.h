@@ -85,6 +85,29 @@ OpCost ContextAttentionFloor(double b, double isl, double n, double n_kv, double
 OpCost GenerationAttentionFloor(double b, double isl, double step, double n, double n_kv, double h, double w,
                                 const std::string& attn_dtype, const std::string& kv_cache_dtype);
 
+// ---------------------------------------------------------------- MLA (context_mla_perf, generation_mla_perf, mla_bmm_perf)
+
+// DeepSeek geometry of the MLA tables (every shipped model shares it: q/k heads of
+// nope 128 + rope 64, values 128; a latent KV of 512 + rope 64 per token).
+inline constexpr double kMlaQkHeadDim = 192, kMlaVHeadDim = 128, kMlaNopeDim = 128;
+inline constexpr double kMlaLatentDim = 512, kMlaRopeDim = 64;
+// Floor of a context_mla_perf row: b requests of isl new tokens, n local heads:
+// FLOPs 2bn(192 + 128) x causal pairs; bytes q, k, v read and out written at 2 B
+// (the unabsorbed prefill's inputs) plus the latent cache write (576 per token at
+// the KV dtype); rate mla_dtype.
+OpCost ContextMlaFloor(double b, double isl, double n, const std::string& mla_dtype, const std::string& kv_cache_dtype);
+// Floor of a generation_mla_perf row (absorbed decode): isl + step cached tokens,
+// FLOPs 2bn(576 + 512) per key; bytes the latent cache (576 per key at the KV
+// dtype) plus q (576) and out (512) at 2 B per head; rate fp8 with an fp8 cache,
+// else mla_dtype (the faster peak keeps the floor a lower bound).
+OpCost GenerationMlaFloor(double b, double isl, double step, double n, const std::string& mla_dtype,
+                          const std::string& kv_cache_dtype);
+// Floor of an mla_bmm_perf row: per head a [t x 128] x [128 x 512] (mla_gen_pre) or
+// [t x 512] x [512 x 128] (mla_gen_post) product: FLOPs 2tn x 128 x 512; bytes the
+// weights and the input at DtypeBytes(bmm_dtype), the output at 2 B; rate bmm_dtype.
+// Error for another op name.
+OpCost MlaBmmFloor(const std::string& op_name, const std::string& bmm_dtype, double t, double n);
+
 // ---------------------------------------------------------------- MoE (moe_perf)
 
 // Roofline of `tokens` tokens through experts of (hidden, inter) on rank 0 of

@@ -29,6 +29,20 @@ OpCost GenerationAttentionCost(const Params& p) {
                                   p.Str("attn_dtype"), p.Str("kv_cache_dtype"));
 }
 
+OpCost ContextMlaCost(const Params& p) {
+  return ContextMlaFloor(p.Num("batch_size"), p.Num("isl"), p.Num("num_heads"), p.Str("mla_dtype"),
+                         p.Str("kv_cache_dtype"));
+}
+
+OpCost GenerationMlaCost(const Params& p) {
+  return GenerationMlaFloor(p.Num("batch_size"), p.Num("isl"), p.Num("step"), p.Num("num_heads"), p.Str("mla_dtype"),
+                            p.Str("kv_cache_dtype"));
+}
+
+OpCost MlaBmmCost(const Params& p) {
+  return MlaBmmFloor(p.Str("op_name"), p.Str("bmm_dtype"), p.Num("num_tokens"), p.Num("num_heads"));
+}
+
 OpCost ElementwiseRowCost(const Params& p) {
   return ElementwiseCost(p.Str("op_name"), p.Str("dtype"), p.Num("num_tokens"), p.Num("hidden_size"));
 }
@@ -89,6 +103,27 @@ std::vector<TableSpec> BuildSpecs() {
     specs[i].load_key_ignored = {"beam_width"};
     specs[i].load_key_defaults = {{"window_size", Value(std::int64_t{0})}};
   }
+  // MLA (AIC's schemas, upstream/aic-collector.md §4.7-4.8): num_heads is the local
+  // head count of a GPU, tp_size the tensor parallelism that gave it (the loader
+  // keys rows by the local count; kernels of equal local heads are the same).
+  std::vector<ColumnSpec> mla_keys = {{"mla_dtype", VT::kString}, {"kv_cache_dtype", VT::kString},
+                                      {"num_heads", VT::kInt64},  {"batch_size", VT::kInt64},
+                                      {"isl", VT::kInt64},        {"tp_size", VT::kInt64},
+                                      {"step", VT::kInt64}};
+  specs.push_back(TableSpec{"context_mla_perf", "mla", mla_keys, false, ContextMlaCost});
+  specs.push_back(TableSpec{"generation_mla_perf", "mla", mla_keys, false, GenerationMlaCost});
+  for (std::size_t i = specs.size() - 2; i < specs.size(); ++i) {
+    specs[i].key_minimum = {{"step", 0}};
+    specs[i].load_key_op_name = false;
+    specs[i].load_key_ignored = {"tp_size"};
+    specs[i].slice_columns = {"kv_cache_dtype"};
+  }
+  // op_name mla_gen_pre (q_nope x W_UK per head) or mla_gen_post (out x W_UV).
+  specs.push_back(TableSpec{"mla_bmm_perf",
+                            "mla_bmm",
+                            {{"bmm_dtype", VT::kString}, {"num_tokens", VT::kInt64}, {"num_heads", VT::kInt64}},
+                            false,
+                            MlaBmmCost});
   specs.push_back(TableSpec{"elementwise_perf",
                             "elementwise",
                             {{"dtype", VT::kString}, {"num_tokens", VT::kInt64}, {"hidden_size", VT::kInt64}},

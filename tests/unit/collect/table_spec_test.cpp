@@ -117,6 +117,53 @@ TEST(TableSpecTest, GenerationAttentionReadsThePastKeysCappedByWindow) {
   EXPECT_DOUBLE_EQ(w.flops, 4.0 * 2 * 4 * 16 * 32);
 }
 
+Params Mla(std::int64_t b, std::int64_t isl, std::int64_t n, std::int64_t step, const char* kv) {
+  return Params{{"mla_dtype", std::string("bfloat16")},
+                {"kv_cache_dtype", std::string(kv)},
+                {"num_heads", n},
+                {"batch_size", b},
+                {"isl", isl},
+                {"tp_size", 128 / n},
+                {"step", step}};
+}
+
+TEST(TableSpecTest, ContextMlaCountsCausalPairsAndTheLatentWrite) {
+  const TableSpec& ctx = Spec("context_mla_perf");
+  // b 2, s 4 (10 causal pairs), 16 heads: 2 * 2 * 16 * (192 + 128) * 10 FLOPs.
+  OpCost c = ctx.cost(Mla(2, 4, 16, 0, "fp8"));
+  EXPECT_DOUBLE_EQ(c.flops, 2.0 * 2 * 16 * 320 * 10);
+  // q, k (192), v, out (128) at 2 B per head and token, plus 576 latent bytes per token in fp8.
+  EXPECT_DOUBLE_EQ(c.bytes, 2.0 * 4 * 16 * (2 * 192 + 2 * 128) * 2 + 2.0 * 4 * 576);
+  EXPECT_EQ(c.compute_dtype, "bfloat16");
+}
+
+TEST(TableSpecTest, GenerationMlaReadsTheLatentCacheOnce) {
+  const TableSpec& gen = Spec("generation_mla_perf");
+  // isl 1 + step 127 = 128 keys shared by all 8 heads of a request.
+  OpCost c = gen.cost(Mla(3, 1, 8, 127, "bfloat16"));
+  EXPECT_DOUBLE_EQ(c.flops, 2.0 * 3 * 8 * (576 + 512) * 128);
+  EXPECT_DOUBLE_EQ(c.bytes, 3.0 * 128 * 576 * 2 + 3.0 * 8 * (576 + 512) * 2);
+  EXPECT_EQ(c.compute_dtype, "bfloat16");
+  EXPECT_EQ(gen.cost(Mla(3, 1, 8, 127, "fp8")).compute_dtype, "fp8");
+}
+
+TEST(TableSpecTest, MlaBmmCostsPerOpNameAndUnknownOpThrows) {
+  const TableSpec& bmm = Spec("mla_bmm_perf");
+  Params pre{{"op_name", std::string("mla_gen_pre")},
+             {"bmm_dtype", std::string("fp8")},
+             {"num_tokens", std::int64_t{10}},
+             {"num_heads", std::int64_t{4}}};
+  OpCost c = bmm.cost(pre);
+  EXPECT_DOUBLE_EQ(c.flops, 2.0 * 10 * 4 * 128 * 512);
+  EXPECT_DOUBLE_EQ(c.bytes, 4.0 * (128 * 512 + 10 * 128 + 10 * 512 * 2));
+  Params post = pre;
+  post.Set("op_name", std::string("mla_gen_post"));
+  EXPECT_DOUBLE_EQ(bmm.cost(post).bytes, 4.0 * (512 * 128 + 10 * 512 + 10 * 128 * 2));
+  Params bad = pre;
+  bad.Set("op_name", std::string("mla_gen_mid"));
+  EXPECT_TRUE(HasText(ThrownMessage<Error>([&] { bmm.cost(bad); }), "mla_gen_pre or mla_gen_post"));
+}
+
 TEST(TableSpecTest, ElementwiseCostsPerOpAndUnknownOpThrows) {
   const TableSpec& ew = Spec("elementwise_perf");
   auto cost = [&](const std::string& op) {
