@@ -250,14 +250,15 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::BuildGraph(const SdpaShape& s, bool output
   const char* what = g.fp8 ? (g.out_fp8 ? "fp8 SDPA (e4m3 O)" : "fp8 SDPA (bf16 O)") : "SDPA";
 
   const std::int64_t B = s.batch, S = s.seq, H = s.num_heads, HK = s.num_kv_heads, D = s.head_dim;
+  const std::int64_t DV = s.head_dim_v > 0 ? s.head_dim_v : D;  // V and O (MLA prefill: 128 against 192)
   try {
     const cudnnDataType_t io = g.fp8 ? CUDNN_DATA_FP8_E4M3 : CUDNN_DATA_BFLOAT16;
     const cudnnDataType_t o_type = g.out_fp8 ? CUDNN_DATA_FP8_E4M3 : CUDNN_DATA_BFLOAT16;
     // Caller tensors, logical [b, h, s, d] over "bshd" memory; Kᵀ as [b, hk, d, s].
     auto q = g.Tensor(kUidQ, io, {B, H, S, D}, {S * H * D, D, H * D, 1}, false);
     auto kt = g.Tensor(kUidK, io, {B, HK, D, S}, {S * HK * D, D, 1, HK * D}, false);
-    auto v = g.Tensor(kUidV, io, {B, HK, S, D}, {S * HK * D, D, HK * D, 1}, false);
-    auto o = g.Tensor(kUidO, o_type, {B, H, S, D}, {S * H * D, D, H * D, 1}, false);
+    auto v = g.Tensor(kUidV, io, {B, HK, S, DV}, {S * HK * DV, DV, HK * DV, 1}, false);
+    auto o = g.Tensor(kUidO, o_type, {B, H, S, DV}, {S * H * DV, DV, H * DV, 1}, false);
     g.virtual_stats = g.fp8 && fp8_options.virtual_stats;
     auto stats = g.virtual_stats ? g.Virtual(CUDNN_DATA_FLOAT, {B, H, S, 1}, {H * S, S, 1, 1})
                                  : g.Tensor(kUidStats, CUDNN_DATA_FLOAT, {B, H, S, 1}, {H * S, S, 1, 1}, false);
@@ -348,7 +349,7 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::BuildGraph(const SdpaShape& s, bool output
       ops.push_back(
           g.Pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, probs, g.DeviceScalar(kUidScaleS), nullptr, probs8));
       // O' = P8·V in fp32, × descale_s × descale_v, its amax, × scale_o into O.
-      const std::vector<std::int64_t> od = {B, H, S, D}, os = {H * S * D, S * D, D, 1};
+      const std::vector<std::int64_t> od = {B, H, S, DV}, os = {H * S * DV, S * DV, DV, 1};
       auto pv = g.Virtual(CUDNN_DATA_FLOAT, od, os);
       ops.push_back(g.Matmul(probs8, v, pv));
       auto by_v = times(times(pv, kUidDescaleS, od, os), kUidDescaleV, od, os);

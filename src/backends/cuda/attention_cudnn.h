@@ -27,8 +27,9 @@
 // descale_* / scale_* are device fp32 scalars (fp32 [1,1,1,1]); amax_s and amax_o
 // are device fp32 scalars written by the call.
 //
-// Layouts (row-major, "bshd"): q and o [batch][seq][num_heads][head_dim], k and v
-// [batch][seq][num_kv_heads][head_dim], bf16 or e4m3. Query head h reads KV head
+// Layouts (row-major, "bshd"): q [batch][seq][num_heads][head_dim], k
+// [batch][seq][num_kv_heads][head_dim], v [batch][seq][num_kv_heads][head_dim_v], o
+// [batch][seq][num_heads][head_dim_v], bf16 or e4m3. Query head h reads KV head
 // h / (num_heads / num_kv_heads).
 
 #include <cuda_runtime.h>
@@ -48,9 +49,10 @@ struct SdpaShape {
   std::int64_t seq = 1;
   std::int64_t num_heads = 1;
   std::int64_t num_kv_heads = 1;
-  std::int64_t head_dim = 128;
-  std::int64_t window = 0;  // 0: full causal
+  std::int64_t head_dim = 128;  // Q and K (the softmax scale is 1/sqrt(head_dim))
+  std::int64_t window = 0;      // 0: full causal
   SdpaDtype dtype = SdpaDtype::kBf16;
+  std::int64_t head_dim_v = 0;  // V and O; 0: head_dim (MLA prefill: 128 with Q/K 192)
 };
 
 // The fp8 graph's scalars, each a device fp32 (16-byte aligned). Real values are

@@ -7,6 +7,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/elementwise_ops.h"
 #include "backends/cuda/gemm_ops.h"
+#include "backends/cuda/mla_ops.h"
 #include "backends/cuda/moe_ops.h"
 
 namespace servecast::cuda {
@@ -18,6 +19,7 @@ void RegisterCudaBackend(collect::Registry& registry) {
   RegisterAttentionOps(registry);
   RegisterCommOps(registry);
   RegisterMoeOps(registry);
+  RegisterMlaOps(registry);
 }
 
 }  // namespace servecast::cuda
