@@ -1,12 +1,14 @@
 // MLA decode and prefill cache write (mla_kernels.h).
 //
-// Decode kernel (mla_decode): one CTA per (head block, KV split, sequence), 8 warps.
-// The query rows of the head block sit in shared memory for the whole split; the
-// latent cache streams through a two-stage cp.async ring of 32-token tiles (fp8
-// tiles are converted to bf16 in shared memory, exactly: e4m3 fits bf16). Per tile:
-//   scores  S = Q · Cᵀ    (rows = heads, 576 deep): mma.sync m16n8k16, warp w owns
-//                          token columns 8(w mod 4).. of the tile (with 16 heads the
-//                          two warp halves each take half of the 576);
+// Decode kernel (mla_decode): one CTA per (head block, KV split, sequence), 8 warps,
+// one CTA per SM. The query rows of the head block are loaded once (into registers
+// for 16 and 32 heads, kept in shared memory for 64); the latent cache streams
+// through a cp.async ring of 32-token tiles, 3 to 8 deep so that enough bytes are in
+// flight (fp8 tiles are converted to bf16 in shared memory, exactly: e4m3 fits
+// bf16). Per tile:
+//   scores  S = Q · Cᵀ    (rows = heads, 576 deep): mma.sync m16n8k16; warp w takes
+//                          one 16-row tile, 8, 16 or 32 token columns (16, 32, 64 heads) and
+//                          one half of the 576 (the halves add in the softmax);
 //   softmax online per head row (running max and sum in shared memory), P in bf16;
 //   values  O += P · C[:, 0:512]: warp w owns output columns 64w .. 64w + 63 of
 //                          every head row (its accumulators stay in registers).
@@ -103,27 +105,29 @@ struct DecodeArgs {
 template <int HT, bool kFp8>
 struct DecodeSmem {
   static constexpr int kRows = 16 * HT;
-  static constexpr int kSplitK = HT == 1 ? 2 : 1;  // 16 heads: warp halves split the 576
   static constexpr int kStageBytes = kFp8 ? kTile * kMlaCacheDim : kTile * kRow * 2;
+  // Tiles in the ring: as many as one CTA per SM holds (<= 227 KiB with the rest), so
+  // that enough bytes are in flight to keep HBM busy (fp8 tiles are half the size).
+  static constexpr int kStages = kFp8 ? (HT == 1 ? 8 : HT == 2 ? 6 : 4) : (HT == 4 ? 3 : 4);
   static constexpr int kQ = 0;
-  static constexpr int kStages = kQ + kRows * kRow * 2;
-  static constexpr int kConv = kStages + 2 * kStageBytes;  // fp8: the bf16 tile
+  static constexpr int kRing = kQ + kRows * kRow * 2;
+  static constexpr int kConv = kRing + kStages * kStageBytes;  // fp8: the bf16 tile
   static constexpr int kS = kConv + (kFp8 ? kTile * kRow * 2 : 0);
-  static constexpr int kP = kS + kSplitK * kRows * kTile * 4;
+  static constexpr int kP = kS + 2 * kRows * kTile * 4;  // two partial score tiles (the 576 halves)
   static constexpr int kStats = kP + kRows * kPRow * 2;
   static constexpr int kBytes = kStats + 3 * kRows * 4;
+  static_assert(kBytes <= 227 * 1024, "one CTA per SM");
 };
 
 template <int HT, bool kFp8>
-// 16 heads: two CTAs per SM (shared memory allows it; the registers are held to it).
-__global__ void __launch_bounds__(kThreads, HT == 1 ? 2 : 1) mla_decode(const __grid_constant__ DecodeArgs a) {
+__global__ void __launch_bounds__(kThreads, 1) mla_decode(const __grid_constant__ DecodeArgs a) {
   using L = DecodeSmem<HT, kFp8>;
   constexpr int R = L::kRows;
   constexpr int EB = kFp8 ? 1 : 2;
   constexpr int kRowChunks = kMlaCacheDim * EB / 16;  // 72 bf16, 36 fp8
   extern __shared__ __align__(128) unsigned char smem[];
   __nv_bfloat16* qs = reinterpret_cast<__nv_bfloat16*>(smem + L::kQ);
-  unsigned char* stages = smem + L::kStages;
+  unsigned char* stages = smem + L::kRing;
   float* ss = reinterpret_cast<float*>(smem + L::kS);
   __nv_bfloat16* ps = reinterpret_cast<__nv_bfloat16*>(smem + L::kP);
   float* row_m = reinterpret_cast<float*>(smem + L::kStats);
@@ -161,8 +165,28 @@ __global__ void __launch_bounds__(kThreads, HT == 1 ? 2 : 1) mla_decode(const __
       CopyAsync16(d, valid ? src + static_cast<std::size_t>(r) * kMlaCacheDim * EB + k * 16 : src, valid);
     }
   };
-  if (t_begin < t_end) load_tile(t_begin, 0);
-  CopyAsyncCommit();
+  CopyAsyncCommit();  // the query rows: their own group, waited for before the first tile
+  // The ring's first kStages - 1 tiles (empty groups past the split's end keep the count).
+#pragma unroll
+  for (int i = 0; i < L::kStages - 1; ++i) {
+    if (t_begin + i < t_end) load_tile(t_begin + i, i);
+    CopyAsyncCommit();
+  }
+
+  // Scores: warp w takes row tile w mod HT, token tiles ((w / HT) mod NG) x NT .. of
+  // the 32-token tile, and half w / 4 of the 576 (the two halves add in the softmax).
+  constexpr int NG = 4 / HT, NT = 4 / NG, kSteps = kMlaCacheDim / 2 / 16;  // 18 k-steps a half
+  constexpr bool kQInRegs = HT <= 2;  // 72 registers; the 64-head tile reads Q from shared memory
+  const int s_mt = warp % HT, s_ng = (warp / HT) % NG, s_half = warp / 4;
+  const int k_begin = s_half * (kMlaCacheDim / 2);
+  [[maybe_unused]] unsigned qf[kQInRegs ? kSteps : 1][4];
+  if constexpr (kQInRegs) {
+    CopyAsyncWait<L::kStages - 1>();  // the query group is complete
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k)
+      LdMatrixX4(qf[k], qs + (s_mt * 16 + (lane & 15)) * kRow + k_begin + k * 16 + (lane >> 4) * 8);
+  }
 
   float acc[HT][8][4];
 #pragma unroll
@@ -171,10 +195,13 @@ __global__ void __launch_bounds__(kThreads, HT == 1 ? 2 : 1) mla_decode(const __
     for (int j = 0; j < 8; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
 
   for (int t = t_begin; t < t_end; ++t) {
-    const int stage = (t - t_begin) & 1;
-    if (t + 1 < t_end) load_tile(t + 1, stage ^ 1);
+    const int stage = (t - t_begin) % L::kStages;
+    {
+      const int ahead = t + L::kStages - 1;
+      if (ahead < t_end) load_tile(ahead, (ahead - t_begin) % L::kStages);
+    }
     CopyAsyncCommit();
-    CopyAsyncWait<1>();
+    CopyAsyncWait<L::kStages - 1>();
     __syncthreads();
     const __nv_bfloat16* ks;
     if constexpr (kFp8) {
@@ -196,36 +223,42 @@ __global__ void __launch_bounds__(kThreads, HT == 1 ? 2 : 1) mla_decode(const __
       ks = reinterpret_cast<const __nv_bfloat16*>(stages + stage * L::kStageBytes);
     }
 
-    // Scores: warp w, token columns 8 (w mod 4) .. + 7; row tiles {w / 4, w / 4 + 2, ..}
-    // (16 heads: the one row tile, the 576 split between the warp halves).
     {
-      constexpr int MT = HT == 1 ? 1 : HT / 2;
-      const int n_tile = warp % 4, grp = warp / 4;
-      float sacc[MT][4];
+      float sacc[NT][4];
 #pragma unroll
-      for (int j = 0; j < MT; ++j) sacc[j][0] = sacc[j][1] = sacc[j][2] = sacc[j][3] = 0.f;
-      constexpr int kDepth = kMlaCacheDim / L::kSplitK;
-      const int k_begin = L::kSplitK == 2 ? grp * kDepth : 0;
-#pragma unroll 4
-      for (int k0 = k_begin; k0 < k_begin + kDepth; k0 += 16) {
-        unsigned bf[2];
-        LdMatrixX2(bf, ks + (n_tile * 8 + (lane & 7)) * kRow + k0 + ((lane >> 3) & 1) * 8);
+      for (int j = 0; j < NT; ++j) sacc[j][0] = sacc[j][1] = sacc[j][2] = sacc[j][3] = 0.f;
+      const int n_row0 = s_ng * NT * 8;
 #pragma unroll
-        for (int j = 0; j < MT; ++j) {
-          const int mt = HT == 1 ? 0 : grp + 2 * j;
-          unsigned af[4];
-          LdMatrixX4(af, qs + (mt * 16 + (lane & 15)) * kRow + k0 + (lane >> 4) * 8);
-          Mma16816(sacc[j], af, bf[0], bf[1]);
+      for (int k = 0; k < kSteps; ++k) {
+        const int k0 = k_begin + k * 16;
+        unsigned af[4];
+        if constexpr (kQInRegs) {
+          af[0] = qf[k][0], af[1] = qf[k][1], af[2] = qf[k][2], af[3] = qf[k][3];
+        } else {
+          LdMatrixX4(af, qs + (s_mt * 16 + (lane & 15)) * kRow + k0 + (lane >> 4) * 8);
+        }
+        if constexpr (NT == 1) {
+          unsigned bf[2];
+          LdMatrixX2(bf, ks + (n_row0 + (lane & 7)) * kRow + k0 + ((lane >> 3) & 1) * 8);
+          Mma16816(sacc[0], af, bf[0], bf[1]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < NT; j += 2) {  // two token tiles per ldmatrix.x4
+            unsigned bf[4];
+            LdMatrixX4(bf, ks + (n_row0 + j * 8 + (lane & 7) + ((lane >> 4) & 1) * 8) * kRow + k0 +
+                               ((lane >> 3) & 1) * 8);
+            Mma16816(sacc[j], af, bf[0], bf[1]);
+            Mma16816(sacc[j + 1], af, bf[2], bf[3]);
+          }
         }
       }
-      float* dst = ss + (L::kSplitK == 2 ? grp * R * kTile : 0);
+      float* dst = ss + s_half * R * kTile;
+      const int row = s_mt * 16 + lane / 4;
 #pragma unroll
-      for (int j = 0; j < MT; ++j) {
-        const int row = (HT == 1 ? 0 : grp + 2 * j) * 16 + lane / 4, col = n_tile * 8 + 2 * (lane % 4);
-        dst[row * kTile + col] = sacc[j][0];
-        dst[row * kTile + col + 1] = sacc[j][1];
-        dst[(row + 8) * kTile + col] = sacc[j][2];
-        dst[(row + 8) * kTile + col + 1] = sacc[j][3];
+      for (int j = 0; j < NT; ++j) {
+        const int col = n_row0 + j * 8 + 2 * (lane % 4);
+        *reinterpret_cast<float2*>(dst + row * kTile + col) = make_float2(sacc[j][0], sacc[j][1]);
+        *reinterpret_cast<float2*>(dst + (row + 8) * kTile + col) = make_float2(sacc[j][2], sacc[j][3]);
       }
     }
     __syncthreads();
@@ -239,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, HT == 1 ? 2 : 1) mla_decode(const __
       for (int c = 0; c < CPT; ++c) {
         const int col = part * CPT + c;
         float v = ss[r * kTile + col];
-        if constexpr (L::kSplitK == 2) v += ss[R * kTile + r * kTile + col];
+        v += ss[R * kTile + r * kTile + col];
         v = tok0 + col < a.tokens ? v * a.score_scale_log2 : -INFINITY;
         s[c] = v;
         mx = fmaxf(mx, v);
