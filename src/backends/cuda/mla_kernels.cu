@@ -1,14 +1,14 @@
 // MLA decode and prefill cache write (mla_kernels.h).
 //
 // Decode kernel (mla_decode): one CTA per (head block, KV split, sequence), 8 warps,
-// one CTA per SM. The query rows of the head block are loaded once (into registers
-// for 16 and 32 heads, kept in shared memory for 64); the latent cache streams
-// through a cp.async ring of 32-token tiles, 3 to 8 deep so that enough bytes are in
-// flight (fp8 tiles are converted to bf16 in shared memory, exactly: e4m3 fits
-// bf16). Per tile:
+// two CTAs per SM for 16 heads, one for 32 and 64. The query rows of the head block
+// are loaded once (into registers for 32 heads, kept in shared memory otherwise); the
+// latent cache streams through a cp.async ring of 32-token tiles, 2 to 6 deep (fp8
+// tiles are converted to bf16 in shared memory, exactly: e4m3 fits bf16). Per tile:
 //   scores  S = Q · Cᵀ    (rows = heads, 576 deep): mma.sync m16n8k16; warp w takes
-//                          one 16-row tile, 8, 16 or 32 token columns (16, 32, 64 heads) and
-//                          one half of the 576 (the halves add in the softmax);
+//                          one 16-row tile, 8, 16 or 32 token columns (16, 32, 64
+//                          heads) and one half of the 576 (the halves add in the
+//                          softmax);
 //   softmax online per head row (running max and sum in shared memory), P in bf16;
 //   values  O += P · C[:, 0:512]: warp w owns output columns 64w .. 64w + 63 of
 //                          every head row (its accumulators stay in registers).
@@ -106,9 +106,11 @@ template <int HT, bool kFp8>
 struct DecodeSmem {
   static constexpr int kRows = 16 * HT;
   static constexpr int kStageBytes = kFp8 ? kTile * kMlaCacheDim : kTile * kRow * 2;
-  // Tiles in the ring: as many as one CTA per SM holds (<= 227 KiB with the rest), so
-  // that enough bytes are in flight to keep HBM busy (fp8 tiles are half the size).
-  static constexpr int kStages = kFp8 ? (HT == 1 ? 8 : HT == 2 ? 6 : 4) : (HT == 4 ? 3 : 4);
+  // Tiles in the ring. 16 heads: two CTAs per SM with two stages each (their barriers
+  // and dependent mma chains interleave; one CTA with a deeper ring measured 15% slower
+  // on the H200). 32 and 64 heads: one CTA per SM with as deep a ring as fits.
+  static constexpr int kCtasPerSm = HT == 1 ? 2 : 1;
+  static constexpr int kStages = HT == 1 ? 2 : kFp8 ? (HT == 2 ? 6 : 4) : (HT == 4 ? 3 : 4);
   static constexpr int kQ = 0;
   static constexpr int kRing = kQ + kRows * kRow * 2;
   static constexpr int kConv = kRing + kStages * kStageBytes;  // fp8: the bf16 tile
@@ -116,11 +118,11 @@ struct DecodeSmem {
   static constexpr int kP = kS + 2 * kRows * kTile * 4;  // two partial score tiles (the 576 halves)
   static constexpr int kStats = kP + kRows * kPRow * 2;
   static constexpr int kBytes = kStats + 3 * kRows * 4;
-  static_assert(kBytes <= 227 * 1024, "one CTA per SM");
+  static_assert(kCtasPerSm * (kBytes + 1024) <= 228 * 1024, "the CTAs per SM fit in shared memory");
 };
 
 template <int HT, bool kFp8>
-__global__ void __launch_bounds__(kThreads, 1) mla_decode(const __grid_constant__ DecodeArgs a) {
+__global__ void __launch_bounds__(kThreads, DecodeSmem<HT, kFp8>::kCtasPerSm) mla_decode(const __grid_constant__ DecodeArgs a) {
   using L = DecodeSmem<HT, kFp8>;
   constexpr int R = L::kRows;
   constexpr int EB = kFp8 ? 1 : 2;
@@ -176,7 +178,9 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode(const __grid_constant_
   // Scores: warp w takes row tile w mod HT, token tiles ((w / HT) mod NG) x NT .. of
   // the 32-token tile, and half w / 4 of the 576 (the two halves add in the softmax).
   constexpr int NG = 4 / HT, NT = 4 / NG, kSteps = kMlaCacheDim / 2 / 16;  // 18 k-steps a half
-  constexpr bool kQInRegs = HT <= 2;  // 72 registers; the 64-head tile reads Q from shared memory
+  // 32 heads: the query fragments in 72 registers; 16 heads (two CTAs per SM, 128
+  // registers a thread) and 64 (the accumulators take 128) read them from shared memory.
+  constexpr bool kQInRegs = HT == 2;
   const int s_mt = warp % HT, s_ng = (warp / HT) % NG, s_half = warp / 4;
   const int k_begin = s_half * (kMlaCacheDim / 2);
   [[maybe_unused]] unsigned qf[kQInRegs ? kSteps : 1][4];

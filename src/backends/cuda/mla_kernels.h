@@ -59,8 +59,8 @@ struct MlaDecodePlan {
 // The head tile covers the local heads where it can (16 up to 16 heads, 32 up to 32,
 // else 64); the split count minimizes a wave model (waves of resident CTAs times the
 // tiles per split, plus the combine kernel's pass when split), at most 64 splits.
-// Resident CTAs per SM (one: each configuration fills the shared memory with its
-// ring) come from the CUDA occupancy calculator on the current device.
+// Resident CTAs per SM (two for 16 heads, one for 32 and 64) come from the CUDA
+// occupancy calculator on the current device.
 MlaDecodePlan PlanMlaDecode(const MlaDecodeShape& s, int multiprocessors, KvDtype kv_dtype);
 
 // Enqueues the decode (and the combine when plan.splits > 1) on `stream`; checks the
