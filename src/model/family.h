@@ -72,6 +72,13 @@ class ModelFamily {
   // grouped-query attention: ceil(n_kv / tp) x d x L x 2 (K and V), not divided
   // by pp (AIC §3.5).
   virtual double KvElemsPerToken(const ModelConfig& m, const ParallelConfig& p) const;
+  // Activation bytes beyond the engine profile's coefficient rule for a pass of
+  // `tokens` tokens on one GPU (DeepSeek: the MoE block-scale dispatch
+  // workspace); the default is none.
+  virtual double WorkspaceBytes(const ModelConfig& m, const ParallelConfig& p, double tokens) const {
+    (void)m, (void)p, (void)tokens;
+    return 0;
+  }
   // The key of the engine profiles' activation coefficients ("dense", "moe").
   virtual const char* ActivationKey() const = 0;
 };

@@ -101,7 +101,7 @@ TEST(BundledModels, EveryOneLoadsWithAFamilyAndConsistentShapes) {
     EXPECT_EQ(m.num_experts > 0, moe_like);
     EXPECT_EQ(m.experts_per_token > 0, moe_like);
     const std::string expected_family =
-        id.find("DeepSeek") != std::string::npos ? "deepseek"
+        id.find("DeepSeek") != std::string::npos || id.find("Kimi") != std::string::npos ? "deepseek"
         : (id.find("A22B") != std::string::npos || id.find("A3B") != std::string::npos ||
            id.find("Mixtral") != std::string::npos || id.find("gpt-oss") != std::string::npos)
             ? "moe"
