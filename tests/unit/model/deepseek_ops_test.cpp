@@ -88,7 +88,9 @@ TEST_P(DeepSeekTp, MlaShapesFollowTp) {
   EXPECT_EQ(moe.distribution, "power_law_1.01");
   EXPECT_EQ(Find(l.context, "context_router_gemm").scale, 58);
   EXPECT_EQ(Find(l.context, "context_shared_gate_ffn1_gemm").n, 2 * 2048 / tp);
-  if (tp > 1) EXPECT_EQ(Find(l.context, "context_moe_pre_dispatch").scale, 58);
+  if (tp > 1) {
+    EXPECT_EQ(Find(l.context, "context_moe_pre_dispatch").scale, 58);
+  }
   // Vocabulary split by tp; the context computes each request's last token.
   EXPECT_EQ(Find(l.context, "context_logits_gemm").n, (129280 + tp - 1) / tp);
   EXPECT_EQ(Find(l.context, "context_logits_gemm").tokens, TokenRule::kPerRequest);

@@ -1,0 +1,140 @@
+// DeepSeek end to end with the real binary: a missing MLA table is an error that
+// names the table and the collector op to run (not a crash); and `validate` on
+// disaggregated DeepSeek-V3 rows of h200_dev2.csv whose batch fields are removed
+// derives each decode rank's batch from silicon_concurrency=N and predicts what
+// the original rows predict (AIC's H200 tables in ../shared; skipped without them).
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "process.h"
+
+namespace servecast::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+const std::string kDsBin = SERVECAST_BIN;
+const std::string kDsSource = SERVECAST_SOURCE_DIR;
+
+std::string Show(const ProcessResult& r) {
+  return "exit " + std::to_string(r.exit_code) + "\n--- stdout\n" + r.out + "\n--- stderr\n" + r.err;
+}
+
+TEST(DeepSeekE2e, MissingMlaTableNamesTheTableAndTheCollectorOp) {
+  // The moe/1 fixture has GEMM, attention and MoE tables but no MLA table.
+  const ProcessResult r = RunProcess(
+      {kDsBin, "estimate", "--model", "tests/goldens/models/tiny-deepseek", "--system", "tiny_gpu", "--systems",
+       "tests/goldens/systems", "--data-root", "tests/goldens/data", "--data", "moe/1", "--backend", "trtllm", "--mode",
+       "static", "--tp", "2", "--moe-ep", "2", "--batch", "2", "--isl", "64", "--osl", "2"},
+      120, kDsSource);
+  EXPECT_NE(r.exit_code, 0) << Show(r);
+  EXPECT_LT(r.exit_code, 128) << Show(r);  // an error, not a signal
+  EXPECT_NE(r.err.find("context_mla_perf is not in the data source"), std::string::npos) << Show(r);
+  EXPECT_NE(r.err.find("--ops mla_context"), std::string::npos) << Show(r);
+}
+
+TEST(DeepSeekE2e, GoldenDataAnswersWithMlaOps) {
+  const ProcessResult r = RunProcess(
+      {kDsBin, "estimate", "--model", "tests/goldens/models/tiny-deepseek", "--system", "tiny_gpu", "--systems",
+       "tests/goldens/systems", "--data-root", "tests/goldens/data", "--data", "deepseek/1", "--backend", "sglang",
+       "--mode", "static", "--tp", "2", "--moe-ep", "2", "--batch", "2", "--isl", "64", "--osl", "2", "--json"},
+      120, kDsSource);
+  ASSERT_EQ(r.exit_code, 0) << Show(r);
+  const Json doc = Json::parse(r.out);
+  EXPECT_EQ(doc["model"]["family"], "deepseek");
+  bool bmm = false, mla = false;
+  for (const Json& op : doc["generation"]["ops"]) {
+    bmm = bmm || op["kind"] == "mla_bmm";
+    mla = mla || op["kind"] == "generation_mla";
+  }
+  EXPECT_TRUE(bmm && mla) << r.out;
+}
+
+// The CSV header and the disagg DeepSeek-V3 rows of h200_dev2.csv (first `n`).
+std::vector<std::string> DevRows(const std::string& path, std::string& header, std::size_t n) {
+  std::ifstream in(path);
+  std::getline(in, header);
+  std::vector<std::string> rows;
+  std::string line;
+  while (rows.size() < n && std::getline(in, line))
+    if (line.find("deepseek-ai/DeepSeek-V3") != std::string::npos && line.find(",disagg,") != std::string::npos)
+      rows.push_back(line);
+  return rows;
+}
+
+std::vector<std::string> Split(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream ss(line);
+  std::string f;
+  while (std::getline(ss, f, ',')) out.push_back(f);
+  if (!line.empty() && line.back() == ',') out.push_back("");
+  return out;
+}
+
+std::string Join(const std::vector<std::string>& f) {
+  std::string s;
+  for (std::size_t i = 0; i < f.size(); ++i) s += (i ? "," : "") + f[i];
+  return s;
+}
+
+TEST(DeepSeekE2e, DisaggRowsWithOnlyTheConcurrencyDeriveTheDecodeBatch) {
+  const std::string shared = kDsSource + "/../shared/reference";
+  const std::string dev = shared + "/silicon/h200_dev2.csv";
+  if (!fs::exists(dev) || !fs::exists(shared + "/aic-h200-more")) GTEST_SKIP() << "no ../shared reference data";
+  std::string header;
+  const std::vector<std::string> rows = DevRows(dev, header, 4);
+  ASSERT_EQ(rows.size(), 4u);
+  const std::vector<std::string> cols = Split(header);
+  auto col = [&](const std::string& name) {
+    for (std::size_t i = 0; i < cols.size(); ++i)
+      if (cols[i] == name) return i;
+    ADD_FAILURE() << "no column " << name;
+    return std::size_t{0};
+  };
+  // Copies without batch_size / decode_batch_size: only silicon_concurrency=N remains.
+  std::string text = header + "\n";
+  for (const std::string& row : rows) text += row + "\n";
+  for (const std::string& row : rows) {
+    std::vector<std::string> f = Split(row);
+    f[col("id")] += "_nobatch";
+    f[col("batch_size")] = "";
+    f[col("decode_batch_size")] = "";
+    text += Join(f) + "\n";
+  }
+  const std::string dir = MakeTempDir("deepseek-validate");
+  WriteText(dir + "/rows.csv", text);
+  const ProcessResult r = RunProcess({kDsBin, "validate", "--silicon", dir + "/rows.csv", "--data-root",
+                                      shared + "/aic-parquet", "--data-root", shared + "/aic-h200-more", "--data",
+                                      "trtllm/1.3.0rc20", "--database-mode", "hybrid", "--json"},
+                                     300, kDsSource);
+  ASSERT_EQ(r.exit_code, 0) << Show(r);
+  const Json doc = Json::parse(r.out);
+  ASSERT_EQ(doc["rows"].size(), 8u) << r.out;
+  for (std::size_t i = 0; i < 4; ++i) {
+    const Json& orig = doc["rows"][i];
+    const Json& copy = doc["rows"][i + 4];
+    ASSERT_TRUE(orig["predicted"].get<bool>()) << orig.dump();
+    ASSERT_TRUE(copy["predicted"].get<bool>()) << copy.dump();
+    // decode_batch_size of these rows is concurrency / (decode workers x dp), so the
+    // derived batch is the same and so is every prediction.
+    EXPECT_DOUBLE_EQ(copy["prediction"]["tpot_ms"].get<double>(), orig["prediction"]["tpot_ms"].get<double>())
+        << copy.dump();
+    EXPECT_DOUBLE_EQ(copy["prediction"]["ttft_ms"].get<double>(), orig["prediction"]["ttft_ms"].get<double>())
+        << copy.dump();
+    bool noted = false;
+    for (const Json& n : copy["notes"])
+      noted = noted || n.get<std::string>().find("decode batch derived: concurrency") != std::string::npos;
+    EXPECT_TRUE(noted) << copy.dump();
+  }
+}
+
+}  // namespace
+}  // namespace servecast::testing
