@@ -94,7 +94,6 @@ int RunGenerate(const GenerateArgs& a, const std::function<std::string(const std
   c.isl = in.isl;
   c.osl = in.osl;
   c.kv_fp8 = s.model().quant.kv == "fp8";
-  c.nextn = in.nextn;
   c.memory_fraction = engine.memory.kv_budget.fraction;
   c.total_gpus = a.total_gpus;
   c.gpus_per_node = s.spec().node.gpus_per_node;

@@ -33,6 +33,9 @@ struct SearchKnobs {
   int max_tp = 8;                // largest attention tensor parallelism tried
   bool expert_parallel = false;  // moe_tp x moe_ep over the experts (tp x dp = moe_tp x moe_ep)
   bool attention_dp = false;     // attention data parallelism (dp > 1)
+  // Multi-token prediction: with --nextn N > 0 the search evaluates every point
+  // both with N draft tokens (at --mtp-accepted) and without, and keeps the better.
+  bool mtp = false;
 };
 
 class ModelFamily {

@@ -71,6 +71,7 @@ class DeepSeekFamily final : public ModelFamily {
     k.max_tp = 16;
     k.expert_parallel = true;
     k.attention_dp = true;
+    k.mtp = true;
     return k;
   }
 

@@ -245,7 +245,9 @@ std::string TrtllmExtraConfig(const LaunchContext& c, const model::ParallelConfi
   return s;
 }
 
-std::vector<GeneratedFile> LaunchFiles(const LaunchContext& c, const search::Point& p) {
+std::vector<GeneratedFile> LaunchFiles(const LaunchContext& context, const search::Point& p) {
+  LaunchContext c = context;
+  c.nextn = p.nextn;  // the chosen point's MTP setting (the search may drop MTP)
   std::vector<GeneratedFile> out;
   const bool trt = c.engine == model::Engine::kTrtllm;
   if (p.mode == search::Mode::kAgg) {
