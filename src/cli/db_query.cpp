@@ -150,8 +150,8 @@ perfdb::OpEstimate QueryMla(const Query& q) {
   if (a.op == "context_mla") {
     std::optional<perfdb::ContextMlaTable> t;
     if (q.need_tables) t.emplace(perfdb::ContextMlaTable::FromLoaded(q.db.Table("context_mla_perf"), q.sol));
-    q.out["shape"] = {{"batch", a.batch}, {"seq", a.seq}, {"heads", a.heads}, {"mla_dtype", a.attn_dtype},
-                      {"kv_dtype", a.kv_dtype}};
+    q.out["shape"] = {
+        {"batch", a.batch}, {"seq", a.seq}, {"heads", a.heads}, {"mla_dtype", a.attn_dtype}, {"kv_dtype", a.kv_dtype}};
     return perfdb::EstimateContextMla(q.mode, *q.sol, t ? &*t : nullptr,
                                       {a.batch, a.seq, a.heads, a.attn_dtype, a.kv_dtype});
   }

@@ -62,8 +62,7 @@ class DeepSeekFamily final : public ModelFamily {
   void ValidateParallel(const ModelConfig& m, const ParallelConfig& p, Engine e) const override {
     ValidateExpertParallel(m, p, e);
     if (m.first_k_dense_replace > 0)
-      Require(m.intermediate_size % p.tp == 0, "tp " + std::to_string(p.tp) +
-                                                   " does not divide the dense FFN width " +
+      Require(m.intermediate_size % p.tp == 0, "tp " + std::to_string(p.tp) + " does not divide the dense FFN width " +
                                                    std::to_string(m.intermediate_size) + " of " + m.name);
   }
   SearchKnobs Knobs() const override {

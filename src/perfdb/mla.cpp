@@ -55,9 +55,12 @@ Estimate FromUtil(const UtilGrid& g, std::span<const double> q, double sol) {
 std::string ContextKeyText(const ContextMlaTable::Key& k) {
   return "mla_dtype=" + k.first + ", kv_cache_dtype=" + k.second;
 }
-std::string GenerationKeyText(const GenerationMlaTable::Key& k) { return "kv_cache_dtype=" + k; }
+std::string GenerationKeyText(const GenerationMlaTable::Key& k) {
+  return "kv_cache_dtype=" + k;
+}
 std::string BmmKeyText(const MlaBmmTable::Key& k) {
-  return "op_name=" + std::get<0>(k) + ", bmm_dtype=" + std::get<1>(k) + ", num_heads=" + std::to_string(std::get<2>(k));
+  return "op_name=" + std::get<0>(k) + ", bmm_dtype=" + std::get<1>(k) +
+         ", num_heads=" + std::to_string(std::get<2>(k));
 }
 
 }  // namespace
@@ -83,9 +86,8 @@ ContextMlaTable::ContextMlaTable(const Table& table, std::shared_ptr<const Sol> 
   BuildSlices<Key>(s_, points, name_, {"num_heads", "seq", "batch"}, 1, ContextKeyText, [s](const Key& key) {
     FmhaQuant(key.first);  // an unknown dtype is an Error at load, not at query
     KvCacheBytes(key.second);
-    return GridSolFn([s, key](std::span<const double> x) {
-      return s->ContextMlaMs(x[2], x[1], 0, x[0], key.first, key.second);
-    });
+    return GridSolFn(
+        [s, key](std::span<const double> x) { return s->ContextMlaMs(x[2], x[1], 0, x[0], key.first, key.second); });
   });
 }
 
@@ -228,8 +230,8 @@ Estimate MlaBmmTable::QueryEmpirical(const MlaBmmQuery& q) const {
   // The rows' utils over the rows' own SOL (the bfloat16 rows stand for fp8 as in SILICON).
   const double util = s_.utils.at(key).Lookup(std::span<const double>(x, 1)).util;
   Estimate e;
-  const double sol = sol_->MlaBmmMs(std::get<1>(key), static_cast<double>(q.num_tokens),
-                                    static_cast<double>(q.num_heads));
+  const double sol =
+      sol_->MlaBmmMs(std::get<1>(key), static_cast<double>(q.num_tokens), static_cast<double>(q.num_heads));
   e.latency_ms = sol / util;
   e.sol_fraction = util;
   return e;
@@ -275,21 +277,22 @@ OpEstimate EstimateMla(DatabaseMode mode, double sol_ms, const TableT* table, co
     }
   }
   try {
-    OpEstimate out = answer(table->QueryEmpirical(q), "empirical", "util-empirical over " + table_name + " {" + key + "}");
+    OpEstimate out =
+        answer(table->QueryEmpirical(q), "empirical", "util-empirical over " + table_name + " {" + key + "}");
     out.power_w = std::nullopt;
     if (!silicon_miss.empty()) out.detail += "; silicon miss: " + silicon_miss;
     return out;
   } catch (const MissingDataError& miss) {
-    throw OpMissError(op, key, mode,
-                      silicon_miss.empty() ? std::string(miss.what())
-                                           : "silicon: " + silicon_miss + "; empirical: " + miss.what());
+    throw OpMissError(
+        op, key, mode,
+        silicon_miss.empty() ? std::string(miss.what()) : "silicon: " + silicon_miss + "; empirical: " + miss.what());
   }
 }
 
 }  // namespace
 
-OpEstimate EstimateContextMla(DatabaseMode mode, const Sol& sol, const ContextMlaTable* table,
-                              const ContextMlaQuery& q, const std::string& op) {
+OpEstimate EstimateContextMla(DatabaseMode mode, const Sol& sol, const ContextMlaTable* table, const ContextMlaQuery& q,
+                              const std::string& op) {
   const double s = sol.ContextMlaMs(static_cast<double>(q.batch), static_cast<double>(q.seq), 0,
                                     static_cast<double>(q.num_heads), q.mla_dtype, q.kv_cache_dtype);
   const std::string key = "mla_dtype=" + q.mla_dtype + ", kv_cache_dtype=" + q.kv_cache_dtype +
@@ -310,8 +313,8 @@ OpEstimate EstimateGenerationMla(DatabaseMode mode, const Sol& sol, const Genera
 OpEstimate EstimateMlaBmm(DatabaseMode mode, const Sol& sol, const MlaBmmTable* table, const MlaBmmQuery& q,
                           const std::string& op) {
   const double s = sol.MlaBmmMs(q.bmm_dtype, static_cast<double>(q.num_tokens), static_cast<double>(q.num_heads));
-  std::string key = "op_name=" + q.op_name + ", bmm_dtype=" + q.bmm_dtype + ", num_heads=" +
-                    std::to_string(q.num_heads) + ", num_tokens=" + std::to_string(q.num_tokens);
+  std::string key = "op_name=" + q.op_name + ", bmm_dtype=" + q.bmm_dtype +
+                    ", num_heads=" + std::to_string(q.num_heads) + ", num_tokens=" + std::to_string(q.num_tokens);
   if (table != nullptr && mode != DatabaseMode::kSol && table->RowsDtype(q) != q.bmm_dtype)
     key += " (read from the bfloat16 rows)";
   return EstimateMla(mode, s, table, q, "mla_bmm_perf", op, key);

@@ -126,8 +126,8 @@ class MlaBmmTable {
 // util-empirical. `table` null: a MissingDataError naming the table and what to
 // collect (except in SOL mode); a miss the mode cannot answer: OpMissError.
 // `op` names the op in messages.
-OpEstimate EstimateContextMla(DatabaseMode mode, const Sol& sol, const ContextMlaTable* table,
-                              const ContextMlaQuery& q, const std::string& op = "context_mla");
+OpEstimate EstimateContextMla(DatabaseMode mode, const Sol& sol, const ContextMlaTable* table, const ContextMlaQuery& q,
+                              const std::string& op = "context_mla");
 OpEstimate EstimateGenerationMla(DatabaseMode mode, const Sol& sol, const GenerationMlaTable* table,
                                  const GenerationMlaQuery& q, const std::string& op = "generation_mla");
 OpEstimate EstimateMlaBmm(DatabaseMode mode, const Sol& sol, const MlaBmmTable* table, const MlaBmmQuery& q,

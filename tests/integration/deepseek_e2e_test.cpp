@@ -30,11 +30,20 @@ std::string Show(const ProcessResult& r) {
 
 TEST(DeepSeekE2e, MissingMlaTableNamesTheTableAndTheCollectorOp) {
   // The moe/1 fixture has GEMM, attention and MoE tables but no MLA table.
-  const ProcessResult r = RunProcess(
-      {kDsBin, "estimate", "--model", "tests/goldens/models/tiny-deepseek", "--system", "tiny_gpu", "--systems",
-       "tests/goldens/systems", "--data-root", "tests/goldens/data", "--data", "moe/1", "--backend", "trtllm", "--mode",
-       "static", "--tp", "2", "--moe-ep", "2", "--batch", "2", "--isl", "64", "--osl", "2"},
-      120, kDsSource);
+  const ProcessResult r = RunProcess({kDsBin,        "estimate",
+                                      "--model",     "tests/goldens/models/tiny-deepseek",
+                                      "--system",    "tiny_gpu",
+                                      "--systems",   "tests/goldens/systems",
+                                      "--data-root", "tests/goldens/data",
+                                      "--data",      "moe/1",
+                                      "--backend",   "trtllm",
+                                      "--mode",      "static",
+                                      "--tp",        "2",
+                                      "--moe-ep",    "2",
+                                      "--batch",     "2",
+                                      "--isl",       "64",
+                                      "--osl",       "2"},
+                                     120, kDsSource);
   EXPECT_NE(r.exit_code, 0) << Show(r);
   EXPECT_LT(r.exit_code, 128) << Show(r);  // an error, not a signal
   EXPECT_NE(r.err.find("context_mla_perf is not in the data source"), std::string::npos) << Show(r);
@@ -42,11 +51,21 @@ TEST(DeepSeekE2e, MissingMlaTableNamesTheTableAndTheCollectorOp) {
 }
 
 TEST(DeepSeekE2e, GoldenDataAnswersWithMlaOps) {
-  const ProcessResult r = RunProcess(
-      {kDsBin, "estimate", "--model", "tests/goldens/models/tiny-deepseek", "--system", "tiny_gpu", "--systems",
-       "tests/goldens/systems", "--data-root", "tests/goldens/data", "--data", "deepseek/1", "--backend", "sglang",
-       "--mode", "static", "--tp", "2", "--moe-ep", "2", "--batch", "2", "--isl", "64", "--osl", "2", "--json"},
-      120, kDsSource);
+  const ProcessResult r = RunProcess({kDsBin,        "estimate",
+                                      "--model",     "tests/goldens/models/tiny-deepseek",
+                                      "--system",    "tiny_gpu",
+                                      "--systems",   "tests/goldens/systems",
+                                      "--data-root", "tests/goldens/data",
+                                      "--data",      "deepseek/1",
+                                      "--backend",   "sglang",
+                                      "--mode",      "static",
+                                      "--tp",        "2",
+                                      "--moe-ep",    "2",
+                                      "--batch",     "2",
+                                      "--isl",       "64",
+                                      "--osl",       "2",
+                                      "--json"},
+                                     120, kDsSource);
   ASSERT_EQ(r.exit_code, 0) << Show(r);
   const Json doc = Json::parse(r.out);
   EXPECT_EQ(doc["model"]["family"], "deepseek");
@@ -111,10 +130,10 @@ TEST(DeepSeekE2e, DisaggRowsWithOnlyTheConcurrencyDeriveTheDecodeBatch) {
   }
   const std::string dir = MakeTempDir("deepseek-validate");
   WriteText(dir + "/rows.csv", text);
-  const ProcessResult r = RunProcess({kDsBin, "validate", "--silicon", dir + "/rows.csv", "--data-root",
-                                      shared + "/aic-parquet", "--data-root", shared + "/aic-h200-more", "--data",
-                                      "trtllm/1.3.0rc20", "--database-mode", "hybrid", "--json"},
-                                     300, kDsSource);
+  const ProcessResult r = RunProcess(
+      {kDsBin, "validate", "--silicon", dir + "/rows.csv", "--data-root", shared + "/aic-parquet", "--data-root",
+       shared + "/aic-h200-more", "--data", "trtllm/1.3.0rc20", "--database-mode", "hybrid", "--json"},
+      300, kDsSource);
   ASSERT_EQ(r.exit_code, 0) << Show(r);
   const Json doc = Json::parse(r.out);
   ASSERT_EQ(doc["rows"].size(), 8u) << r.out;

@@ -3,12 +3,11 @@
 // overlap of the shared expert, MTP draft layers, the latent KV cache, Kimi-K2
 // through the same family and Kimi-K2.5's refusal.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
-
-#include <unistd.h>
 
 #include "core/error.h"
 #include "model/family.h"
@@ -103,10 +102,11 @@ INSTANTIATE_TEST_SUITE_P(Tp, DeepSeekTp, ::testing::Values(1, 2, 4, 8));
 TEST(DeepSeekOps, DecodeOverlapsTheSharedExpertWithTheRoutedPath) {
   const ModelConfig m = LoadModel("deepseek-ai/DeepSeek-V3", kModels);
   const OpList l = Build(m, {.tp = 8, .moe_ep = 8});
-  for (const char* shared : {"generation_shared_gate_ffn1_gemm", "generation_shared_act_gate", "generation_shared_ffn2_gemm"})
+  for (const char* shared :
+       {"generation_shared_gate_ffn1_gemm", "generation_shared_act_gate", "generation_shared_ffn2_gemm"})
     EXPECT_EQ(Find(l.generation, shared).overlap, 2) << shared;
-  for (const char* routed : {"generation_router_gemm", "generation_moe_pre_dispatch", "generation_moe",
-                             "generation_moe_post_dispatch"})
+  for (const char* routed :
+       {"generation_router_gemm", "generation_moe_pre_dispatch", "generation_moe", "generation_moe_post_dispatch"})
     EXPECT_EQ(Find(l.generation, routed).overlap, 1) << routed;
   for (const Op& op : l.context) EXPECT_EQ(op.overlap, 0) << op.name;  // prefill runs one stream
   EXPECT_EQ(Find(l.generation, "generation_attention").overlap, 0);
@@ -159,7 +159,8 @@ TEST(DeepSeekOps, KimiK2UsesTheSameFamily) {
 }
 
 TEST(DeepSeekOps, KimiK25SaysItNeedsTheWeightOnlyMoeKernel) {
-  const fs::path ref = fs::path(SERVECAST_SHARED_DIR) / "reference" / "hf-configs" / "moonshotai--Kimi-K2.5_config.json";
+  const fs::path ref =
+      fs::path(SERVECAST_SHARED_DIR) / "reference" / "hf-configs" / "moonshotai--Kimi-K2.5_config.json";
   SERVECAST_NEED_SHARED(fs::exists(ref), "no Kimi-K2.5 reference config at " + ref.string());
   const fs::path dir = fs::temp_directory_path() / ("servecast-kimi25-" + std::to_string(::getpid()));
   fs::create_directories(dir);

@@ -23,7 +23,7 @@ const char* kMlaHeader = "mla_dtype,kv_cache_dtype,num_heads,batch_size,isl,tp_s
 
 TEST(MlaTest, RooflinesFollowTheDeepSeekGeometry) {
   const tables::OpCost c = tables::ContextMlaRoofline(2, 4, 0, 16, "bfloat16", "fp8");
-  EXPECT_DOUBLE_EQ(c.flops, 2.0 * 16 * 320 * 16);                // b n (192 + 128) s^2
+  EXPECT_DOUBLE_EQ(c.flops, 2.0 * 16 * 320 * 16);                     // b n (192 + 128) s^2
   EXPECT_DOUBLE_EQ(c.bytes, 2.0 * 16 * (1 * 4 * 320 + 2 * 4 * 320));  // b n (kv x s x 320 + 2 s 320)
   EXPECT_EQ(c.compute_dtype, "bfloat16");
   const tables::OpCost g = tables::GenerationMlaRoofline(2, 9, 16, "fp8", 90);
@@ -36,10 +36,9 @@ TEST(MlaTest, RooflinesFollowTheDeepSeekGeometry) {
 }
 
 TEST(MlaTest, ContextBlendsTheSequenceInSqrtSpace) {
-  const ContextMlaTable t(Table::ParseCsv(std::string(kMlaHeader) +
-                                              "bfloat16,bfloat16,16,1,1,8,0,1\n"
-                                              "bfloat16,bfloat16,16,1,4,8,0,4\n"
-                                              "bfloat16,fp8,16,1,1,8,0,2\n",
+  const ContextMlaTable t(Table::ParseCsv(std::string(kMlaHeader) + "bfloat16,bfloat16,16,1,1,8,0,1\n"
+                                                                    "bfloat16,bfloat16,16,1,4,8,0,4\n"
+                                                                    "bfloat16,fp8,16,1,1,8,0,2\n",
                                           "ctx.csv"),
                           H200());
   ASSERT_EQ(t.slices().size(), 2u);
@@ -61,9 +60,8 @@ TEST(MlaTest, ContextBlendsTheSequenceInSqrtSpace) {
 }
 
 TEST(MlaTest, GenerationSeqIsIslPlusStepBlendedRaw) {
-  const GenerationMlaTable t(Table::ParseCsv(std::string(kMlaHeader) +
-                                                 "bfloat16,fp8,16,4,1,8,3,2\n"
-                                                 "bfloat16,fp8,16,4,1,8,7,4\n",
+  const GenerationMlaTable t(Table::ParseCsv(std::string(kMlaHeader) + "bfloat16,fp8,16,4,1,8,3,2\n"
+                                                                       "bfloat16,fp8,16,4,1,8,7,4\n",
                                              "gen.csv"),
                              H200());
   GenerationMlaQuery q{4, 8, 16, "fp8"};
@@ -96,9 +94,8 @@ TEST(MlaTest, BmmFp8ReadsTheBfloat16Rows) {
 
 TEST(MlaTest, ModesAndTheMissingTable) {
   auto sol = H200();
-  const ContextMlaTable t(Table::ParseCsv(std::string(kMlaHeader) +
-                                              "bfloat16,bfloat16,16,1,1024,8,0,0.5\n"
-                                              "bfloat16,bfloat16,16,1,2048,8,0,1.5\n",
+  const ContextMlaTable t(Table::ParseCsv(std::string(kMlaHeader) + "bfloat16,bfloat16,16,1,1024,8,0,0.5\n"
+                                                                    "bfloat16,bfloat16,16,1,2048,8,0,1.5\n",
                                           "ctx.csv"),
                           sol);
   const ContextMlaQuery q{1, 1024, 16, "bfloat16", "bfloat16"};
