@@ -243,8 +243,8 @@ std::string MlaCollectHint(const std::string& table) {
   const char* op = table == "context_mla_perf"      ? "mla_context"
                    : table == "generation_mla_perf" ? "mla_generation"
                                                     : "mla_bmm";
-  return "collect it on the GPU (servecast collect --backend cuda --ops " + std::string(op) +
-         "), add a data root that has it, or estimate from rooflines with --database-mode sol";
+  return "collect it on the GPU with servecast collect --backend cuda --ops " + std::string(op) +
+         ", add a data root that has it, or estimate from rooflines with --database-mode sol";
 }
 
 namespace {
@@ -254,8 +254,8 @@ OpEstimate EstimateMla(DatabaseMode mode, double sol_ms, const TableT* table, co
                        const std::string& op, const std::string& key) {
   if (mode == DatabaseMode::kSol) return OpEstimate{sol_ms, "sol", sol_ms, 1.0, "roofline"};
   if (table == nullptr)
-    throw MissingDataError(op + " {" + key + "}: " + table_name + " is not in the data source; " +
-                           MlaCollectHint(table_name));
+    throw MissingDataError(table_name + " is not in the data source; " + MlaCollectHint(table_name) + "; query " + op +
+                           " {" + key + "}");
   auto answer = [&](const Estimate& e, const std::string& source, std::string detail) {
     OpEstimate out;
     out.latency_ms = e.latency_ms;

@@ -133,7 +133,7 @@ OpEstimate EstimateGenerationMla(DatabaseMode mode, const Sol& sol, const Genera
 OpEstimate EstimateMlaBmm(DatabaseMode mode, const Sol& sol, const MlaBmmTable* table, const MlaBmmQuery& q,
                           const std::string& op = "mla_bmm");
 
-// "collect it on the GPU (servecast collect --backend cuda --ops mla_context), ..."
+// "collect it on the GPU with servecast collect --backend cuda --ops mla_context, ..."
 // for an MLA table name.
 std::string MlaCollectHint(const std::string& table);
 
