@@ -118,14 +118,22 @@ TEST(DeepSeekE2e, DisaggRowsWithOnlyTheConcurrencyDeriveTheDecodeBatch) {
     ADD_FAILURE() << "no column " << name;
     return std::size_t{0};
   };
-  // Copies without batch_size / decode_batch_size: only silicon_concurrency=N remains.
+  // The rows as measured, then copies without decode_batch_size.
   std::string text = header + "\n";
   for (const std::string& row : rows) text += row + "\n";
-  for (const std::string& row : rows) {
-    std::vector<std::string> f = Split(row);
+  // Copies 0 and 1: no batch field at all (silicon_concurrency=N only); copies 2
+  // and 3: the concurrency as batch_size.
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    std::vector<std::string> f = Split(rows[i]);
     f[col("id")] += "_nobatch";
-    f[col("batch_size")] = "";
     f[col("decode_batch_size")] = "";
+    f[col("batch_size")] = "";
+    if (i >= 2) {
+      const std::string& source = f[col("silicon_data_source")];
+      const std::string key = "silicon_concurrency=";
+      const std::size_t at = source.find(key) + key.size();
+      f[col("batch_size")] = source.substr(at, source.find(';', at) - at);
+    }
     text += Join(f) + "\n";
   }
   const std::string dir = MakeTempDir("deepseek-validate");
@@ -148,9 +156,13 @@ TEST(DeepSeekE2e, DisaggRowsWithOnlyTheConcurrencyDeriveTheDecodeBatch) {
         << copy.dump();
     EXPECT_DOUBLE_EQ(copy["prediction"]["ttft_ms"].get<double>(), orig["prediction"]["ttft_ms"].get<double>())
         << copy.dump();
+    const std::string from = i >= 2 ? "(batch_size)" : "(silicon_concurrency)";
     bool noted = false;
-    for (const Json& n : copy["notes"])
-      noted = noted || n.get<std::string>().find("decode batch derived: concurrency") != std::string::npos;
+    for (const Json& n : copy["notes"]) {
+      const std::string note = n.get<std::string>();
+      noted = noted || (note.find("decode batch derived: concurrency") != std::string::npos &&
+                        note.find(from) != std::string::npos);
+    }
     EXPECT_TRUE(noted) << copy.dump();
   }
 }
