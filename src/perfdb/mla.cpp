@@ -270,7 +270,7 @@ OpEstimate EstimateMla(DatabaseMode mode, double sol_ms, const TableT* table, co
   if (mode != DatabaseMode::kEmpirical) {
     try {
       const Estimate e = table->Query(q);
-      return answer(e, EstimateSourceName(e.source), table_name + " {" + key + "}");
+      return answer(e, EstimateSourceName(e.source), table_name + ": {" + key + "}");
     } catch (const MissingDataError& miss) {
       if (mode != DatabaseMode::kHybrid) throw OpMissError(op, key, mode, miss.what());
       silicon_miss = miss.what();
@@ -278,7 +278,7 @@ OpEstimate EstimateMla(DatabaseMode mode, double sol_ms, const TableT* table, co
   }
   try {
     OpEstimate out =
-        answer(table->QueryEmpirical(q), "empirical", "util-empirical over " + table_name + " {" + key + "}");
+        answer(table->QueryEmpirical(q), "empirical", "util-empirical over " + table_name + ": {" + key + "}");
     out.power_w = std::nullopt;
     if (!silicon_miss.empty()) out.detail += "; silicon miss: " + silicon_miss;
     return out;
