@@ -144,8 +144,9 @@ class DeepSeekFamily final : public ModelFamily {
     notes.push_back("MoE expert load: " + Distribution(o) + " routing");
     notes.push_back("MLA: prefill unabsorbed (context_mla_perf), decode absorbed (mla_bmm_perf + generation_mla_perf)");
     if (m.first_k_dense_replace > 0)
-      notes.push_back(std::to_string(m.first_k_dense_replace) + " dense FFN layers + " +
-                      std::to_string(m.num_layers - m.first_k_dense_replace) + " MoE layers");
+      notes.push_back("dense FFN in the first " + std::to_string(m.first_k_dense_replace) +
+                      " layer(s) (first_k_dense_replace), experts in the other " +
+                      std::to_string(m.num_layers - m.first_k_dense_replace));
     notes.push_back("decode: shared expert overlapped with the routed experts (the longer stream counts)");
   }
 
