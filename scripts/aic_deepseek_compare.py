@@ -78,18 +78,28 @@ def main():
     a = ap.parse_args()
     rows = []
     for case in CASES:
+        if a.shared and case[1] != "trtllm":
+            continue  # the shared reference has AIC's TRT-LLM tables only for every op AIC reads
         x, version, why_a = aic(case)
         y, why_b = ours(a.servecast, case, version, a.shared) if x else (None, "")
-        row = {"case": case[0], "aic_version": version, "aic": x, "servecast": y}
+        name, backend, mode, isl, osl, b, tp, dp, mtp, mep = case
+        row = {"case": name, "backend": backend, "mode": mode, "isl": isl, "osl": osl, "batch": b, "tp": tp,
+               "dp": dp, "moe_tp": mtp, "moe_ep": mep, "aic_version": version,
+               "aic": {"ttft_ms": x[0], "tpot_ms": x[1]} if x else None,
+               "servecast": {"ttft_ms": y[0], "tpot_ms": y[1]} if y else None}
         if x and y:
-            row["ratio"] = [y[0] / x[0], y[1] / x[1]]
             print(f"{case[0]:26s} AIC TTFT {x[0]:9.3f} TPOT {x[1]:7.3f} | servecast TTFT {y[0]:9.3f} TPOT {y[1]:7.3f}"
                   f" | ratio {y[0] / x[0]:.3f} {y[1] / x[1]:.3f}")
         else:
             print(f"{case[0]:26s} no answer: AIC {why_a.strip()[-300:]} servecast {why_b.strip()[-300:]}")
         rows.append(row)
     if a.out:
-        Path(a.out).write_text(json.dumps(rows, indent=2) + "\n")
+        doc = {"what": "AIC 0.12 (aiconfigurator cli estimate) next to servecast on DeepSeek-V3, H200; written by "
+                       "scripts/aic_deepseek_compare.py",
+               "servecast_data": "shared reference (aic-parquet + aic-h200-more, trtllm/1.3.0rc20)" if a.shared
+                                 else "the installed aiconfigurator_core systems/data",
+               "cases": rows}
+        Path(a.out).write_text(json.dumps(doc, indent=2) + "\n")
     return 0
 
 
