@@ -77,6 +77,42 @@ TEST(DeepSeekE2e, GoldenDataAnswersWithMlaOps) {
   EXPECT_TRUE(bmm && mla) << r.out;
 }
 
+// A silicon_concurrency that is not a positive integer makes the file malformed
+// (exit 2, naming the line and the column); a disagg row with no concurrency at
+// all is a bad row.
+TEST(DeepSeekE2e, BadSiliconConcurrencyIsAMalformedFile) {
+  const std::string dir = MakeTempDir("deepseek-concurrency");
+  const std::string head =
+      "id,silicon_data_source,backend,model_path,system,mode,isl,osl,batch_size,tp_size,decode_num_workers,"
+      "decode_tp_size,decode_moe_ep_size,prefill_tp_size,prefill_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms\n";
+  const std::string tail = ",sglang,tests/goldens/models/tiny-deepseek,tiny_gpu,disagg,64,2,,,1,2,2,2,2,0.5,0.1\n";
+  WriteText(dir + "/bad.csv", head + "r1,config_id=1; silicon_concurrency=many; x=1" + tail);
+  const std::vector<std::string> argv = {
+      kDsBin,        "validate",           "--silicon", dir + "/bad.csv", "--systems", "tests/goldens/systems",
+      "--data-root", "tests/goldens/data", "--data",    "deepseek/1"};
+  const ProcessResult bad = RunProcess(argv, 120, kDsSource);
+  EXPECT_EQ(bad.exit_code, 2) << Show(bad);
+  EXPECT_NE(bad.err.find(dir + "/bad.csv:2"), std::string::npos) << Show(bad);
+  EXPECT_NE(bad.err.find("silicon_data_source"), std::string::npos) << Show(bad);
+  WriteText(dir + "/bad.csv", head + "r1,config_id=1" + tail);
+  std::vector<std::string> json = argv;
+  json.push_back("--json");
+  const ProcessResult none = RunProcess(json, 120, kDsSource);
+  EXPECT_EQ(none.exit_code, 1) << Show(none);
+  const Json doc = Json::parse(none.out);
+  ASSERT_EQ(doc["failures"].size(), 1u) << none.out;
+  EXPECT_EQ(doc["failures"][0]["kind"], "bad row");
+  EXPECT_NE(doc["failures"][0]["reason"].get<std::string>().find("silicon_concurrency"), std::string::npos) << none.out;
+  // With the concurrency the same row is predicted, its decode batch derived.
+  WriteText(dir + "/good.csv", head + "r1,config_id=1; silicon_concurrency=4" + tail);
+  json[3] = dir + "/good.csv";
+  const ProcessResult good = RunProcess(json, 120, kDsSource);
+  ASSERT_EQ(good.exit_code, 0) << Show(good);
+  const Json g = Json::parse(good.out);
+  ASSERT_TRUE(g["rows"][0]["predicted"].get<bool>()) << good.out;
+  EXPECT_NE(g["rows"][0]["config"].get<std::string>().find(" b4]"), std::string::npos) << good.out;  // 4 / (1 x dp 1)
+}
+
 // The CSV header and the disagg DeepSeek-V3 rows of h200_dev2.csv (first `n`).
 std::vector<std::string> DevRows(const std::string& path, std::string& header, std::size_t n) {
   std::ifstream in(path);
