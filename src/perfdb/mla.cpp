@@ -242,7 +242,7 @@ Estimate MlaBmmTable::QueryEmpirical(const MlaBmmQuery& q) const {
 std::string MlaCollectHint(const std::string& table) {
   const char* op = table == "context_mla_perf"      ? "mla_context"
                    : table == "generation_mla_perf" ? "mla_generation"
-                                                    : "mla_bmm";
+                                                    : "mla_gen_pre mla_gen_post";
   return "collect it on the GPU with servecast collect --backend cuda --ops " + std::string(op) +
          ", add a data root that has it, or estimate from rooflines with --database-mode sol";
 }
