@@ -9,6 +9,7 @@
 #include "perfdb/attention.h"
 #include "perfdb/comm.h"
 #include "perfdb/gemm.h"
+#include "perfdb/mla.h"
 #include "perfdb/modes.h"
 #include "perfdb/moe.h"
 #include "perfdb/perf_database.h"
@@ -26,7 +27,8 @@ CLI::App* AddDbQueryCommand(CLI::App& db, DbQueryArgs& a) {
       ->required();
   c->add_option("--version", a.version, "data version (default: the newest with tables)");
   c->add_option("--op", a.op,
-                "gemm, context_attention, generation_attention, moe (every --database-mode); "
+                "gemm, context_attention, generation_attention, moe, context_mla, generation_mla, mla_bmm "
+                "(every --database-mode); "
                 "nccl, custom_allreduce (silicon, hybrid, empirical); compute_scale, scale_matrix (silicon)")
       ->required();
   c->add_option("--transfer-policy", a.policy,
@@ -58,6 +60,8 @@ CLI::App* AddDbQueryCommand(CLI::App& db, DbQueryArgs& a) {
   c->add_option("--window", a.window, "attention: sliding window, 0 = full")->capture_default_str();
   c->add_option("--attn-dtype", a.attn_dtype, "context attention math: bfloat16 or fp8")->capture_default_str();
   c->add_option("--kv-dtype", a.kv_dtype, "attention KV cache: bfloat16 or fp8")->capture_default_str();
+  c->add_option("--bmm-op", a.bmm_op, "mla_bmm: mla_gen_pre or mla_gen_post (with --heads, --tokens, --quant)")
+      ->capture_default_str();
   c->add_flag("--json", a.json, "print one JSON document");
   c->add_option("--database-mode", a.mode,
                 "silicon (tables only; a miss is an error), hybrid (tables, then util-empirical), "
@@ -131,6 +135,32 @@ perfdb::OpEstimate QueryMoe(const Query& q) {
   return est;
 }
 
+// MLA: context_mla (--batch --seq --heads --attn-dtype --kv-dtype), generation_mla
+// (--batch --seq --heads --kv-dtype), mla_bmm (--bmm-op --heads --tokens --quant).
+perfdb::OpEstimate QueryMla(const Query& q) {
+  const DbQueryArgs& a = q.a;
+  if (a.heads <= 0) throw UsageError("db query --op " + a.op + " needs --heads (local heads)");
+  if (a.op == "mla_bmm") {
+    std::optional<perfdb::MlaBmmTable> t;
+    if (q.need_tables) t.emplace(perfdb::MlaBmmTable::FromLoaded(q.db.Table("mla_bmm_perf"), q.sol));
+    q.out["shape"] = {{"op_name", a.bmm_op}, {"heads", a.heads}, {"tokens", a.tokens}, {"bmm_dtype", a.quant}};
+    return perfdb::EstimateMlaBmm(q.mode, *q.sol, t ? &*t : nullptr, {a.bmm_op, a.quant, a.heads, a.tokens});
+  }
+  if (a.seq <= 0) throw UsageError("db query --op " + a.op + " needs --seq");
+  if (a.op == "context_mla") {
+    std::optional<perfdb::ContextMlaTable> t;
+    if (q.need_tables) t.emplace(perfdb::ContextMlaTable::FromLoaded(q.db.Table("context_mla_perf"), q.sol));
+    q.out["shape"] = {
+        {"batch", a.batch}, {"seq", a.seq}, {"heads", a.heads}, {"mla_dtype", a.attn_dtype}, {"kv_dtype", a.kv_dtype}};
+    return perfdb::EstimateContextMla(q.mode, *q.sol, t ? &*t : nullptr,
+                                      {a.batch, a.seq, a.heads, a.attn_dtype, a.kv_dtype});
+  }
+  std::optional<perfdb::GenerationMlaTable> t;
+  if (q.need_tables) t.emplace(perfdb::GenerationMlaTable::FromLoaded(q.db.Table("generation_mla_perf"), q.sol));
+  q.out["shape"] = {{"batch", a.batch}, {"seq", a.seq}, {"heads", a.heads}, {"kv_dtype", a.kv_dtype}};
+  return perfdb::EstimateGenerationMla(q.mode, *q.sol, t ? &*t : nullptr, {a.batch, a.seq, a.heads, a.kv_dtype});
+}
+
 // The ops answered from their table alone (collectives also util-empirically):
 // nccl, custom_allreduce, compute_scale, scale_matrix.
 perfdb::OpEstimate QueryTableOp(const Query& q) {
@@ -192,10 +222,11 @@ perfdb::OpEstimate QueryOp(const Query& q) {
   if (op == "gemm") return QueryGemm(q);
   if (op == "context_attention" || op == "generation_attention") return QueryAttention(q);
   if (op == "moe") return QueryMoe(q);
+  if (op == "context_mla" || op == "generation_mla" || op == "mla_bmm") return QueryMla(q);
   if (op == "nccl" || op == "custom_allreduce" || op == "compute_scale" || op == "scale_matrix") return QueryTableOp(q);
   throw UsageError("db query --op '" + op +
-                   "'; expected gemm, context_attention, generation_attention, moe, nccl, custom_allreduce, "
-                   "compute_scale or scale_matrix");
+                   "'; expected gemm, context_attention, generation_attention, moe, context_mla, generation_mla, "
+                   "mla_bmm, nccl, custom_allreduce, compute_scale or scale_matrix");
 }
 
 void PrintEstimate(const DbQueryArgs& a, const std::string& version, const perfdb::OpEstimate& est,

@@ -18,6 +18,7 @@ struct DbQueryArgs {
   std::int64_t tokens = 1, hidden = 0, inter = 0, topk = 1, experts = 1, moe_tp = 1, moe_ep = 1, gpus = 2;
   double size = 0;
   std::string distribution = "uniform", collective = "all_reduce", comm_dtype = "half";
+  std::string bmm_op = "mla_gen_pre";
   bool json = false;
   std::string systems_dir;
 };

@@ -37,6 +37,12 @@ CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& a) {
   c->add_option("--tpot", a.tpot, "limit on time per output token, ms")->capture_default_str()->check(NumberIn(0, 1e9, true));
   c->add_option("--request-latency", a.request_latency, "limit on request latency, ms (replaces --tpot)")
       ->check(NumberIn(0, 1e9));
+  c->add_option("--nextn", a.nextn, "MTP draft tokens per decode step (models with MTP layers)")
+      ->capture_default_str()
+      ->check(IntIn(0, 16));
+  c->add_option("--mtp-accepted", a.mtp_accepted, "mean accepted draft tokens per step (with --nextn)")
+      ->capture_default_str()
+      ->check(NumberIn(0, 16));
   c->add_option("--top-n", a.top_n, "deployments listed per mode")->capture_default_str()->check(IntIn(1, 1000));
   c->add_option("--modes", a.modes, "serving modes searched: agg, disagg or agg,disagg")->capture_default_str();
   c->add_option("--moe-distribution", a.moe_distribution, "expert load: balanced, power_law_1.01, power_law_1.2")
@@ -60,7 +66,7 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
   systems::SystemSpec spec = systems::LoadSystemByName(systems_dir, a.system);
   serve::Deployment d(model::LoadModel(a.model, models_dir), spec);
 
-  const SlaArgs sla{a.isl, a.osl, a.ttft, a.tpot, a.request_latency, a.modes};
+  const SlaArgs sla{a.isl, a.osl, a.ttft, a.tpot, a.request_latency, a.modes, a.nextn, a.mtp_accepted};
   search::SearchInputs in = SearchInputsFrom(sla, model::ParseEngine(a.engine), a.total_gpus);
   in.prefix = a.prefix;
   in.top_n = a.top_n;

@@ -18,6 +18,8 @@ struct DefaultArgs {
   std::int64_t isl = 4000, osl = 1000, prefix = 0;
   double ttft = 2000, tpot = 30, request_latency = 0;
   int top_n = 5;
+  int nextn = 0;
+  double mtp_accepted = 0;
   std::string modes = "agg,disagg";
   std::string moe_distribution;
   bool json = false;

@@ -57,6 +57,7 @@ Json PhaseJson(const serve::PhaseEstimate& p) {
                    {"sol_fraction", l.latency_ms > 0 ? l.sol_ms / l.latency_ms : 0},
                    {"energy_wms", l.energy_wms},
                    {"detail", l.detail}});
+    if (l.overlap != 0) ops.back()["overlap"] = l.overlap;  // 1 / 2: its stream in a region paying the longer
   }
   Json out = {{"latency_ms", p.latency_ms}, {"sol_ms", p.sol_ms}, {"math_ms", p.math_ms}};
   out["energy_wms"] = p.energy_wms;  // W*ms; 0 without power data

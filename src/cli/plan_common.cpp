@@ -34,6 +34,12 @@ void AddSlaFlags(CLI::App* c, SlaArgs& a) {
   c->add_option("--request-latency", a.request_latency, "limit on request latency, ms (replaces --tpot)")
       ->check(NumberIn(0, 1e9));
   c->add_option("--modes", a.modes, "serving modes searched: agg, disagg or agg,disagg")->capture_default_str();
+  c->add_option("--nextn", a.nextn, "MTP draft tokens per decode step (models with MTP layers)")
+      ->capture_default_str()
+      ->check(IntIn(0, 16));
+  c->add_option("--mtp-accepted", a.mtp_accepted, "mean accepted draft tokens per step (with --nextn)")
+      ->capture_default_str()
+      ->check(NumberIn(0, 16));
 }
 
 PlanSetup LoadPlan(const PlanArgs& a, const std::function<std::string(const std::string&)>& find) {
@@ -75,6 +81,9 @@ search::SearchInputs SearchInputsFrom(const SlaArgs& s, model::Engine e, int tot
   in.ttft_ms = s.ttft;
   in.tpot_ms = s.tpot;
   in.request_latency_ms = s.request_latency;
+  in.nextn = s.nextn;
+  in.mtp_accepted = s.mtp_accepted;
+  if (in.mtp_accepted > in.nextn) throw UsageError("--mtp-accepted must lie in [0, nextn]");
   in.agg = in.disagg = false;
   std::stringstream ss(s.modes);
   std::string item;

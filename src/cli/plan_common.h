@@ -34,6 +34,8 @@ struct SlaArgs {
   std::int64_t isl = 4000, osl = 1000;
   double ttft = 2000, tpot = 30, request_latency = 0;
   std::string modes = "agg,disagg";
+  int nextn = 0;            // MTP draft tokens per decode step
+  double mtp_accepted = 0;  // mean accepted draft tokens per step
 };
 void AddSlaFlags(CLI::App* c, SlaArgs& a);
 

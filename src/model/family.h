@@ -33,6 +33,9 @@ struct SearchKnobs {
   int max_tp = 8;                // largest attention tensor parallelism tried
   bool expert_parallel = false;  // moe_tp x moe_ep over the experts (tp x dp = moe_tp x moe_ep)
   bool attention_dp = false;     // attention data parallelism (dp > 1)
+  // Multi-token prediction: with --nextn N > 0 the search evaluates every point
+  // both with N draft tokens (at --mtp-accepted) and without, and keeps the better.
+  bool mtp = false;
 };
 
 class ModelFamily {
@@ -72,6 +75,13 @@ class ModelFamily {
   // grouped-query attention: ceil(n_kv / tp) x d x L x 2 (K and V), not divided
   // by pp (AIC §3.5).
   virtual double KvElemsPerToken(const ModelConfig& m, const ParallelConfig& p) const;
+  // Activation bytes beyond the engine profile's coefficient rule for a pass of
+  // `tokens` tokens on one GPU (DeepSeek: the MoE block-scale dispatch
+  // workspace); the default is none.
+  virtual double WorkspaceBytes(const ModelConfig& m, const ParallelConfig& p, double tokens) const {
+    (void)m, (void)p, (void)tokens;
+    return 0;
+  }
   // The key of the engine profiles' activation coefficients ("dense", "moe").
   virtual const char* ActivationKey() const = 0;
 };

@@ -1,12 +1,36 @@
-// DeepSeek-V3/R1 (MLA attention, routed + shared experts, MTP layers): the
-// config is read in full; the op list is not built yet (issue: MLA kernels and
-// the DeepSeek op lists), so every estimate refuses the model with the reason.
+// DeepSeek-V3/R1 and Kimi-K2 (docs/models.md, "DeepSeek"): multi-head latent
+// attention (MLA), the first `first_k_dense_replace` layers with a dense FFN, the
+// rest with routed experts plus a shared expert, and optional MTP draft layers.
+//
+// Per layer (AIC §2.5, with the deliberate differences named in docs/models.md):
+//   attention  downscale GEMM (q_a + kv_a + rope, replicated), q_b and (prefill)
+//              kv_b projections, then
+//                prefill: MLA over the unabsorbed q, k, v (context_mla_perf);
+//                decode:  absorbed MLA: the per-head BMM q_nope x W_UK
+//                         (mla_bmm_perf mla_gen_pre), MLA over the latent cache
+//                         (generation_mla_perf), the BMM out x W_UV (mla_gen_post);
+//              then the output projection. The same for the three engines.
+//   dense FFN  (first_k_dense_replace layers) gate/up, activation, down, sharded
+//              over the attention tp with its all-reduces.
+//   MoE        shared expert, router, the engines' dispatch around the routed
+//              experts; in decode the shared expert runs on a second stream,
+//              overlapped with the routed path (latency = the longer of the two).
+//   MTP        the nextn draft layers are MoE layers: decode adds nextn of them.
+
+#include <cmath>
+#include <string>
 
 #include "model/family.h"
 #include "model/op_builder.h"
 
 namespace servecast::model {
 namespace {
+
+// The absorbed decode's BMMs use the kv_b projection's dtype class: bfloat16
+// for a bf16 checkpoint, else fp8 (AIC's rule).
+std::string MlaBmmQuant(const ModelConfig& m) {
+  return m.quant.gemm == "bfloat16" ? "bfloat16" : "fp8";
+}
 
 class DeepSeekFamily final : public ModelFamily {
  public:
@@ -28,21 +52,164 @@ class DeepSeekFamily final : public ModelFamily {
   bool HasExperts() const override { return true; }
 
   std::string Unsupported(const ModelConfig& m) const override {
-    (void)m;
-    return "DeepSeek-V3/R1 (MLA attention) is parsed but not yet supported by the estimator";
+    // Weight-only int4 experts (Kimi-K2.5) need a weight-only MoE kernel in moe_perf.
+    if (m.quant.moe == "int4_wo")
+      return "its routed experts are int4 weight-only (quant_algo " + m.quant_algo +
+             "); the estimator needs the weight-only MoE kernel (moe_perf rows of moe_dtype int4_wo), which the "
+             "collector does not have yet, so this model is not yet supported";
+    return "";
   }
   void ValidateParallel(const ModelConfig& m, const ParallelConfig& p, Engine e) const override {
     ValidateExpertParallel(m, p, e);
+    if (m.first_k_dense_replace > 0)
+      Require(m.intermediate_size % p.tp == 0, "tp " + std::to_string(p.tp) + " does not divide the dense FFN width " +
+                                                   std::to_string(m.intermediate_size) + " of " + m.name);
   }
-  SearchKnobs Knobs() const override { return {16, true, true}; }
+  SearchKnobs Knobs() const override {
+    SearchKnobs k;
+    k.max_tp = 16;
+    k.expert_parallel = true;
+    k.attention_dp = true;
+    k.mtp = true;
+    return k;
+  }
 
   std::vector<Op> BuildPhase(const ModelConfig& m, const ParallelConfig& p, const OpListOptions& o, bool context,
                              double phase_scale) const override {
-    (void)p, (void)o, (void)context, (void)phase_scale;
-    RequireSupported(m);  // always throws: the MLA op list does not exist yet
-    return {};
+    // Decode runs the nextn MTP draft layers too (MoE layers); prefill does not.
+    const double draft = context ? 0.0 : static_cast<double>(m.num_layers) * (phase_scale - 1.0);
+    const double layers = static_cast<double>(m.num_layers) + draft;
+    const double dense_layers = static_cast<double>(m.first_k_dense_replace);
+    const double moe_layers = layers - dense_layers;
+    PhaseBuilder b(context ? "context" : "generation", layers);
+    const std::int64_t H = m.hidden_size;
+
+    Op& emb = b.Add("embedding", OpKind::kEmbedding, phase_scale);
+    emb.dim_in = H;
+    emb.measured_op = "embedding";
+    emb.measured_width = H;
+    emb.weight_elems = static_cast<double>(CeilDiv(m.vocab_size, p.tp)) * static_cast<double>(H);
+    b.Elementwise("add_norm_1", 2 * H, 2 * H, "rmsnorm_residual", H);
+    AddMla(b, m, p, context);
+    b.Elementwise("add_norm_2", 2 * H, 2 * H, "rmsnorm_residual", H);
+
+    if (dense_layers > 0) {
+      const std::int64_t I = m.intermediate_size / p.tp;
+      if (p.tp > 1) b.AllReduce("dense_ar_1", p.tp, H, m.quant.comm, dense_layers);
+      b.Gemm("dense_gate_ffn1_gemm", 2 * I, H, m.quant.gemm, dense_layers);
+      b.Elementwise("dense_act_gate", 2 * I, I, "silu_and_mul", I).scale = dense_layers;
+      b.Gemm("dense_ffn2_gemm", H, I, m.quant.gemm, dense_layers);
+      if (p.tp > 1) b.AllReduce("dense_ar_2", p.tp, H, m.quant.comm, dense_layers);
+    }
+
+    if (moe_layers > 0) {
+      // Decode: the shared expert (group 2) overlaps the routed path (group 1).
+      const int routed = context ? 0 : 1, shared_group = context ? 0 : 2;
+      const std::int64_t S = m.shared_expert_intermediate_size / p.tp;
+      if (S > 0) {
+        b.Gemm("shared_gate_ffn1_gemm", 2 * S, H, m.quant.gemm, moe_layers).overlap = shared_group;
+        Op& act = b.Elementwise("shared_act_gate", 2 * S, S, "silu_and_mul", S);
+        act.scale = moe_layers;
+        act.overlap = shared_group;
+        b.Gemm("shared_ffn2_gemm", H, S, m.quant.gemm, moe_layers).overlap = shared_group;
+      }
+      const std::size_t first_routed = b.size();
+      b.Gemm("router_gemm", m.num_experts, H, "bfloat16", moe_layers);
+      AddMoeDispatch(b, m, p, o, true);
+      Op& moe = b.Add("moe", OpKind::kMoe, moe_layers);
+      moe.hidden = H;
+      moe.inter = m.moe_intermediate_size;
+      moe.topk = m.experts_per_token;
+      moe.experts = m.num_experts;
+      moe.moe_tp = p.moe_tp;
+      moe.moe_ep = p.moe_ep;
+      moe.token_multiplier = p.dp;
+      moe.quant = m.quant.moe;
+      moe.distribution = Distribution(o);
+      const double per_rank = std::floor(static_cast<double>(H) * static_cast<double>(m.moe_intermediate_size) *
+                                         static_cast<double>(m.num_experts) * 3.0 / p.moe_ep);
+      moe.weight_elems = std::floor(per_rank / p.moe_tp);
+      AddMoeDispatch(b, m, p, o, false);
+      for (std::size_t i = first_routed; i < b.size(); ++i) {
+        b.at(i).scale = moe_layers;  // the dispatch ops were added at the attention layer count
+        b.at(i).overlap = routed;
+      }
+    }
+    AddLogits(b, m, p, context, phase_scale);
+    AddTail(b, m, p, phase_scale);
+    return b.Take();
+  }
+
+  void AddNotes(const ModelConfig& m, const OpListOptions& o, std::vector<std::string>& notes) const override {
+    notes.push_back("MoE expert load: " + Distribution(o) + " routing");
+    notes.push_back("MLA: prefill unabsorbed (context_mla_perf), decode absorbed (mla_bmm_perf + generation_mla_perf)");
+    if (m.first_k_dense_replace > 0)
+      notes.push_back("dense FFN in the first " + std::to_string(m.first_k_dense_replace) +
+                      " layer(s) (first_k_dense_replace), experts in the other " +
+                      std::to_string(m.num_layers - m.first_k_dense_replace));
+    notes.push_back("decode: shared expert overlapped with the routed experts (the longer stream counts)");
+  }
+
+  // The latent cache: kv_lora_rank + qk_rope_head_dim per token and layer, the
+  // same on every GPU (MLA's cache is not split by tp).
+  double KvElemsPerToken(const ModelConfig& m, const ParallelConfig& p) const override {
+    (void)p;
+    return static_cast<double>(m.num_layers) * static_cast<double>(m.kv_lora_rank + m.qk_rope_head_dim);
+  }
+
+  // The block-scale (128-wide groups, fp32 scales) workspace of the expert
+  // dispatch, as AIC sizes it: tokens x H x dp x E x topk / ep / 128 x 4 B.
+  double WorkspaceBytes(const ModelConfig& m, const ParallelConfig& p, double tokens) const override {
+    if (m.quant.moe != "fp8_block") return 0;
+    return tokens * static_cast<double>(m.hidden_size) * p.dp * static_cast<double>(m.num_experts) *
+           static_cast<double>(m.experts_per_token) / p.moe_ep / 128.0 * 4.0;
   }
   const char* ActivationKey() const override { return "moe"; }
+
+ private:
+  // DeepSeek's routing is close to balanced (auxiliary-loss-free balancing): AIC's power_law_1.01.
+  static std::string Distribution(const OpListOptions& o) {
+    return o.moe_distribution.empty() ? std::string("power_law_1.01") : o.moe_distribution;
+  }
+
+  static void AddMla(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, bool context) {
+    const std::int64_t H = m.hidden_size, heads = m.num_heads / p.tp;
+    const std::int64_t qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
+    const std::string& q = m.quant.gemm;
+    const double L = b.layers();
+    // The latent projections are replicated on every GPU of the attention group.
+    if (m.q_lora_rank > 0) {
+      b.Gemm("downscale_gemm", m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim, H, q, L);
+      b.Gemm("q_b_proj_gemm", heads * qk, m.q_lora_rank, q, L);
+    } else {
+      b.Gemm("kv_a_proj_gemm", m.kv_lora_rank + m.qk_rope_head_dim, H, q, L);
+      b.Gemm("q_proj_gemm", heads * qk, H, q, L);
+    }
+    if (context) {
+      b.Gemm("kv_b_proj_gemm", heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank, q, L);
+      Op& a = b.Add("attention", OpKind::kContextMla, L);
+      a.heads = heads;
+      a.kv_quant = m.quant.kv;
+      a.fmha_quant = m.quant.fmha;
+    } else {
+      const std::string bmm = MlaBmmQuant(m);
+      Op& pre = b.Add("bmm_pre", OpKind::kMlaBmm, L);
+      pre.heads = heads;
+      pre.quant = bmm;
+      pre.measured_op = "mla_gen_pre";
+      pre.weight_elems = static_cast<double>(heads * m.qk_nope_head_dim * m.kv_lora_rank);
+      Op& a = b.Add("attention", OpKind::kGenerationMla, L);
+      a.heads = heads;
+      a.kv_quant = m.quant.kv;
+      Op& post = b.Add("bmm_post", OpKind::kMlaBmm, L);
+      post.heads = heads;
+      post.quant = bmm;
+      post.measured_op = "mla_gen_post";
+      post.weight_elems = static_cast<double>(heads * m.v_head_dim * m.kv_lora_rank);
+    }
+    Op& proj = b.Gemm("proj_gemm", H, heads * m.v_head_dim, q, L);
+    proj.low_precision_input = true;
+  }
 };
 
 }  // namespace

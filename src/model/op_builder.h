@@ -35,6 +35,9 @@ class PhaseBuilder {
   Op& Nccl(const std::string& name, const std::string& collective, int gpus, std::int64_t width, double volume,
            const std::string& dtype, double scale);
   double layers() const { return layers_; }
+  // The ops added so far (a family adjusts the scale or overlap of a block's ops).
+  std::size_t size() const { return ops_.size(); }
+  Op& at(std::size_t i) { return ops_.at(i); }
   std::vector<Op> Take() { return std::move(ops_); }
 
  private:

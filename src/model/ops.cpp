@@ -38,6 +38,9 @@ const char* OpKindName(OpKind k) {
     case OpKind::kNccl: return "nccl";
     case OpKind::kP2P: return "p2p";
     case OpKind::kMoe: return "moe";
+    case OpKind::kContextMla: return "context_mla";
+    case OpKind::kGenerationMla: return "generation_mla";
+    case OpKind::kMlaBmm: return "mla_bmm";
   }
   return "?";
 }

@@ -44,6 +44,9 @@ enum class OpKind {
   kNccl,                 // NCCL collective (all_gather, reduce_scatter, all_reduce, alltoall)
   kP2P,                  // pipeline-stage activation transfer
   kMoe,                  // routed experts: permute, grouped GEMMs, combine
+  kContextMla,           // MLA prefill (unabsorbed: q, k, v of every head) over the sequence
+  kGenerationMla,        // MLA decode (absorbed) against the latent KV cache
+  kMlaBmm,               // a per-head BMM of absorbed MLA decode (mla_gen_pre / mla_gen_post)
 };
 const char* OpKindName(OpKind k);
 
@@ -65,7 +68,9 @@ struct Op {
   std::string quant;
   bool low_precision_input = false;
 
-  // kContextAttention / kGenerationAttention (per GPU)
+  // kContextAttention / kGenerationAttention (per GPU); kContextMla /
+  // kGenerationMla / kMlaBmm use heads (local), kv_quant, fmha_quant (context)
+  // and, for kMlaBmm, quant (the BMM dtype) and measured_op (mla_gen_pre | mla_gen_post).
   std::int64_t heads = 0, kv_heads = 0, head_dim = 0, window = 0;
   std::string kv_quant, fmha_quant;
   bool qk_norm = false;
@@ -90,6 +95,11 @@ struct Op {
   int moe_tp = 1, moe_ep = 1;
   int token_multiplier = 1;  // attention-DP ranks feeding the expert pool
   std::string distribution;
+
+  // Ops that run concurrently with others (two CUDA streams): a contiguous run of
+  // ops with overlap 1 or 2 is one region whose latency is max(sum of group 1,
+  // sum of group 2); 0 runs alone (the default).
+  int overlap = 0;
 
   // Weight elements of ONE occurrence on one GPU (x scale for the pass); their
   // bytes follow the op's quant (GEMM / MoE modes; the embedding is bf16).

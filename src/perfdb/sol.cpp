@@ -42,6 +42,19 @@ double Sol::GenerationAttentionMs(double b, double s, double n, double n_kv, dou
   return Ms(tables::GenerationAttentionRoofline(b, s, n, n_kv, h, w, kv_dtype, spec_.gpu.sm_version));
 }
 
+double Sol::ContextMlaMs(double b, double s, double prefix, double n, std::string_view fmha_quant,
+                         std::string_view kv_dtype) const {
+  return Ms(tables::ContextMlaRoofline(b, s, prefix, n, fmha_quant, kv_dtype));
+}
+
+double Sol::GenerationMlaMs(double b, double s, double n, std::string_view kv_dtype) const {
+  return Ms(tables::GenerationMlaRoofline(b, s, n, kv_dtype, spec_.gpu.sm_version));
+}
+
+double Sol::MlaBmmMs(std::string_view bmm_quant, double t, double n) const {
+  return Ms(tables::MlaBmmRoofline(bmm_quant, t, n));
+}
+
 double Sol::MoeMs(std::string_view quant, double tokens, double hidden, double inter, double topk, double experts,
                   double tp, double ep, bool gated) const {
   return Ms(tables::MoeRoofline(quant, tokens, hidden, inter, topk, experts, tp, ep, gated));

@@ -50,6 +50,13 @@ class Sol {
   // s - 1 keys (at most the window).
   double GenerationAttentionMs(double b, double s, double n, double n_kv, double head_dim, double window,
                                std::string_view kv_dtype) const;
+  // MLA (tables/cost_model.h, DeepSeek geometry): prefill of `s` new tokens after
+  // `prefix` cached ones; absorbed decode with `s` = cached + new tokens; the decode
+  // BMMs over `t` tokens. `n` = local heads.
+  double ContextMlaMs(double b, double s, double prefix, double n, std::string_view fmha_quant,
+                      std::string_view kv_dtype) const;
+  double GenerationMlaMs(double b, double s, double n, std::string_view kv_dtype) const;
+  double MlaBmmMs(std::string_view bmm_quant, double t, double n) const;
   // MoE expert compute for `tokens` tokens (gated: three projections).
   double MoeMs(std::string_view quant, double tokens, double hidden, double inter, double topk, double experts,
                double moe_tp, double moe_ep, bool gated = true) const;

@@ -67,6 +67,9 @@ std::vector<std::string> EngineFlags(const LaunchContext& c, const model::Parall
       f.push_back("--max-model-len " + I(max_len));
       f.push_back("--gpu-memory-utilization " + Num(c.memory_fraction, 2));
       if (c.kv_fp8) f.push_back("--kv-cache-dtype fp8");
+      if (c.nextn > 0)
+        f.push_back("--speculative-config '{\"method\":\"deepseek_mtp\",\"num_speculative_tokens\":" + I(c.nextn) +
+                    "}'");
       if (!role.empty()) f.push_back("--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'");
       break;
     case model::Engine::kSglang: {
@@ -83,6 +86,12 @@ std::vector<std::string> EngineFlags(const LaunchContext& c, const model::Parall
       f.push_back("--context-length " + I(max_len));
       f.push_back("--mem-fraction-static " + Num(c.memory_fraction, 2));
       if (c.kv_fp8) f.push_back("--kv-cache-dtype fp8_e4m3");
+      if (c.nextn > 0) {
+        f.push_back("--speculative-algorithm EAGLE");
+        f.push_back("--speculative-num-steps " + I(c.nextn));
+        f.push_back("--speculative-eagle-topk 1");
+        f.push_back("--speculative-num-draft-tokens " + I(c.nextn + 1));
+      }
       if (!role.empty()) f.push_back("--disaggregation-mode " + role);
       break;
     }
@@ -231,11 +240,14 @@ std::string TrtllmExtraConfig(const LaunchContext& c, const model::ParallelConfi
   s += "kv_cache_config:\n  free_gpu_memory_fraction: " + Num(c.memory_fraction, 2) + "\n";
   if (c.kv_fp8) s += "  dtype: fp8\n";
   s += std::string("enable_attention_dp: ") + (par.dp > 1 ? "true" : "false") + "\n";
+  if (c.nextn > 0) s += "speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: " + I(c.nextn) + "\n";
   if (!role.empty()) s += "cache_transceiver_config:\n  backend: DEFAULT\n";
   return s;
 }
 
-std::vector<GeneratedFile> LaunchFiles(const LaunchContext& c, const search::Point& p) {
+std::vector<GeneratedFile> LaunchFiles(const LaunchContext& context, const search::Point& p) {
+  LaunchContext c = context;
+  c.nextn = p.nextn;  // the chosen point's MTP setting (the search may drop MTP)
   std::vector<GeneratedFile> out;
   const bool trt = c.engine == model::Engine::kTrtllm;
   if (p.mode == search::Mode::kAgg) {

@@ -25,6 +25,7 @@ struct LaunchContext {
   std::string origin;    // "search (trtllm/1.3.0rc20, silicon)" or "weights-fit rule"
   std::int64_t isl = 4000, osl = 1000;
   bool kv_fp8 = false;          // the KV cache is fp8
+  int nextn = 0;                // MTP draft tokens per step (0: none); LaunchFiles takes the point's
   double memory_fraction = 0.9;  // the engine's KV budget fraction (engine profile)
   int total_gpus = 0;
   int gpus_per_node = 8;

@@ -302,8 +302,9 @@ ModeResult SearchDisagg(const model::ModelConfig& m, const serve::Database& db, 
 }  // namespace
 
 std::string Point::Parallel() const {
-  if (mode == Mode::kAgg) return ParStr(par);
-  return "p:" + ParStr(par) + " d:" + ParStr(decode_par);
+  const std::string mtp = nextn > 0 ? " mtp" + std::to_string(nextn) : "";
+  if (mode == Mode::kAgg) return ParStr(par) + mtp;
+  return "p:" + ParStr(par) + " d:" + ParStr(decode_par) + mtp;
 }
 
 std::vector<std::int64_t> AggBatches() {
@@ -413,13 +414,37 @@ SearchResult RunSearch(const model::ModelConfig& m, const serve::Database& db, c
   // The two modes are independent: search them on two threads (the database is
   // read-only apart from its internally locked caches).
   const bool run_agg = in.agg, run_disagg = in.disagg && in.total_gpus >= 2;
+  // MTP (families with the knob, --nextn N > 0): every point with N draft tokens
+  // and without; the two sets of points are one pool for the frontier and picking.
+  std::vector<SearchInputs> variants{in};
+  if (in.nextn > 0 && model::FamilyOf(m).Knobs().mtp) {
+    SearchInputs plain = in;
+    plain.nextn = 0;
+    plain.mtp_accepted = 0;
+    variants.push_back(plain);
+  }
+  auto search_mode = [&](auto search) {
+    ModeResult merged;
+    for (std::size_t v = 0; v < variants.size(); ++v) {
+      ModeResult r = search(variants[v]);
+      for (Point& p : r.points) p.nextn = variants[v].nextn;
+      if (v == 0) {
+        merged = std::move(r);
+        continue;
+      }
+      merged.points.insert(merged.points.end(), r.points.begin(), r.points.end());
+      merged.evaluated += r.evaluated;
+      for (const auto& [why, n] : r.skipped) merged.skipped[why] += n;
+    }
+    return merged;
+  };
   ModeResult agg, disagg;
   std::exception_ptr agg_error;
   std::thread agg_thread;
   if (run_agg) {
     agg_thread = std::thread([&] {
       try {
-        agg = SearchAgg(m, db, engine, in);
+        agg = search_mode([&](const SearchInputs& v) { return SearchAgg(m, db, engine, v); });
       } catch (...) {
         agg_error = std::current_exception();
       }
@@ -428,7 +453,7 @@ SearchResult RunSearch(const model::ModelConfig& m, const serve::Database& db, c
   std::exception_ptr disagg_error;
   if (run_disagg) {
     try {
-      disagg = SearchDisagg(m, db, engine, in);
+      disagg = search_mode([&](const SearchInputs& v) { return SearchDisagg(m, db, engine, v); });
     } catch (...) {
       disagg_error = std::current_exception();
     }
@@ -473,7 +498,9 @@ std::vector<std::string> DataNotes(const Point& p, const model::ModelConfig& m, 
   };
   std::map<std::pair<std::string, std::string>, Group> groups;
   std::vector<std::pair<std::string, std::string>> order;
-  const model::OpListOptions oo = OpOptions(in, db);
+  SearchInputs at = in;
+  at.nextn = p.nextn;  // the point's own MTP setting
+  const model::OpListOptions oo = OpOptions(at, db);
   auto scan = [&](const model::ParallelConfig& par, bool context) {
     const model::OpList ops = model::BuildOpList(m, par, oo);
     serve::PassShape shape;

@@ -56,7 +56,8 @@ struct Point {
   int replicas = 0;                     // floor(total GPUs / GPUs per replica)
   double memory_gib = 0;                // per GPU (disagg: the larger side)
   bool meets_sla = false;
-  std::string Parallel() const;         // "tp4pp1dp1etp1ep4" / "p:tp2... d:tp4..."
+  int nextn = 0;                        // MTP draft tokens per decode step (0: none)
+  std::string Parallel() const;         // "tp4pp1dp1etp1ep4" / "p:tp2... d:tp4..." (+ " mtp1" with MTP)
 };
 
 struct ModeResult {

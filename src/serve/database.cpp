@@ -36,6 +36,23 @@ std::string DefaultBackend(const perfdb::DataTree& tree, const std::string& syst
 
 }  // namespace
 
+const char* TableNeedName(TableNeed need) {
+  switch (need) {
+    case TableNeed::kGemm: return "gemm_perf";
+    case TableNeed::kContextAttention: return "context_attention_perf";
+    case TableNeed::kGenerationAttention: return "generation_attention_perf";
+    case TableNeed::kMoe: return "moe_perf";
+    case TableNeed::kNccl: return "nccl_perf";
+    case TableNeed::kCustomAllReduce: return "custom_allreduce_perf";
+    case TableNeed::kElementwise: return "elementwise_perf";
+    case TableNeed::kQuantize: return "computescale_perf";
+    case TableNeed::kContextMla: return "context_mla_perf";
+    case TableNeed::kGenerationMla: return "generation_mla_perf";
+    case TableNeed::kMlaBmm: return "mla_bmm_perf";
+  }
+  return "?";
+}
+
 std::unique_ptr<Database> Database::Open(systems::SystemSpec spec, const DatabaseOptions& options,
                                          const std::set<TableNeed>& needs) {
   std::unique_ptr<Database> d(new Database());
@@ -127,6 +144,16 @@ std::unique_ptr<Database> Database::Open(systems::SystemSpec spec, const Databas
         d->scale_matrix_.emplace(perfdb::ScaleMatrixTable::FromLoaded(t, sol));
       });
     }
+    if (needs.count(TableNeed::kContextMla))
+      load("context_mla_perf",
+           [&](const perfdb::LoadedTable& t) { d->context_mla_.emplace(perfdb::ContextMlaTable::FromLoaded(t, sol)); });
+    if (needs.count(TableNeed::kGenerationMla))
+      load("generation_mla_perf", [&](const perfdb::LoadedTable& t) {
+        d->generation_mla_.emplace(perfdb::GenerationMlaTable::FromLoaded(t, sol));
+      });
+    if (needs.count(TableNeed::kMlaBmm))
+      load("mla_bmm_perf",
+           [&](const perfdb::LoadedTable& t) { d->mla_bmm_.emplace(perfdb::MlaBmmTable::FromLoaded(t, sol)); });
     for (auto& t : loaders) t.join();
     if (!d->load_errors_.empty()) std::rethrow_exception(d->load_errors_.front());
     std::sort(d->absent_.begin(), d->absent_.end());

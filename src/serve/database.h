@@ -16,6 +16,7 @@
 
 #include "perfdb/comm.h"
 #include "perfdb/elementwise.h"
+#include "perfdb/mla.h"
 #include "perfdb/modes.h"
 #include "perfdb/perf_database.h"
 #include "perfdb/quantize.h"
@@ -23,7 +24,22 @@
 
 namespace servecast::serve {
 
-enum class TableNeed { kGemm, kContextAttention, kGenerationAttention, kMoe, kNccl, kCustomAllReduce, kElementwise, kQuantize };
+enum class TableNeed {
+  kGemm,
+  kContextAttention,
+  kGenerationAttention,
+  kMoe,
+  kNccl,
+  kCustomAllReduce,
+  kElementwise,
+  kQuantize,
+  kContextMla,     // context_mla_perf (MLA prefill)
+  kGenerationMla,  // generation_mla_perf (MLA absorbed decode)
+  kMlaBmm,         // mla_bmm_perf (the absorbed decode's per-head BMMs)
+};
+
+// The perf table a need reads ("context_mla_perf"); kQuantize: computescale_perf.
+const char* TableNeedName(TableNeed need);
 
 struct DatabaseOptions {
   std::vector<std::string> roots;  // data roots holding <system>/<family>/<backend>/<version>/
@@ -53,6 +69,9 @@ class Database {
   const perfdb::ElementwiseTable* elementwise() const { return elementwise_ ? &*elementwise_ : nullptr; }
   const perfdb::ComputeScaleTable* compute_scale() const { return compute_scale_ ? &*compute_scale_ : nullptr; }
   const perfdb::ScaleMatrixTable* scale_matrix() const { return scale_matrix_ ? &*scale_matrix_ : nullptr; }
+  const perfdb::ContextMlaTable* context_mla() const { return context_mla_ ? &*context_mla_ : nullptr; }
+  const perfdb::GenerationMlaTable* generation_mla() const { return generation_mla_ ? &*generation_mla_ : nullptr; }
+  const perfdb::MlaBmmTable* mla_bmm() const { return mla_bmm_ ? &*mla_bmm_ : nullptr; }
   // "cuda/13.0-cublaslt13.1-cudnn9.14-nccl2.28" (or "sol" when no data was read).
   std::string source() const;
   // Tables asked for that the source does not have (names), for reports.
@@ -72,6 +91,9 @@ class Database {
   std::optional<perfdb::ElementwiseTable> elementwise_;
   std::optional<perfdb::ComputeScaleTable> compute_scale_;
   std::optional<perfdb::ScaleMatrixTable> scale_matrix_;
+  std::optional<perfdb::ContextMlaTable> context_mla_;
+  std::optional<perfdb::GenerationMlaTable> generation_mla_;
+  std::optional<perfdb::MlaBmmTable> mla_bmm_;
   std::unique_ptr<perfdb::OpEstimator> estimator_;
   std::vector<std::string> absent_;
   std::vector<std::exception_ptr> load_errors_;  // unreadable tables, rethrown by Open

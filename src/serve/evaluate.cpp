@@ -226,6 +226,52 @@ OpCost Moe(const Op& op, const Database& db, std::int64_t tokens) {
   return c;
 }
 
+// ---------------------------------------------------------------- MLA
+// The mode rules are perfdb's (perfdb/mla.h); a table the source lacks names
+// itself and what to collect.
+
+OpCost ContextMla(const Op& op, const Database& db, const PassShape& s) {
+  const std::int64_t full = s.seq + s.prefix;
+  const double f = static_cast<double>(full), p = static_cast<double>(s.prefix);
+  const tables::OpCost cost = tables::ContextMlaRoofline(static_cast<double>(s.batch), static_cast<double>(s.seq), p,
+                                                         static_cast<double>(op.heads), op.fmha_quant, op.kv_quant);
+  OpCost c = FromEstimate(perfdb::EstimateContextMla(db.mode(), db.sol(), db.context_mla(),
+                                                     {s.batch, full, op.heads, op.fmha_quant, op.kv_quant}, op.name),
+                          0);
+  SetMath(c, cost, db);
+  c.sol_ms = db.sol().Ms(cost);
+  // Rows are full prefills; a cached prefix keeps the new tokens' share of the pairs (as attention).
+  if (!SolMode(db) && s.prefix > 0) {
+    const double share = (f * f - p * p) / (f * f);
+    c.latency_ms *= share;
+    c.energy_wms *= share;
+    c.detail += " x prefix share " + FormatG6(share);
+  } else if (SolMode(db)) {
+    c.latency_ms = c.sol_ms;
+  }
+  return c;
+}
+
+OpCost GenerationMla(const Op& op, const Database& db, const PassShape& s) {
+  OpCost c = FromEstimate(
+      perfdb::EstimateGenerationMla(db.mode(), db.sol(), db.generation_mla(), {s.batch, s.seq, op.heads, op.kv_quant},
+                                    op.name),
+      0);
+  SetMath(c,
+          tables::GenerationMlaRoofline(static_cast<double>(s.batch), static_cast<double>(s.seq),
+                                        static_cast<double>(op.heads), op.kv_quant, db.spec().gpu.sm_version),
+          db);
+  return c;
+}
+
+OpCost MlaBmm(const Op& op, const Database& db, std::int64_t tokens) {
+  OpCost c = FromEstimate(
+      perfdb::EstimateMlaBmm(db.mode(), db.sol(), db.mla_bmm(), {op.measured_op, op.quant, op.heads, tokens}, op.name),
+      0);
+  SetMath(c, tables::MlaBmmRoofline(op.quant, static_cast<double>(tokens), static_cast<double>(op.heads)), db);
+  return c;
+}
+
 OpCost Comm(const Op& op, const Database& db, std::int64_t tokens) {
   const double size = static_cast<double>(tokens) * static_cast<double>(op.elems_per_token) * op.volume_factor;
   const std::string what = op.collective + " of " + FormatG6(size) + " elements over " + std::to_string(op.gpus) + " GPUs";
@@ -295,6 +341,9 @@ OpCost Dispatch(const Op& op, const Database& db, const PassShape& shape) {
     case OpKind::kNccl: return Comm(op, db, tokens);
     case OpKind::kP2P: return P2P(op, db, tokens);
     case OpKind::kMoe: return Moe(op, db, tokens);
+    case OpKind::kContextMla: return ContextMla(op, db, shape);
+    case OpKind::kGenerationMla: return GenerationMla(op, db, shape);
+    case OpKind::kMlaBmm: return MlaBmm(op, db, tokens);
   }
   throw Error("op " + op.name + ": unknown kind");
 }

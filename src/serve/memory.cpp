@@ -11,7 +11,8 @@ namespace servecast::serve {
 double OpWeightBytes(const model::Op& op) {
   if (op.weight_elems <= 0) return 0;
   double per_elem = 2;  // embedding, bf16
-  if (op.kind == model::OpKind::kGemm) per_elem = perfdb::GemmQuant(op.quant).mem_bytes;
+  if (op.kind == model::OpKind::kGemm || op.kind == model::OpKind::kMlaBmm)
+    per_elem = perfdb::GemmQuant(op.quant).mem_bytes;
   if (op.kind == model::OpKind::kMoe) per_elem = perfdb::MoeQuant(op.quant).mem_bytes;
   return op.weight_elems * per_elem;
 }
@@ -28,7 +29,9 @@ MemoryBreakdown EstimateMemory(const model::ModelConfig& m, const model::Paralle
   const MemoryProfile& mp = engine.memory;
   r.weights = WeightBytes(ops.context) / p.pp;
   const double h = static_cast<double>(m.num_heads * m.head_dim);
-  double act = 2.0 * static_cast<double>(in.tokens) * h * mp.ActivationCoefficient(model::FamilyOf(m).ActivationKey(), p.tp);
+  const model::ModelFamily& family = model::FamilyOf(m);
+  double act = 2.0 * static_cast<double>(in.tokens) * h * mp.ActivationCoefficient(family.ActivationKey(), p.tp);
+  act += family.WorkspaceBytes(m, p, static_cast<double>(in.tokens));
   act = std::max(act, mp.activation_floor_bytes);
   if (in.nextn > 0) act *= in.nextn + 1;
   r.activations = act * mp.activation_factor;

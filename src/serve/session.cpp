@@ -20,12 +20,24 @@ void AdjustQuantForSystem(model::ModelConfig& m, const systems::SystemSpec& spec
   }
 }
 
+// The prefill table a model's attention reads: context_mla_perf for MLA models
+// (a latent KV, kv_lora_rank > 0), else context_attention_perf.
 void AdjustQuantForData(model::ModelConfig& m, const Database& db, const model::QuantOverrides& o) {
-  if (o.fmha || m.quant.fmha != "fp8" || !db.context_attention()) return;
-  for (const auto& [key, grid] : db.context_attention()->slices())
-    if (key.attn_dtype == "fp8") return;
+  if (o.fmha || m.quant.fmha != "fp8") return;
+  const char* table = nullptr;
+  if (m.kv_lora_rank > 0) {
+    if (!db.context_mla()) return;
+    for (const auto& [key, grid] : db.context_mla()->slices())
+      if (key.first == "fp8") return;
+    table = "context_mla_perf";
+  } else {
+    if (!db.context_attention()) return;
+    for (const auto& [key, grid] : db.context_attention()->slices())
+      if (key.attn_dtype == "fp8") return;
+    table = "context_attention_perf";
+  }
   m.quant.fmha = "bfloat16";
-  m.quant_notes.push_back("fmha fp8 -> bfloat16: context_attention_perf of " + db.source() + " has no fp8 slice");
+  m.quant_notes.push_back(std::string("fmha fp8 -> bfloat16: ") + table + " of " + db.source() + " has no fp8 slice");
 }
 
 }  // namespace
@@ -53,6 +65,15 @@ std::set<TableNeed> NeedsOf(const model::OpList& ops) {
           break;
         case model::OpKind::kCustomAllReduce:
           needs.insert(TableNeed::kCustomAllReduce);
+          break;
+        case model::OpKind::kContextMla:
+          needs.insert(TableNeed::kContextMla);
+          break;
+        case model::OpKind::kGenerationMla:
+          needs.insert(TableNeed::kGenerationMla);
+          break;
+        case model::OpKind::kMlaBmm:
+          needs.insert(TableNeed::kMlaBmm);
           break;
         default:
           break;

@@ -63,9 +63,25 @@ PhaseEstimate EvaluatePass(const std::vector<model::Op>& ops, const Database& db
                            double correction, OpFilter filter) {
   PhaseEstimate p;
   p.ops.reserve(ops.size());
+  // An overlap region (ops with overlap 1 or 2, contiguous) adds max(group 1,
+  // group 2) of latency and of SOL; energy adds up (both streams draw power).
+  double region_lat[3] = {0, 0, 0}, region_sol[3] = {0, 0, 0};
+  std::size_t region_first = 0;
+  bool in_region = false;
+  auto close_region = [&] {
+    if (!in_region) return;
+    p.latency_ms += std::max(region_lat[1], region_lat[2]);
+    p.sol_ms += std::max(region_sol[1], region_sol[2]);
+    const int hidden = region_lat[1] >= region_lat[2] ? 2 : 1;
+    for (std::size_t i = region_first; i < p.ops.size(); ++i)
+      p.ops[i].detail += hidden == p.ops[i].overlap ? " [overlapped: hidden behind the other stream]"
+                                                    : " [overlapped: the longer stream]";
+    region_lat[1] = region_lat[2] = region_sol[1] = region_sol[2] = 0;
+    in_region = false;
+  };
   for (const model::Op& op : ops) {
-    const bool ctx_attn = op.kind == model::OpKind::kContextAttention;
-    const bool gen_attn = op.kind == model::OpKind::kGenerationAttention;
+    const bool ctx_attn = op.kind == model::OpKind::kContextAttention || op.kind == model::OpKind::kContextMla;
+    const bool gen_attn = op.kind == model::OpKind::kGenerationAttention || op.kind == model::OpKind::kGenerationMla;
     if ((filter == OpFilter::kExceptAttention && (ctx_attn || gen_attn)) ||
         (filter == OpFilter::kContextAttentionOnly && !ctx_attn) ||
         (filter == OpFilter::kGenerationAttentionOnly && !gen_attn))
@@ -74,17 +90,27 @@ PhaseEstimate EvaluatePass(const std::vector<model::Op>& ops, const Database& db
     OpLine l;
     l.name = op.name;
     l.kind = op.kind;
+    l.overlap = op.overlap;
     l.latency_ms = c.latency_ms * op.scale * correction;
     l.sol_ms = c.sol_ms * op.scale;
     l.energy_wms = c.energy_wms * op.scale;
     l.source = c.source;
     l.detail = c.detail;
-    p.latency_ms += l.latency_ms;
-    p.sol_ms += l.sol_ms;
+    if (op.overlap == 0) {
+      close_region();
+      p.latency_ms += l.latency_ms;
+      p.sol_ms += l.sol_ms;
+    } else {
+      if (!in_region) region_first = p.ops.size();
+      in_region = true;
+      region_lat[op.overlap == 1 ? 1 : 2] += l.latency_ms;
+      region_sol[op.overlap == 1 ? 1 : 2] += l.sol_ms;
+    }
     p.energy_wms += l.energy_wms;
     p.math_ms += c.math_ms * op.scale;
     p.ops.push_back(std::move(l));
   }
+  close_region();
   return p;
 }
 

@@ -36,6 +36,7 @@ struct OpLine {
   double share = 0;       // latency_ms / phase latency
   std::string source;     // of the first evaluation (context) or the least exact over steps
   std::string detail;     // of the first evaluation
+  int overlap = 0;        // the op's overlap group (model::Op::overlap): 0 adds to the phase
 };
 
 struct PhaseEstimate {

@@ -100,6 +100,29 @@ class RowReader {
   const std::vector<std::string>& fields_;
 };
 
+// "silicon_concurrency=N" among the "; "-separated fields of silicon_data_source
+// (0 when absent); a value that is not a positive integer -> DataError.
+std::int64_t SourceConcurrency(const std::string& text, const std::string& file, int line) {
+  const std::string key = "silicon_concurrency=";
+  std::size_t at = text.find(key);
+  while (at != std::string::npos && at > 0 && text[at - 1] != ' ' && text[at - 1] != ';') at = text.find(key, at + 1);
+  if (at == std::string::npos) return 0;
+  const std::size_t begin = at + key.size();
+  const std::size_t end = text.find(';', begin);
+  const std::string v = Trim(text.substr(begin, end == std::string::npos ? std::string::npos : end - begin));
+  std::size_t used = 0;
+  long long n = 0;
+  try {
+    n = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || v.empty() || n < 1)
+    throw DataError(SourceLocation{file, line, "silicon_data_source"}, "silicon_concurrency '" + v + "'",
+                    "a positive integer");
+  return n;
+}
+
 // ---------------------------------------------------------------- helpers
 
 std::string Lower(std::string s) {
@@ -219,9 +242,10 @@ class Sources {
     dbo.backend = source.substr(0, source.find('/'));
     dbo.version = source.substr(source.find('/') + 1);
     dbo.mode = options_.mode;
-    const std::set<TableNeed> all{
-        TableNeed::kGemm, TableNeed::kContextAttention, TableNeed::kGenerationAttention, TableNeed::kMoe,
-        TableNeed::kNccl, TableNeed::kCustomAllReduce,  TableNeed::kElementwise,         TableNeed::kQuantize};
+    const std::set<TableNeed> all{TableNeed::kGemm,           TableNeed::kContextAttention, TableNeed::kGenerationAttention,
+                                  TableNeed::kMoe,            TableNeed::kNccl,             TableNeed::kCustomAllReduce,
+                                  TableNeed::kElementwise,    TableNeed::kQuantize,         TableNeed::kContextMla,
+                                  TableNeed::kGenerationMla,  TableNeed::kMlaBmm};
     auto db = Database::Open(spec, dbo, all);
     return *dbs_.emplace(key, std::move(db)).first->second;
   }
@@ -329,8 +353,22 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
                                                   row.prefill_moe_ep, moe_model, out.notes, "prefill: ");
     const model::ParallelConfig dp = MakeParallel(row.decode_tp, row.decode_pp, row.decode_dp, row.decode_moe_tp,
                                                   row.decode_moe_ep, moe_model, out.notes, "decode: ");
-    const std::int64_t decode_batch = row.decode_batch > 0 ? row.decode_batch : row.batch;
-    if (decode_batch < 1) return fail({"bad row", "disagg row without decode_batch_size or batch_size"});
+    // decode_batch_size is each decode rank's running batch. A row that gives only
+    // the client concurrency (batch_size, else silicon_concurrency=N in
+    // silicon_data_source) spreads it over the decode workers' attention-DP ranks.
+    std::int64_t decode_batch = row.decode_batch;
+    if (decode_batch < 1) {
+      const std::int64_t concurrency = row.batch > 0 ? row.batch : row.source_concurrency;
+      if (concurrency < 1)
+        return fail({"bad row", "disagg row without decode_batch_size, batch_size or silicon_concurrency=N in "
+                                "silicon_data_source"});
+      const std::int64_t ranks = static_cast<std::int64_t>(std::max(row.decode_workers, 1)) * dp.dp;
+      decode_batch = (concurrency + ranks - 1) / ranks;
+      out.notes.push_back("decode batch derived: concurrency " + std::to_string(concurrency) +
+                          (row.batch > 0 ? " (batch_size)" : " (silicon_concurrency)") + " / (" +
+                          std::to_string(std::max(row.decode_workers, 1)) + " decode workers x dp " +
+                          std::to_string(dp.dp) + ") = " + std::to_string(decode_batch) + " per rank (rounded up)");
+    }
     out.config = workload + " P" + std::to_string(std::max(row.prefill_workers, 1)) + "x[" +
                  ParallelText(pp, moe_model) + " b" + std::to_string(std::max<std::int64_t>(row.prefill_batch, 1)) +
                  "] D" + std::to_string(std::max(row.decode_workers, 1)) + "x[" + ParallelText(dp, moe_model) + " b" +
@@ -452,6 +490,7 @@ std::vector<SiliconRow> ReadSiliconCsv(const std::string& path) {
     s.decode_dp = static_cast<int>(r.Count("decode_attention_dp_size"));
     s.decode_moe_tp = static_cast<int>(r.Count("decode_moe_tp_size"));
     s.decode_moe_ep = static_cast<int>(r.Count("decode_moe_ep_size"));
+    s.source_concurrency = SourceConcurrency(r.Text("silicon_data_source"), path, line_no);
     s.ttft_ms = r.Number("silicon_ttft_ms");
     s.tpot_ms = r.Number("silicon_tpot_ms");
     rows.push_back(std::move(s));

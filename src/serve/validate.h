@@ -22,6 +22,8 @@ struct SiliconRow {
   int line = 0;  // 1-based line of the file
   std::string id, backend, backend_version, model_path, system, precision, mode;
   std::int64_t isl = 0, osl = 0, batch = 0;  // batch: client concurrency
+  // The client concurrency named in silicon_data_source ("silicon_concurrency=N"; 0 when absent).
+  std::int64_t source_concurrency = 0;
   int tp = 0, pp = 0, dp = 0, moe_tp = 0, moe_ep = 0;
   std::optional<std::string> gemm_quant, moe_quant;
   // disagg

@@ -137,6 +137,29 @@ OpCost GenerationAttentionFloor(double b, double isl, double step, double n, dou
 
 // ---------------------------------------------------------------- MLA
 
+OpCost ContextMlaRoofline(double b, double s, double prefix, double n, std::string_view fmha_quant,
+                          std::string_view kv_dtype) {
+  QuantMode q = FmhaQuant(fmha_quant);
+  const double full = s + prefix, dims = kMlaQkHeadDim + kMlaVHeadDim;
+  const double flops = b * n * dims * (full * full - prefix * prefix);
+  const double bytes = b * n * (KvCacheBytes(kv_dtype) * full * dims + 2 * s * dims);
+  return OpCost{flops, bytes, std::move(q.flops_key)};
+}
+
+OpCost GenerationMlaRoofline(double b, double s, double n, std::string_view kv_dtype, int sm_version) {
+  const double qk = kMlaLatentDim + kMlaRopeDim, width = qk + kMlaLatentDim;
+  const double flops = 2 * b * n * width * s;
+  const double bytes = b * (2 * n * width + std::max(0.0, s - 1) * qk * KvCacheBytes(kv_dtype));
+  return OpCost{flops, bytes, DecodeFlopsKey(kv_dtype, sm_version)};
+}
+
+OpCost MlaBmmRoofline(std::string_view bmm_quant, double t, double n) {
+  QuantMode q = GemmQuant(bmm_quant);
+  const double flops = 2 * t * n * kMlaNopeDim * kMlaLatentDim;
+  const double bytes = n * ((kMlaNopeDim + kMlaLatentDim) * t + kMlaNopeDim * kMlaLatentDim) * q.mem_bytes;
+  return OpCost{flops, bytes, std::move(q.flops_key)};
+}
+
 OpCost ContextMlaFloor(double b, double s, double n, const std::string& mla_dtype, const std::string& kv_dtype) {
   double flops = 2 * b * n * (kMlaQkHeadDim + kMlaVHeadDim) * CausalPairs(s, 0);
   double activations = b * s * n * (2 * kMlaQkHeadDim + 2 * kMlaVHeadDim) * 2;

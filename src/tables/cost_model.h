@@ -91,6 +91,20 @@ OpCost GenerationAttentionFloor(double b, double isl, double step, double n, dou
 // nope 128 + rope 64, values 128; a latent KV of 512 + rope 64 per token).
 inline constexpr double kMlaQkHeadDim = 192, kMlaVHeadDim = 128, kMlaNopeDim = 128;
 inline constexpr double kMlaLatentDim = 512, kMlaRopeDim = 64;
+// Rooflines (AIC §1.5, in the DeepSeek geometry above), for perfdb's SOL times,
+// the util-empirical modes and serve's FLOP figures:
+//   prefill (b requests adding s tokens after `prefix` cached ones, n local heads):
+//     FLOPs b n (192 + 128) ((s+p)^2 - p^2), the causal pairs of q.k over 192 and
+//     p.v over 128; bytes b n 320 (kv bytes x (s+p) + 2 s); rate FmhaQuant(fmha).
+//   absorbed decode (s = cached + new tokens, n local heads):
+//     FLOPs 2 b n (576 + 512) s; bytes b (2 n (576 + 512) + (s-1) 576 kv bytes);
+//     rate DecodeFlopsKey(kv dtype, sm), as decode attention.
+//   the decode BMMs (t tokens, n local heads, either of the two):
+//     FLOPs 2 t n 128 x 512; bytes n (640 t + 128 x 512) x GemmQuant(bmm) bytes.
+OpCost ContextMlaRoofline(double b, double s, double prefix, double n, std::string_view fmha_quant,
+                          std::string_view kv_dtype);
+OpCost GenerationMlaRoofline(double b, double s, double n, std::string_view kv_dtype, int sm_version);
+OpCost MlaBmmRoofline(std::string_view bmm_quant, double t, double n);
 // Floor of a context_mla_perf row: b requests of isl new tokens, n local heads:
 // FLOPs 2bn(192 + 128) x causal pairs; bytes q, k, v read and out written at 2 B
 // (the unabsorbed prefill's inputs) plus the latent cache write (576 per token at

@@ -78,12 +78,14 @@ class TempDir {
 
 TEST(BundledModels, ListsEveryReferenceConfig) {
   const std::vector<std::string> ids = BundledModels(kModelsDir);
-  // The 18 reference configs plus the two Llama-3.1-8B Instruct checkpoints of the
-  // dev serving set (same architecture as the 8B base; models/README.md).
-  ASSERT_EQ(ids.size(), 20u);
+  // The 19 reference configs (Kimi-K2-Instruct the latest) plus the two
+  // Llama-3.1-8B Instruct checkpoints of the dev serving set (same architecture
+  // as the 8B base; models/README.md).
+  ASSERT_EQ(ids.size(), 21u);
   EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
   for (const char* id : {"meta-llama/Meta-Llama-3.1-8B", "Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-120b",
-                         "deepseek-ai/DeepSeek-V3", "nvidia/Llama-3.1-70B-Instruct-FP8", "mistralai/Mixtral-8x7B-v0.1"})
+                         "deepseek-ai/DeepSeek-V3", "nvidia/Llama-3.1-70B-Instruct-FP8", "mistralai/Mixtral-8x7B-v0.1",
+                         "moonshotai/Kimi-K2-Instruct"})
     EXPECT_NE(std::find(ids.begin(), ids.end(), id), ids.end()) << id;
 }
 
@@ -101,7 +103,7 @@ TEST(BundledModels, EveryOneLoadsWithAFamilyAndConsistentShapes) {
     EXPECT_EQ(m.num_experts > 0, moe_like);
     EXPECT_EQ(m.experts_per_token > 0, moe_like);
     const std::string expected_family =
-        id.find("DeepSeek") != std::string::npos ? "deepseek"
+        id.find("DeepSeek") != std::string::npos || id.find("Kimi") != std::string::npos ? "deepseek"
         : (id.find("A22B") != std::string::npos || id.find("A3B") != std::string::npos ||
            id.find("Mixtral") != std::string::npos || id.find("gpt-oss") != std::string::npos)
             ? "moe"
@@ -142,7 +144,7 @@ TEST(BundledModels, ValuesMatchTheReferenceConfigs) {
       ++files;
     }
   }
-  EXPECT_EQ(files, 19);
+  EXPECT_EQ(files, 20);
   EXPECT_EQ(derived, 3);  // two config.json files and one hf_quant_config.json
 }
 

@@ -205,8 +205,9 @@ TEST(Ops, ValidationErrors) {
   EXPECT_NO_THROW(ValidateParallel(moe, {.tp = 4, .moe_tp = 2, .moe_ep = 2}, Engine::kTrtllm));
   ExpectUsage(moe, {.tp = 2, .dp = 2, .moe_ep = 4}, Engine::kTrtllm, "trtllm: attention dp > 1 needs tp 1");
   const ModelConfig ds = LoadModel("deepseek-ai/DeepSeek-V3", kModels);
-  ExpectUsage(ds, {.tp = 8, .moe_ep = 8}, Engine::kTrtllm, "not yet supported");
-  EXPECT_THROW(BuildOpList(ds, {.tp = 8, .moe_ep = 8}, {}), UsageError);
+  EXPECT_NO_THROW(BuildOpList(ds, {.tp = 8, .moe_ep = 8}, {}));
+  ExpectUsage(ds, {.tp = 8, .moe_ep = 4}, Engine::kTrtllm, "tp x dp = moe_tp x moe_ep");
+  ExpectUsage(ds, {.tp = 2, .dp = 4, .moe_ep = 8}, Engine::kTrtllm, "trtllm: attention dp > 1 needs tp 1");
 }
 
 }  // namespace

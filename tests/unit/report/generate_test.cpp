@@ -146,6 +146,27 @@ TEST(GenerateFiles, TrtllmCommandAndExtraConfig) {
   EXPECT_TRUE(Has(files.at("disagg/k8s_deploy.yaml"), "\"--disaggregation-mode\"\n            - \"prefill\""));
 }
 
+// A point with MTP (search::Point::nextn) gets each engine's speculative-decoding
+// flags; a point without gets none (the search may have dropped MTP).
+TEST(GenerateFiles, MtpFlagsPerEngine) {
+  search::Point p = DisaggMoePoint();
+  p.nextn = 2;
+  const auto trt = ByPath(LaunchFiles(Ctx(model::Engine::kTrtllm), p));
+  EXPECT_TRUE(Has(trt.at("disagg/decode_extra_llm_api_config.yaml"),
+                  "speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: 2\n"));
+  const auto sgl = ByPath(LaunchFiles(Ctx(model::Engine::kSglang), p));
+  const std::string& dec = sgl.at("disagg/decode_launch.sh");
+  EXPECT_TRUE(Has(dec, "--speculative-algorithm EAGLE"));
+  EXPECT_TRUE(Has(dec, "--speculative-num-steps 2"));
+  EXPECT_TRUE(Has(dec, "--speculative-num-draft-tokens 3"));
+  const auto vll = ByPath(LaunchFiles(Ctx(model::Engine::kVllm), p));
+  EXPECT_TRUE(Has(vll.at("disagg/decode_launch.sh"),
+                  "--speculative-config '{\"method\":\"deepseek_mtp\",\"num_speculative_tokens\":2}'"));
+  p.nextn = 0;
+  const auto none = ByPath(LaunchFiles(Ctx(model::Engine::kSglang), p));
+  EXPECT_FALSE(Has(none.at("disagg/decode_launch.sh"), "--speculative"));
+}
+
 TEST(GenerateRule, WeightsFitTp) {
   const double gb = 1e9;
   EXPECT_EQ(WeightsFitTp(16 * gb, 141 * gb, 8, 8), 1);    // 24 GB < 141 GB
