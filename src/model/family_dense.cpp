@@ -14,7 +14,8 @@ class DenseFamily final : public ModelFamily {
     return {{"LlamaForCausalLM", "llama", false},
             {"Qwen2ForCausalLM", "qwen2", false},
             {"Qwen3ForCausalLM", "qwen3", true},
-            {"MiMoForCausalLM", "mimo", false}};
+            {"MiMoForCausalLM", "mimo", false},
+            {"MistralForCausalLM", "mistral", false}};
   }
   void ReadConfig(const ConfigFields& f, ModelConfig& m) const override { (void)f, (void)m; }
   bool HasExperts() const override { return false; }

@@ -67,7 +67,10 @@ class MoeFamily final : public ModelFamily {
     return {{"MixtralForCausalLM", "mixtral", false},
             {"Qwen2MoeForCausalLM", "qwen2_moe", false},
             {"Qwen3MoeForCausalLM", "qwen3_moe", true},
-            {"GptOssForCausalLM", "gpt_oss", false}};
+            {"GptOssForCausalLM", "gpt_oss", false},
+            // MiniMax-M2: q/k norm over all heads of the layer (qk_norm_type per_layer),
+            // routed experts only (intermediate_size is the expert width).
+            {"MiniMaxM2ForCausalLM", "minimax_m2", true}};
   }
   void ReadConfig(const ConfigFields& f, ModelConfig& m) const override { ReadRoutedExperts(f, m); }
   bool HasExperts() const override { return true; }

@@ -6,8 +6,9 @@
 //
 // The family is decided by architectures[0] through the family registry
 // (model/family.h; docs/models.md lists them):
-//   dense     LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MiMoForCausalLM
-//   moe       MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, GptOssForCausalLM
+//   dense     LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MiMoForCausalLM, MistralForCausalLM
+//   moe       MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, GptOssForCausalLM,
+//             MiniMaxM2ForCausalLM
 //   deepseek  DeepseekV3ForCausalLM (parsed fully; the estimator says "not yet supported")
 // Multimodal configs are read from their `text_config`.
 
@@ -43,6 +44,10 @@ struct QuantOverrides {
 struct ModelConfig {
   std::string name;          // bundled name / HF id ("meta-llama/Meta-Llama-3.1-8B") or the directory given
   std::string config_path;   // the config.json read
+  // How --model was resolved when it did not name a bundled model or a config
+  // file directly (an alias of models/aliases.yaml, the Hugging Face cache);
+  // "" otherwise. The commands print it as a note.
+  std::string resolution_note;
   std::string architecture;  // architectures[0]
   const ModelFamily* family = nullptr;  // the registered family accepting `architecture`
 
@@ -94,11 +99,35 @@ const ModelFamily& FamilyOf(const ModelConfig& m);
 // file and the field.
 ModelConfig ParseHfConfig(const std::string& config_json, const std::string& hf_quant_json, const std::string& where);
 
-// Resolves --model: a directory holding config.json; else a bundled model by
-// directory name under `models_dir` ("Qwen--Qwen3-32B") or by HF id
-// ("Qwen/Qwen3-32B", case-insensitive). Unknown -> UsageError listing the bundled
-// models.
+// Resolves --model, in order (models/README.md, "Ids as users type them"):
+//   1. a directory holding config.json, or a path to a config.json file (its
+//      folder's hf_quant_config.json is read too);
+//   2. a bundled model by directory name under `models_dir` ("Qwen--Qwen3-32B")
+//      or by HF id ("Qwen/Qwen3-32B"), case-insensitively;
+//   3. an HF id in the local Hugging Face cache (HfHubCacheDir():
+//      models--ORG--NAME/snapshots/<refs/main or the only snapshot>/config.json);
+//   4. an alias of `models_dir`/aliases.yaml: the bundled model it names.
+// 3 and 4 set resolution_note. Unknown -> UsageError with the closest bundled
+// ids and aliases ("did you mean"), the bundled models and the cache searched.
 ModelConfig LoadModel(const std::string& spec, const std::string& models_dir);
+
+// An HF id naming a bundled architecture under another name (models/aliases.yaml).
+struct ModelAlias {
+  std::string id;      // as typed: "meta-llama/Llama-3.1-70B-Instruct"
+  std::string model;   // the bundled HF id it resolves to: "meta-llama/Meta-Llama-3.1-70B"
+  std::string reason;  // why it is the same architecture
+  int line = 0;        // of the entry in the file
+};
+// Reads `models_dir`/aliases.yaml (no file: none). Strict: an unknown key, a
+// missing or empty id / model / reason, an id that is not ORG/NAME, an id given
+// twice or naming a bundled model itself, or a model that is not bundled ->
+// ConfigError naming the file and line.
+std::vector<ModelAlias> LoadModelAliases(const std::string& models_dir);
+
+// The Hugging Face hub cache: $HF_HUB_CACHE, else $HF_HOME/hub, else
+// $XDG_CACHE_HOME/huggingface/hub, else $HOME/.cache/huggingface/hub ("" when
+// none of them is set).
+std::string HfHubCacheDir();
 
 // The bundled models' HF ids ("Qwen/Qwen3-32B"), sorted.
 std::vector<std::string> BundledModels(const std::string& models_dir);

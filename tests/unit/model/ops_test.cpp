@@ -186,6 +186,73 @@ TEST(Ops, GptOssWindowGroups) {
   EXPECT_TRUE(noted);
 }
 
+// MiniMax-M2.5 (MiniMaxM2ForCausalLM on the MoE family): 62 layers, H 3072, 48 heads,
+// 8 KV heads, d 128, q/k norm, 256 routed experts top-8 of width 1536, no shared
+// expert, fp8 128x128 blocks; tp 4 with the experts over 4 GPUs.
+TEST(Ops, MiniMaxM25Shapes) {
+  const ModelConfig m = LoadModel("MiniMaxAI/MiniMax-M2.5", kModels);
+  const OpList l = Build(m, {.tp = 4, .moe_ep = 4});
+  const Op& qkv = Find(l.context, "context_qkv_gemm");
+  EXPECT_EQ(qkv.n, 48 / 4 * 128 + 2 * 128 * 2);
+  EXPECT_EQ(qkv.k, 3072);
+  EXPECT_EQ(qkv.quant, "fp8_block");
+  EXPECT_EQ(qkv.scale, 62);
+  const Op& attn = Find(l.context, "context_attention");
+  EXPECT_EQ(attn.heads, 12);
+  EXPECT_EQ(attn.kv_heads, 2);
+  EXPECT_EQ(attn.head_dim, 128);
+  EXPECT_EQ(attn.window, 0);
+  EXPECT_TRUE(attn.qk_norm);
+  EXPECT_EQ(Find(l.context, "context_proj_gemm").k, 12 * 128);
+  const Op& router = Find(l.context, "context_router_gemm");
+  EXPECT_EQ(router.n, 256);
+  EXPECT_EQ(router.k, 3072);
+  EXPECT_EQ(router.quant, "bfloat16");
+  EXPECT_FALSE(Has(l.context, "context_shared_gate_ffn1_gemm"));
+  const Op& moe = Find(l.context, "context_moe");
+  EXPECT_EQ(moe.hidden, 3072);
+  EXPECT_EQ(moe.inter, 1536);
+  EXPECT_EQ(moe.topk, 8);
+  EXPECT_EQ(moe.experts, 256);
+  EXPECT_EQ(moe.moe_ep, 4);
+  EXPECT_EQ(moe.quant, "fp8_block");
+  EXPECT_DOUBLE_EQ(moe.weight_elems, 3072.0 * 1536 * 256 * 3 / 4);
+  EXPECT_EQ(Find(l.generation, "generation_logits_gemm").n, 200064 / 4);
+  // 8 KV heads over tp 8: one each; 48 heads do not split over tp 32.
+  EXPECT_EQ(Find(Build(m, {.tp = 8, .moe_ep = 8}).generation, "generation_attention").kv_heads, 1);
+  EXPECT_THROW(ValidateParallel(m, {.tp = 32, .moe_ep = 32}, Engine::kTrtllm), UsageError);
+}
+
+// Qwen3-Coder-480B-A35B (Qwen3MoeForCausalLM): 62 layers, H 6144, 96 heads, 8 KV
+// heads, d 128, 160 experts top-8 of width 2560, bf16; tp 8 x ep 8 on one node.
+TEST(Ops, Qwen3Coder480BShapes) {
+  const ModelConfig m = LoadModel("Qwen/Qwen3-Coder-480B-A35B-Instruct", kModels);
+  const OpList l = Build(m, {.tp = 8, .moe_ep = 8});
+  const Op& qkv = Find(l.context, "context_qkv_gemm");
+  EXPECT_EQ(qkv.n, 96 / 8 * 128 + 2 * 128 * 1);
+  EXPECT_EQ(qkv.k, 6144);
+  const Op& attn = Find(l.generation, "generation_attention");
+  EXPECT_EQ(attn.heads, 12);
+  EXPECT_EQ(attn.kv_heads, 1);
+  EXPECT_TRUE(attn.qk_norm);
+  const Op& moe = Find(l.generation, "generation_moe");
+  EXPECT_EQ(moe.hidden, 6144);
+  EXPECT_EQ(moe.inter, 2560);
+  EXPECT_EQ(moe.topk, 8);
+  EXPECT_EQ(moe.experts, 160);
+  EXPECT_EQ(moe.quant, "bfloat16");
+  EXPECT_DOUBLE_EQ(moe.weight_elems, 6144.0 * 2560 * 160 * 3 / 8);
+  EXPECT_EQ(Find(l.context, "context_router_gemm").n, 160);
+  // 160 experts: ep 32 divides them, ep 64 does not.
+  EXPECT_NO_THROW(ValidateParallel(m, {.tp = 32, .moe_ep = 32}, Engine::kTrtllm));
+  try {
+    ValidateParallel(m, {.tp = 32, .dp = 2, .moe_ep = 64}, Engine::kVllm);
+    ADD_FAILURE() << "ep 64 accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not divide the 160 experts"), std::string::npos) << e.what();
+  }
+}
+
 void ExpectUsage(const ModelConfig& m, ParallelConfig p, Engine e, const std::string& fragment) {
   try {
     ValidateParallel(m, p, e);
