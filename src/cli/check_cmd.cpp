@@ -14,7 +14,8 @@ namespace servecast::cli {
 
 CLI::App* AddCheckCommand(CLI::App& app, CheckArgs& a) {
   collect::CheckOptions& o = a.check;
-  auto* c = app.add_subcommand("check", "judge perf tables by their content (quality gates); --coverage: the coverage gate");
+  auto* c =
+      app.add_subcommand("check", "judge perf tables by their content (quality gates); --coverage: the coverage gate");
   c->add_option("data_dir", o.data_dir,
                 "data folder: a data root, a system folder or one version folder (--coverage: a system folder)")
       ->required();
@@ -68,7 +69,8 @@ int RunCoverageGate(const CheckArgs& a, const std::function<std::string(const st
   fs::path dir = fs::path(a.check.data_dir).lexically_normal();
   if (dir.filename().empty()) dir = dir.parent_path();
   if (!fs::is_directory(dir, ec))
-    throw UsageError("check --coverage: '" + a.check.data_dir + "' is not a folder; expected a system folder "
+    throw UsageError("check --coverage: '" + a.check.data_dir +
+                     "' is not a folder; expected a system folder "
                      "(<data root>/<system>, e.g. systems/data/h200_sxm)");
   const std::string system = dir.filename().string();
   const fs::path spec_file = fs::path(systems_dir) / (system + ".yaml");
@@ -100,8 +102,8 @@ int RunCoverageGate(const CheckArgs& a, const std::function<std::string(const st
     for (const search::CoverageMiss& m : r.misses) {
       Json configs = Json::object();
       for (const auto& [engine, set] : m.configs) configs[engine] = set;
-      Json e = {{"model", m.model},     {"table", m.table},     {"key", KeyJson(m.key)}, {"engines", m.engines},
-                {"ops", m.ops},         {"configs", configs},   {"reason", m.reason}};
+      Json e = {{"model", m.model}, {"table", m.table},   {"key", KeyJson(m.key)}, {"engines", m.engines},
+                {"ops", m.ops},     {"configs", configs}, {"reason", m.reason}};
       if (m.gap >= 0) {
         const search::CoverageGap& g = r.gaps[static_cast<std::size_t>(m.gap)];
         e["declared"] = {{"line", g.line}, {"issue", g.issue}, {"reason", g.reason}};
@@ -128,9 +130,9 @@ int RunCoverageGate(const CheckArgs& a, const std::function<std::string(const st
   std::printf("  %zu bundled models x 3 engines: %s, %s at isl %lld, osl %lld, batch 1 and 64 (SILICON)\n", r.models,
               Plural(r.configs, "parallel configuration").c_str(), Plural(r.lookups, "lookup").c_str(),
               static_cast<long long>(r.isl), static_cast<long long>(r.osl));
-  std::printf("  gaps: %s\n\n",
-              gaps_file.empty() ? "no gaps file (every miss is undeclared)"
-                                : (gaps_file + " (" + Plural(r.gaps.size(), "gap") + " declared)").c_str());
+  std::printf("  gaps: %s\n\n", gaps_file.empty()
+                                    ? "no gaps file (every miss is undeclared)"
+                                    : (gaps_file + " (" + Plural(r.gaps.size(), "gap") + " declared)").c_str());
   std::printf("misses: %s (by table and key), %zu undeclared\n", Plural(r.misses.size(), "lookup").c_str(),
               r.Undeclared());
   std::string model;
@@ -153,8 +155,7 @@ int RunCoverageGate(const CheckArgs& a, const std::function<std::string(const st
     for (const auto& o : m.ops) ops += (ops.empty() ? "" : ", ") + o;
     std::printf("      %s  %s%s\n", m.gap >= 0 ? "declared  " : "UNDECLARED", engines.c_str(),
                 ops.empty() ? "" : ("; ops " + ops).c_str());
-    if (m.gap >= 0)
-      std::printf("      gap: %s\n", GapText(r.gaps[static_cast<std::size_t>(m.gap)], gaps_file).c_str());
+    if (m.gap >= 0) std::printf("      gap: %s\n", GapText(r.gaps[static_cast<std::size_t>(m.gap)], gaps_file).c_str());
     if (!m.table.empty()) std::printf("      miss: %s\n", m.reason.c_str());
   }
   if (r.misses.empty()) std::printf("  none\n");

@@ -152,7 +152,8 @@ std::vector<CoverageGap> LoadCoverageGaps(const std::string& file, const std::ve
     g.model = r.RequiredString("model");
     bool bundled = false;
     for (const std::string& m : models) bundled = bundled || Lower(m) == Lower(g.model);
-    if (!bundled) throw ConfigError(r.Where("model"), "'" + g.model + "' is not a bundled model", "an HF id of models/");
+    if (!bundled)
+      throw ConfigError(r.Where("model"), "'" + g.model + "' is not a bundled model", "an HF id of models/");
     g.engines = r.StringList("engines");
     for (const std::string& e : g.engines)
       if (e != "trtllm" && e != "vllm" && e != "sglang")
@@ -197,9 +198,8 @@ std::vector<CoverageGap> LoadCoverageGaps(const std::string& file, const std::ve
 }
 
 std::size_t CoverageReport::Undeclared() const {
-  return static_cast<std::size_t>(std::count_if(misses.begin(), misses.end(), [](const CoverageMiss& m) {
-    return m.gap < 0;
-  }));
+  return static_cast<std::size_t>(
+      std::count_if(misses.begin(), misses.end(), [](const CoverageMiss& m) { return m.gap < 0; }));
 }
 
 CoverageReport RunCoverage(const systems::SystemSpec& spec, const CoverageOptions& options) {

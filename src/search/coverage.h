@@ -34,12 +34,12 @@ OpLookup LookupOf(const model::Op& op);
 
 // One declared gap (the gaps file's entry).
 struct CoverageGap {
-  std::string model;                 // HF id of a bundled model
-  std::vector<std::string> engines;  // empty: every engine
-  bool unsupported = false;          // the family cannot estimate the model at all
-  std::string table;                 // else: the table that misses
+  std::string model;                                     // HF id of a bundled model
+  std::vector<std::string> engines;                      // empty: every engine
+  bool unsupported = false;                              // the family cannot estimate the model at all
+  std::string table;                                     // else: the table that misses
   std::vector<std::pair<std::string, std::string>> key;  // the key columns that must match (a subset)
-  std::int64_t issue = 0;            // 0: none given
+  std::int64_t issue = 0;                                // 0: none given
   std::string reason;
   int line = 0;
 };
@@ -59,8 +59,8 @@ struct CoverageMiss {
   std::set<std::string> engines;
   std::set<std::string> ops;
   std::map<std::string, std::set<std::string>> configs;  // engine -> parallel configurations
-  std::string reason;  // the first miss's message (first line)
-  int gap = -1;        // index of the declaring gap, -1 when undeclared
+  std::string reason;                                    // the first miss's message (first line)
+  int gap = -1;                                          // index of the declaring gap, -1 when undeclared
   std::string KeyText() const;
 };
 
@@ -70,7 +70,7 @@ struct CoverageReport {
   std::int64_t isl = 4000, osl = 1000;
   std::vector<std::int64_t> batches = {1, 64};
   std::size_t models = 0, configs = 0, lookups = 0;  // configurations checked (over engines) and ops costed
-  std::vector<CoverageMiss> misses;  // by model, then table, then key
+  std::vector<CoverageMiss> misses;                  // by model, then table, then key
   std::vector<CoverageGap> gaps;
   std::vector<int> stale;  // gaps that matched no miss
   std::size_t Undeclared() const;

@@ -32,10 +32,10 @@ ProcessResult Estimate(const std::string& model, const std::vector<std::string>&
     argv.push_back("/usr/bin/env");
     argv.insert(argv.end(), env.begin(), env.end());
   }
-  for (const std::string& a : {kBinary, std::string("estimate"), std::string("--model"), model,
-                               std::string("--system"), std::string("h200_sxm"), std::string("--database-mode"),
-                               std::string("sol"), std::string("--isl"), std::string("128"), std::string("--osl"),
-                               std::string("8"), std::string("--tp"), std::string("8"), std::string("--json")})
+  for (const std::string& a : {kBinary, std::string("estimate"), std::string("--model"), model, std::string("--system"),
+                               std::string("h200_sxm"), std::string("--database-mode"), std::string("sol"),
+                               std::string("--isl"), std::string("128"), std::string("--osl"), std::string("8"),
+                               std::string("--tp"), std::string("8"), std::string("--json")})
     argv.push_back(a);
   return RunProcess(argv, 120, kSrc);
 }
