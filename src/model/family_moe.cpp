@@ -33,6 +33,7 @@ void ReadRoutedExperts(const ConfigFields& f, ModelConfig& m) {
     m.shared_expert_intermediate_size = f.OptionalCount("shared_expert_intermediate_size");
     m.num_shared_experts = m.shared_expert_intermediate_size / m.moe_intermediate_size;
   }
+  m.moe_layer_interval = f.OptionalPositive("interleave_moe_layer_step", 1);
 }
 
 void ValidateExpertParallel(const ModelConfig& m, const ParallelConfig& p, Engine e) {
@@ -70,10 +71,20 @@ class MoeFamily final : public ModelFamily {
             {"GptOssForCausalLM", "gpt_oss", false},
             // MiniMax-M2: q/k norm over all heads of the layer (qk_norm_type per_layer),
             // routed experts only (intermediate_size is the expert width).
-            {"MiniMaxM2ForCausalLM", "minimax_m2", true}};
+            {"MiniMaxM2ForCausalLM", "minimax_m2", true},
+            // Llama-4: one shared expert beside the routed ones in every MoE layer
+            // (no config key names it), chunked-local attention (attention_chunk_size).
+            {"Llama4ForConditionalGeneration", "llama4", false, 1},
+            {"Llama4ForCausalLM", "llama4_text", false, 1}};
   }
   void ReadConfig(const ConfigFields& f, ModelConfig& m) const override { ReadRoutedExperts(f, m); }
   bool HasExperts() const override { return true; }
+  std::string Unsupported(const ModelConfig& m) const override {
+    if (m.moe_layer_interval == 1) return "";
+    return "one layer in " + std::to_string(m.moe_layer_interval) +
+           " is MoE and the others dense (interleave_moe_layer_step " + std::to_string(m.moe_layer_interval) +
+           "); the op list of mixed dense and MoE layers is not built yet";
+  }
 
   void ValidateParallel(const ModelConfig& m, const ParallelConfig& p, Engine e) const override {
     ValidateExpertParallel(m, p, e);
@@ -117,8 +128,11 @@ class MoeFamily final : public ModelFamily {
     return b.Take();
   }
   void AddNotes(const ModelConfig& m, const OpListOptions& o, std::vector<std::string>& notes) const override {
-    (void)m;
     notes.push_back("MoE expert load: " + ExpertDistribution(o) + " routing");
+    if (m.attention_chunk > 0)
+      notes.push_back("chunked-local attention (chunk " + std::to_string(m.attention_chunk) +
+                      ") costed as a sliding window of the chunk (an upper bound past the first chunk); its KV cache is "
+                      "counted for every token");
   }
   const char* ActivationKey() const override { return "moe"; }
 };

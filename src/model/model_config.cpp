@@ -142,6 +142,28 @@ void ReadWindows(const ConfigFields& f, ModelConfig& m) {
       f.Fail("sliding_window", window == 0 && !f.Has("sliding_window") ? "missing key" : "value is not positive",
              "a positive window size for the sliding_attention layers");
   };
+  if (f.Has("attention_chunk_size")) {
+    // Chunked-local attention on the RoPE layers; the NoPE layers attend globally.
+    m.attention_chunk = f.Required("attention_chunk_size");
+    std::vector<bool> rope(static_cast<std::size_t>(m.num_layers), true);
+    if (f.Has("no_rope_layers")) {
+      const json& flags = f.obj().at("no_rope_layers");
+      if (!flags.is_array() || static_cast<std::int64_t>(flags.size()) != m.num_layers)
+        f.Fail("no_rope_layers", flags.is_array() ? "has " + std::to_string(flags.size()) + " entries" : "not a list",
+               "one 0/1 flag per layer (num_hidden_layers = " + std::to_string(m.num_layers) + "), 1 = RoPE");
+      for (std::size_t i = 0; i < flags.size(); ++i) {
+        if (!flags[i].is_number_integer() || (flags[i] != 0 && flags[i] != 1))
+          f.Fail("no_rope_layers", "entry " + std::to_string(i) + " is " + flags[i].dump(), "0 or 1");
+        rope[i] = flags[i] == 1;
+      }
+    } else {
+      const std::int64_t every = f.OptionalPositive("no_rope_layer_interval", 4);
+      for (std::int64_t i = 0; i < m.num_layers; ++i) rope[static_cast<std::size_t>(i)] = (i + 1) % every != 0;
+    }
+    for (std::size_t i = 0; i < rope.size(); ++i)
+      if (rope[i]) m.layer_windows[i] = m.attention_chunk;
+    return;
+  }
   if (f.Has("layer_types")) {
     const json& types = f.obj().at("layer_types");
     if (!types.is_array()) f.Fail("layer_types", "wrong type: " + JsonTypeName(types), "a list of attention kinds");
@@ -377,7 +399,16 @@ ModelConfig ParseHfConfig(const std::string& config_json, const std::string& hf_
       f.Fail(key, "unknown weight dtype '" + dtype + "'", "bfloat16, float16, float32 or auto");
   }
 
+  if (f.Has("use_qk_norm")) {
+    const json& q = f.obj().at("use_qk_norm");
+    if (!q.is_boolean()) f.Fail("use_qk_norm", "wrong type: " + JsonTypeName(q), "true or false");
+    m.qk_norm = q.get<bool>();
+  }
   m.family->ReadConfig(f, m);
+  if (const int shared = arch.architecture->implicit_shared_experts; shared > 0 && m.shared_expert_intermediate_size == 0) {
+    m.num_shared_experts = shared;
+    m.shared_expert_intermediate_size = shared * m.moe_intermediate_size;
+  }
   ReadWindows(f, m);
 
   json hf_doc;

@@ -8,7 +8,7 @@
 // (model/family.h; docs/models.md lists them):
 //   dense     LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MiMoForCausalLM, MistralForCausalLM
 //   moe       MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, GptOssForCausalLM,
-//             MiniMaxM2ForCausalLM
+//             MiniMaxM2ForCausalLM, Llama4ForConditionalGeneration / Llama4ForCausalLM
 //   deepseek  DeepseekV3ForCausalLM (parsed fully; the estimator says "not yet supported")
 // Multimodal configs are read from their `text_config`.
 
@@ -59,12 +59,16 @@ struct ModelConfig {
   std::int64_t intermediate_size = 0;  // I (dense FFN)
   std::int64_t vocab_size = 0;         // V
   std::int64_t max_position_embeddings = 0;
-  bool qk_norm = false;  // Qwen3 / Qwen3-MoE: RMSNorm on q and k per head
+  bool qk_norm = false;  // Qwen3 / Qwen3-MoE: RMSNorm on q and k per head (the architecture's, or use_qk_norm)
 
   // Attention window per layer (0 = full attention); size num_layers. Filled from
   // layer_types + sliding_window (gpt-oss: alternating 128 / full), or from a
   // global sliding_window applied to every layer (when use_sliding_window is not false).
   std::vector<std::int64_t> layer_windows;
+  // Chunked-local attention (Llama-4: attention_chunk_size): the chunk, 0 when
+  // none. Its layers (the RoPE layers: no_rope_layers, else every layer but each
+  // no_rope_layer_interval-th, default 4) hold the chunk as their window above.
+  std::int64_t attention_chunk = 0;
 
   // MoE (0 when dense).
   std::int64_t num_experts = 0;              // E
@@ -72,6 +76,7 @@ struct ModelConfig {
   std::int64_t moe_intermediate_size = 0;    // I_moe (else I)
   std::int64_t num_shared_experts = 0;       // shared experts, each I_moe wide
   std::int64_t shared_expert_intermediate_size = 0;  // total width of the shared experts (0: none)
+  std::int64_t moe_layer_interval = 1;  // every k-th layer is MoE, the others dense (interleave_moe_layer_step)
 
   // DeepSeek-V3/R1 (MLA).
   std::int64_t q_lora_rank = 0;

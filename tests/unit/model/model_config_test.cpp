@@ -79,9 +79,9 @@ class TempDir {
 
 TEST(BundledModels, ListsEveryReferenceConfig) {
   const std::vector<std::string> ids = BundledModels(kModelsDir);
-  // The 20 reference configs plus the two Llama-3.1-8B Instruct checkpoints of the
+  // The 22 reference configs plus the two Llama-3.1-8B Instruct checkpoints of the
   // dev serving set (same architecture as the 8B base; models/README.md).
-  ASSERT_EQ(ids.size(), 22u);
+  ASSERT_EQ(ids.size(), 24u);
   EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
   for (const char* id : {"meta-llama/Meta-Llama-3.1-8B", "Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-120b",
                          "deepseek-ai/DeepSeek-V3", "nvidia/Llama-3.1-70B-Instruct-FP8", "mistralai/Mixtral-8x7B-v0.1"})
@@ -105,6 +105,7 @@ TEST(BundledModels, EveryOneLoadsWithAFamilyAndConsistentShapes) {
         id.find("DeepSeek") != std::string::npos ? "deepseek"
         : (id.find("A22B") != std::string::npos || id.find("A3B") != std::string::npos ||
            id.find("A35B") != std::string::npos || id.find("MiniMax") != std::string::npos ||
+           id.find("Llama-4") != std::string::npos ||
            id.find("Mixtral") != std::string::npos || id.find("gpt-oss") != std::string::npos)
             ? "moe"
             : "dense";
@@ -144,7 +145,7 @@ TEST(BundledModels, ValuesMatchTheReferenceConfigs) {
       ++files;
     }
   }
-  EXPECT_EQ(files, 21);
+  EXPECT_EQ(files, 23);
   EXPECT_EQ(derived, 3);  // two config.json files and one hf_quant_config.json
 }
 
@@ -556,6 +557,53 @@ TEST(LoadModel, Qwen3Coder480B) {
   EXPECT_EQ(m.vocab_size, 151936);
   EXPECT_EQ(m.quant.gemm, "bfloat16");
   EXPECT_EQ(m.quant.moe, "bfloat16");
+}
+
+// Llama-4 Scout: a multimodal wrapper read from text_config; one implicit shared
+// expert; chunked-local attention on the RoPE layers (every 4th layer is global).
+TEST(LoadModel, Llama4Scout) {
+  const ModelConfig m = LoadModel("meta-llama/Llama-4-Scout-17B-16E-Instruct", kModelsDir);
+  EXPECT_EQ(m.architecture, "Llama4ForConditionalGeneration");
+  EXPECT_STREQ(FamilyOf(m).Name(), "moe");
+  EXPECT_EQ(FamilyOf(m).Unsupported(m), "");
+  EXPECT_TRUE(m.qk_norm);  // use_qk_norm: true
+  EXPECT_EQ(m.num_layers, 48);
+  EXPECT_EQ(m.hidden_size, 5120);
+  EXPECT_EQ(m.num_heads, 40);
+  EXPECT_EQ(m.num_kv_heads, 8);
+  EXPECT_EQ(m.num_experts, 16);
+  EXPECT_EQ(m.experts_per_token, 1);
+  EXPECT_EQ(m.moe_intermediate_size, 8192);
+  EXPECT_EQ(m.num_shared_experts, 1);
+  EXPECT_EQ(m.shared_expert_intermediate_size, 8192);
+  EXPECT_EQ(m.moe_layer_interval, 1);
+  EXPECT_EQ(m.attention_chunk, 8192);
+  ASSERT_EQ(m.layer_windows.size(), 48u);
+  for (std::size_t i = 0; i < 48; ++i) EXPECT_EQ(m.layer_windows[i], (i + 1) % 4 == 0 ? 0 : 8192) << i;
+}
+
+// Maverick alternates dense and MoE layers: parsed, and refused with the reason.
+TEST(LoadModel, Llama4MaverickIsParsedButNotSupported) {
+  const ModelConfig m = LoadModel("meta-llama/Llama-4-Maverick-17B-128E-Instruct", kModelsDir);
+  EXPECT_FALSE(m.qk_norm);  // use_qk_norm: false
+  EXPECT_EQ(m.num_experts, 128);
+  EXPECT_EQ(m.moe_layer_interval, 2);
+  EXPECT_NE(FamilyOf(m).Unsupported(m).find("interleave_moe_layer_step 2"), std::string::npos);
+}
+
+TEST(ParseHfConfig, ChunkedAttentionLayers) {
+  // no_rope_layers (1 = RoPE = chunked) wins over the interval rule.
+  std::string c = Replace(kLlamaLike, "vocab_size",
+                          "\"vocab_size\": 32000, \"attention_chunk_size\": 256, \"no_rope_layers\": [0, 1, 1, 0]");
+  EXPECT_EQ(ParseHfConfig(c, "", "c/config.json").layer_windows, (std::vector<std::int64_t>{0, 256, 256, 0}));
+  c = Replace(kLlamaLike, "vocab_size",
+              "\"vocab_size\": 32000, \"attention_chunk_size\": 256, \"no_rope_layer_interval\": 2");
+  EXPECT_EQ(ParseHfConfig(c, "", "c/config.json").layer_windows, (std::vector<std::int64_t>{256, 0, 256, 0}));
+  c = Replace(kLlamaLike, "vocab_size", "\"vocab_size\": 32000, \"attention_chunk_size\": 256, \"no_rope_layers\": [1, 1]");
+  ExpectThrowWith<ConfigError>([&] { ParseHfConfig(c, "", "c/config.json"); },
+                               {"c/config.json", "no_rope_layers", "has 2 entries", "num_hidden_layers = 4"});
+  c = Replace(kLlamaLike, "vocab_size", "\"vocab_size\": 32000, \"use_qk_norm\": \"yes\"");
+  ExpectThrowWith<ConfigError>([&] { ParseHfConfig(c, "", "c/config.json"); }, {"use_qk_norm", "true or false"});
 }
 
 TEST(LoadModel, DirectoryWithoutConfig) {

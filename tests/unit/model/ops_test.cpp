@@ -253,6 +253,37 @@ TEST(Ops, Qwen3Coder480BShapes) {
   }
 }
 
+// Llama-4 Scout at tp 4 x ep 4: a shared expert beside 16 routed experts top-1, and
+// two attention groups (36 chunked layers as 8192-token windows, 12 global).
+TEST(Ops, Llama4ScoutShapes) {
+  const ModelConfig m = LoadModel("meta-llama/Llama-4-Scout-17B-16E-Instruct", kModels);
+  const OpList l = Build(m, {.tp = 4, .moe_ep = 4});
+  EXPECT_EQ(Find(l.context, "context_qkv_gemm").n, 40 / 4 * 128 + 2 * 128 * 2);
+  const Op& chunked = Find(l.context, "context_attention_window8192");
+  EXPECT_EQ(chunked.window, 8192);
+  EXPECT_DOUBLE_EQ(chunked.scale, 36);
+  EXPECT_EQ(chunked.heads, 10);
+  EXPECT_EQ(chunked.kv_heads, 2);
+  EXPECT_TRUE(chunked.qk_norm);
+  EXPECT_DOUBLE_EQ(Find(l.generation, "generation_attention_full").scale, 12);
+  const Op& shared = Find(l.context, "context_shared_gate_ffn1_gemm");
+  EXPECT_EQ(shared.n, 2 * 8192 / 4);
+  EXPECT_EQ(shared.k, 5120);
+  EXPECT_EQ(Find(l.context, "context_shared_ffn2_gemm").k, 8192 / 4);
+  const Op& moe = Find(l.context, "context_moe");
+  EXPECT_EQ(moe.experts, 16);
+  EXPECT_EQ(moe.topk, 1);
+  EXPECT_EQ(moe.inter, 8192);
+  EXPECT_EQ(moe.moe_ep, 4);
+  EXPECT_EQ(Find(l.context, "context_router_gemm").n, 16);
+  bool chunk_note = false;
+  for (const std::string& n : l.notes) chunk_note = chunk_note || n.find("chunked-local attention (chunk 8192)") == 0;
+  EXPECT_TRUE(chunk_note);
+  // 40 heads: tp 8 holds (5 per GPU), tp 16 does not.
+  EXPECT_NO_THROW(ValidateParallel(m, {.tp = 8, .moe_ep = 8}, Engine::kTrtllm));
+  EXPECT_THROW(ValidateParallel(m, {.tp = 16, .moe_ep = 16}, Engine::kTrtllm), UsageError);
+}
+
 void ExpectUsage(const ModelConfig& m, ParallelConfig p, Engine e, const std::string& fragment) {
   try {
     ValidateParallel(m, p, e);
