@@ -480,6 +480,7 @@ ModelConfig LoadModel(const std::string& spec, const std::string& models_dir) {
   for (const ModelAlias& a : aliases) candidates.push_back(a.id);
   const std::vector<std::string> near = Closest(spec, candidates, 3);
   std::string msg = "--model: unknown model '" + spec + "'";
+  if (!hf_id) msg += " (no file or folder of that name, and not an ORG/NAME id)";
   if (!near.empty()) msg += "; did you mean " + Join(near) + "?";
   msg += " Expected a bundled model (" + models_dir + "): " + (ids.empty() ? std::string("none found") : Join(ids));
   msg += "; an alias of " + AliasFile(models_dir) + "; a folder holding config.json or a config.json file";

@@ -511,6 +511,8 @@ TEST(LoadModel, UnknownIdSuggestsTheClosest) {
                               {"did you mean meta-llama/Llama-3.1-70B-Instruct,", "aliases.yaml", "Hugging Face cache"});
   // Without an organization the names are compared.
   ExpectThrowWith<UsageError>([] { LoadModel("Qwen3-32B", kModelsDir); }, {"did you mean Qwen/Qwen3-32B,"});
+  ExpectThrowWith<UsageError>([] { LoadModel("/no/such/dir/config.json", kModelsDir); },
+                              {"'/no/such/dir/config.json' (no file or folder of that name"});
 }
 
 TEST(ParseHfConfig, ArchitectureAliasesMapOntoFamilies) {
