@@ -56,7 +56,7 @@ struct ModelConfig {
   std::int64_t num_heads = 0;     // num_attention_heads (n)
   std::int64_t num_kv_heads = 0;  // num_key_value_heads (n_kv); = n when absent
   std::int64_t head_dim = 0;      // head_dim | attention_head_dim | H / n  (d)
-  std::int64_t intermediate_size = 0;  // I (dense FFN)
+  std::int64_t intermediate_size = 0;  // I (dense FFN; intermediate_size_mlp where an MoE model has one)
   std::int64_t vocab_size = 0;         // V
   std::int64_t max_position_embeddings = 0;
   bool qk_norm = false;  // Qwen3 / Qwen3-MoE: RMSNorm on q and k per head (the architecture's, or use_qk_norm)

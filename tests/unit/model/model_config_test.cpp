@@ -584,13 +584,17 @@ TEST(LoadModel, Llama4Scout) {
   for (std::size_t i = 0; i < 48; ++i) EXPECT_EQ(m.layer_windows[i], (i + 1) % 4 == 0 ? 0 : 8192) << i;
 }
 
-// Maverick alternates dense and MoE layers: parsed, and refused with the reason.
-TEST(LoadModel, Llama4MaverickIsParsedButNotSupported) {
+// Maverick alternates dense and MoE layers: the dense FFN is intermediate_size_mlp,
+// the experts intermediate_size.
+TEST(LoadModel, Llama4Maverick) {
   const ModelConfig m = LoadModel("meta-llama/Llama-4-Maverick-17B-128E-Instruct", kModelsDir);
+  EXPECT_EQ(FamilyOf(m).Unsupported(m), "");
   EXPECT_FALSE(m.qk_norm);  // use_qk_norm: false
   EXPECT_EQ(m.num_experts, 128);
   EXPECT_EQ(m.moe_layer_interval, 2);
-  EXPECT_NE(FamilyOf(m).Unsupported(m).find("interleave_moe_layer_step 2"), std::string::npos);
+  EXPECT_EQ(m.intermediate_size, 16384);
+  EXPECT_EQ(m.moe_intermediate_size, 8192);
+  EXPECT_EQ(m.shared_expert_intermediate_size, 8192);
 }
 
 TEST(ParseHfConfig, ChunkedAttentionLayers) {

@@ -284,6 +284,36 @@ TEST(Ops, Llama4ScoutShapes) {
   EXPECT_THROW(ValidateParallel(m, {.tp = 16, .moe_ep = 16}, Engine::kTrtllm), UsageError);
 }
 
+// Llama-4 Maverick at tp 8 x ep 8: 24 dense layers (FFN 16384 over tp, with the
+// attention and FFN all-reduces) and 24 MoE layers (shared expert + 128 experts
+// top-1); the attention block and the tail run for all 48 layers.
+TEST(Ops, Llama4MaverickMixesDenseAndMoeLayers) {
+  const ModelConfig m = LoadModel("meta-llama/Llama-4-Maverick-17B-128E-Instruct", kModels);
+  for (Engine e : {Engine::kTrtllm, Engine::kVllm, Engine::kSglang}) {
+    const OpList l = Build(m, {.tp = 8, .moe_ep = 8}, e);
+    EXPECT_DOUBLE_EQ(Find(l.context, "context_qkv_gemm").scale, 48);
+    const Op& up = Find(l.context, "context_dense_gate_ffn1_gemm");
+    EXPECT_EQ(up.n, 2 * 16384 / 8);
+    EXPECT_EQ(up.k, 5120);
+    EXPECT_DOUBLE_EQ(up.scale, 24);
+    EXPECT_EQ(Find(l.context, "context_dense_ffn2_gemm").k, 16384 / 8);
+    EXPECT_DOUBLE_EQ(Find(l.context, "context_dense_act_gate").scale, 24);
+    EXPECT_EQ(Find(l.context, "context_dense_ar_1").gpus, 8);
+    EXPECT_DOUBLE_EQ(Find(l.context, "context_dense_ar_2").scale, 24);
+    const Op& moe = Find(l.generation, "generation_moe");
+    EXPECT_DOUBLE_EQ(moe.scale, 24);
+    EXPECT_EQ(moe.experts, 128);
+    EXPECT_EQ(moe.topk, 1);
+    EXPECT_DOUBLE_EQ(Find(l.generation, "generation_add_norm_2").scale, 24);
+    EXPECT_DOUBLE_EQ(Find(l.generation, "generation_shared_ffn2_gemm").scale, 24);
+    EXPECT_DOUBLE_EQ(Find(l.generation, "generation_moe_pre_dispatch").scale, 24);
+    EXPECT_DOUBLE_EQ(Find(l.generation, "generation_logits_gemm").scale, 1);
+    EXPECT_FALSE(Has(l.context, "context_logits_gemm"));
+  }
+  // Without tensor parallelism the dense layers have no all-reduce.
+  EXPECT_FALSE(Has(Build(m, {.tp = 1}).context, "context_dense_ar_1"));
+}
+
 void ExpectUsage(const ModelConfig& m, ParallelConfig p, Engine e, const std::string& fragment) {
   try {
     ValidateParallel(m, p, e);
