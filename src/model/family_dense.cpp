@@ -15,7 +15,9 @@ class DenseFamily final : public ModelFamily {
             {"Qwen2ForCausalLM", "qwen2", false},
             {"Qwen3ForCausalLM", "qwen3", true},
             {"MiMoForCausalLM", "mimo", false},
-            {"MistralForCausalLM", "mistral", false}};
+            {"MistralForCausalLM", "mistral", false},
+            {"GraniteForCausalLM", "granite", false},
+            {"Olmo2ForCausalLM", "olmo2", true}};
   }
   void ReadConfig(const ConfigFields& f, ModelConfig& m) const override { (void)f, (void)m; }
   bool HasExperts() const override { return false; }

@@ -118,6 +118,7 @@ class MoeFamily final : public ModelFamily {
             {"Qwen2MoeForCausalLM", "qwen2_moe", false},
             {"Qwen3MoeForCausalLM", "qwen3_moe", true},
             {"GptOssForCausalLM", "gpt_oss", false},
+            {"OlmoeForCausalLM", "olmoe", true},
             // MiniMax-M2: q/k norm over all heads of the layer (qk_norm_type per_layer),
             // routed experts only (intermediate_size is the expert width).
             {"MiniMaxM2ForCausalLM", "minimax_m2", true},

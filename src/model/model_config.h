@@ -6,9 +6,10 @@
 //
 // The family is decided by architectures[0] through the family registry
 // (model/family.h; docs/models.md lists them):
-//   dense     LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MiMoForCausalLM, MistralForCausalLM
+//   dense     LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MiMoForCausalLM, MistralForCausalLM,
+//             GraniteForCausalLM, Olmo2ForCausalLM
 //   moe       MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, GptOssForCausalLM,
-//             MiniMaxM2ForCausalLM, Llama4ForConditionalGeneration / Llama4ForCausalLM
+//             OlmoeForCausalLM, MiniMaxM2ForCausalLM, Llama4ForConditionalGeneration / Llama4ForCausalLM
 //   deepseek  DeepseekV3ForCausalLM (parsed fully; the estimator says "not yet supported")
 // Multimodal configs are read from their `text_config`.
 

@@ -525,6 +525,27 @@ TEST(ParseHfConfig, ArchitectureAliasesMapOntoFamilies) {
   EXPECT_EQ(m.layer_windows, std::vector<std::int64_t>(4, 4096));
 }
 
+// Every architecture of the dense and MoE families reads a Llama-shaped config
+// (plus the expert keys for MoE) into its family, with its q/k norm.
+TEST(ParseHfConfig, EveryFamilyArchitectureReadsALlamaShapedConfig) {
+  int archs = 0;
+  for (const char* family : {"dense", "moe"}) {
+    const ModelFamily& fam = FindFamily(family);
+    for (const Architecture& a : fam.Architectures()) {
+      SCOPED_TRACE(a.name);
+      std::string c = Replace(kLlamaLike, "architectures", "\"architectures\": [\"" + a.name + "\"],");
+      if (fam.HasExperts()) c = Replace(c, "vocab_size", "\"vocab_size\": 32000, \"num_local_experts\": 8, \"num_experts_per_tok\": 2");
+      const ModelConfig m = ParseHfConfig(c, "", "a/config.json");
+      EXPECT_EQ(m.architecture, a.name);
+      EXPECT_EQ(&FamilyOf(m), &fam);
+      EXPECT_EQ(m.qk_norm, a.qk_norm);
+      EXPECT_EQ(m.num_shared_experts, a.implicit_shared_experts);
+      ++archs;
+    }
+  }
+  EXPECT_GE(archs, 14);
+}
+
 TEST(LoadModel, MiniMaxM25) {
   const ModelConfig m = LoadModel("MiniMaxAI/MiniMax-M2.5", kModelsDir);
   EXPECT_EQ(m.architecture, "MiniMaxM2ForCausalLM");
