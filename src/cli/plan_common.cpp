@@ -39,7 +39,7 @@ void AddSlaFlags(CLI::App* c, SlaArgs& a) {
 
 model::ModelConfig LoadModelNoted(const std::string& spec, const std::string& models_dir) {
   model::ModelConfig m = model::LoadModel(spec, models_dir);
-  if (!m.resolution_note.empty()) std::fprintf(stderr, "note: %s\n", m.resolution_note.c_str());
+  if (!m.resolution_note.empty()) std::fprintf(stderr, "note: --model %s\n", m.resolution_note.c_str());
   return m;
 }
 

@@ -456,7 +456,7 @@ ModelConfig LoadModel(const std::string& spec, const std::string& models_dir) {
     const HubLookup found = FindInHubCache(hub, spec);
     if (!found.config.empty()) {
       ModelConfig m = LoadConfigFile(found.config, spec);
-      m.resolution_note = "--model " + spec + ": read from the Hugging Face cache, " + found.config;
+      m.resolution_note = spec + ": read from the Hugging Face cache, " + found.config;
       return m;
     }
     cache_problem = found.problem;
@@ -468,7 +468,7 @@ ModelConfig LoadModel(const std::string& spec, const std::string& models_dir) {
     for (const std::string& d : dirs)
       if (Lower(d) == Lower(dir)) {
         ModelConfig m = LoadDirectory(fs::path(models_dir) / d, DirToId(d));
-        m.resolution_note = "--model " + spec + " is bundled " + DirToId(d) + " (" + AliasFile(models_dir) +
+        m.resolution_note = spec + " is bundled " + DirToId(d) + " (" + AliasFile(models_dir) +
                             " line " + std::to_string(a.line) + ": " + a.reason + ")";
         return m;
       }

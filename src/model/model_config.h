@@ -46,8 +46,9 @@ struct ModelConfig {
   std::string name;          // bundled name / HF id ("meta-llama/Meta-Llama-3.1-8B") or the directory given
   std::string config_path;   // the config.json read
   // How --model was resolved when it did not name a bundled model or a config
-  // file directly (an alias of models/aliases.yaml, the Hugging Face cache);
-  // "" otherwise. The commands print it as a note.
+  // file directly (an alias of models/aliases.yaml, the Hugging Face cache):
+  // "<id> is bundled <id> (<file> line N: <reason>)" or "<id>: read from the
+  // Hugging Face cache, <path>"; "" otherwise. The commands print it as a note.
   std::string resolution_note;
   std::string architecture;  // architectures[0]
   const ModelFamily* family = nullptr;  // the registered family accepting `architecture`

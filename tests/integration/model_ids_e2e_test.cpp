@@ -82,6 +82,29 @@ TEST(ModelIdsE2E, HuggingFaceCacheAndConfigPath) {
   fs::remove_all(dir);
 }
 
+// validate resolves a silicon row's model_path the same way and keeps the note
+// with the row (here the row then misses data: the golden tables are tiny).
+TEST(ModelIdsE2E, ValidateRowsCarryTheResolutionNote) {
+  const std::string dir = MakeTempDir("sc_model_ids_");
+  WriteText(dir + "/silicon.csv",
+            "backend,model_path,system,mode,isl,osl,batch_size,tp_size,silicon_ttft_ms,silicon_tpot_ms\n"
+            "trtllm,meta-llama/Llama-3.1-8B,tiny_gpu,agg,64,8,4,1,0.5,0.1\n");
+  const ProcessResult r =
+      RunProcess({kBinary, "validate", "--silicon", dir + "/silicon.csv", "--systems", "tests/goldens/systems",
+                  "--data-root", "tests/goldens/data", "--data-map", "trtllm=dense/1", "--json"},
+                 120, kSrc);
+  const auto doc = nlohmann::json::parse(r.out);
+  ASSERT_EQ(doc["rows"].size(), 1u) << Describe(r);
+  const auto& row = doc["rows"][0];
+  ASSERT_TRUE(row.contains("notes")) << row.dump();
+  bool noted = false;
+  for (const auto& n : row["notes"])
+    noted = noted || n.get<std::string>().find("meta-llama/Llama-3.1-8B is bundled meta-llama/Meta-Llama-3.1-8B") !=
+                         std::string::npos;
+  EXPECT_TRUE(noted) << row.dump();
+  fs::remove_all(dir);
+}
+
 TEST(ModelIdsE2E, UnknownIdGetsTheClosestBundledIds) {
   const std::string dir = MakeTempDir("sc_model_ids_");
   const ProcessResult r = Estimate("Qwen/Qwen3-32B-Instruct", {"HF_HUB_CACHE=" + dir});
