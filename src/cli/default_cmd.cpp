@@ -21,7 +21,9 @@ namespace servecast::cli {
 
 CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& a) {
   auto* c = app.add_subcommand("default", "search deployments of a model on N GPUs: Pareto frontier and the best");
-  c->add_option("--model", a.model, "HF id (bundled, an alias of models/aliases.yaml, or in the HF cache), a config.json or its folder")->required();
+  c->add_option("--model", a.model,
+                "HF id (bundled, an alias of models/aliases.yaml, or in the HF cache), a config.json or its folder")
+      ->required();
   c->add_option("--system", a.system, "system (systems/<name>.yaml), e.g. h200_sxm")->required();
   c->add_option("--total-gpus", a.total_gpus, "GPUs to deploy on")->required()->check(IntIn(1, kMaxGpus));
   c->add_option("--backend", a.engine, "serving engine modelled: trtllm, vllm or sglang")->capture_default_str();

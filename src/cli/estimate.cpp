@@ -80,7 +80,9 @@ void PrintPhase(const char* title, const serve::PhaseEstimate& p, bool with_deta
 
 CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
   auto* c = app.add_subcommand("estimate", "latency, throughput and memory of one deployment (static, agg or disagg)");
-  c->add_option("--model", a.model, "HF id (bundled, an alias of models/aliases.yaml, or in the HF cache), a config.json or its folder")->required();
+  c->add_option("--model", a.model,
+                "HF id (bundled, an alias of models/aliases.yaml, or in the HF cache), a config.json or its folder")
+      ->required();
   c->add_option("--system", a.system, "system (systems/<name>.yaml), e.g. h200_sxm")->required();
   c->add_option("--backend", a.engine, "serving engine modelled: trtllm, vllm or sglang")->capture_default_str();
   c->add_option("--data", a.data,

@@ -13,7 +13,9 @@ namespace servecast::cli {
 
 void AddPlanFlags(CLI::App* c, PlanArgs& a, const std::string& default_mode) {
   if (!default_mode.empty()) a.database_mode = default_mode;
-  c->add_option("--model", a.model, "HF id (bundled, an alias of models/aliases.yaml, or in the HF cache), a config.json or its folder")->required();
+  c->add_option("--model", a.model,
+                "HF id (bundled, an alias of models/aliases.yaml, or in the HF cache), a config.json or its folder")
+      ->required();
   c->add_option("--system", a.system, "system (systems/<name>.yaml), e.g. h200_sxm")->required();
   c->add_option("--data", a.data, "perf-data source BACKEND[/VERSION] (default: the system's only source, else cuda)");
   c->add_option("--data-root", a.data_roots, "data root (repeat; default: systems/data of the installation)");

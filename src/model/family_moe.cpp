@@ -172,9 +172,10 @@ class MoeFamily final : public ModelFamily {
                       std::to_string(m.num_layers - m.num_layers / m.moe_layer_interval) + " dense layers (FFN " +
                       std::to_string(m.intermediate_size) + ")");
     if (m.attention_chunk > 0)
-      notes.push_back("chunked-local attention (chunk " + std::to_string(m.attention_chunk) +
-                      ") costed as a sliding window of the chunk (an upper bound past the first chunk); its KV cache is "
-                      "counted for every token");
+      notes.push_back(
+          "chunked-local attention (chunk " + std::to_string(m.attention_chunk) +
+          ") costed as a sliding window of the chunk (an upper bound past the first chunk); its KV cache is "
+          "counted for every token");
   }
   const char* ActivationKey() const override { return "moe"; }
 };

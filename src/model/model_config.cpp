@@ -405,7 +405,8 @@ ModelConfig ParseHfConfig(const std::string& config_json, const std::string& hf_
     m.qk_norm = q.get<bool>();
   }
   m.family->ReadConfig(f, m);
-  if (const int shared = arch.architecture->implicit_shared_experts; shared > 0 && m.shared_expert_intermediate_size == 0) {
+  if (const int shared = arch.architecture->implicit_shared_experts;
+      shared > 0 && m.shared_expert_intermediate_size == 0) {
     m.num_shared_experts = shared;
     m.shared_expert_intermediate_size = shared * m.moe_intermediate_size;
   }
@@ -468,8 +469,8 @@ ModelConfig LoadModel(const std::string& spec, const std::string& models_dir) {
     for (const std::string& d : dirs)
       if (Lower(d) == Lower(dir)) {
         ModelConfig m = LoadDirectory(fs::path(models_dir) / d, DirToId(d));
-        m.resolution_note = spec + " is bundled " + DirToId(d) + " (" + AliasFile(models_dir) +
-                            " line " + std::to_string(a.line) + ": " + a.reason + ")";
+        m.resolution_note = spec + " is bundled " + DirToId(d) + " (" + AliasFile(models_dir) + " line " +
+                            std::to_string(a.line) + ": " + a.reason + ")";
         return m;
       }
   }
@@ -514,8 +515,8 @@ std::vector<ModelAlias> LoadModelAliases(const std::string& models_dir) {
     a.id = r.RequiredString("id");
     a.model = r.RequiredString("model");
     a.reason = r.RequiredString("reason");
-    for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"id", &a.id}, {"model", &a.model},
-                                     {"reason", &a.reason}})
+    for (const auto& [key, value] :
+         {std::pair<const char*, const std::string*>{"id", &a.id}, {"model", &a.model}, {"reason", &a.reason}})
       if (IsBlank(*value)) throw ConfigError(r.Where(key), "empty", "a non-empty string");
     if (!IsHfId(a.id)) throw ConfigError(r.Where("id"), "'" + a.id + "' is not an HF id", "ORG/NAME");
     if (std::find(bundled.begin(), bundled.end(), Lower(a.id)) != bundled.end())
@@ -540,8 +541,7 @@ std::string HfHubCacheDir() {
   if (const std::string v = env("HF_HUB_CACHE"); !v.empty()) return v;
   if (const std::string v = env("HF_HOME"); !v.empty()) return (fs::path(v) / "hub").string();
   if (const std::string v = env("XDG_CACHE_HOME"); !v.empty()) return (fs::path(v) / "huggingface" / "hub").string();
-  if (const std::string v = env("HOME"); !v.empty())
-    return (fs::path(v) / ".cache" / "huggingface" / "hub").string();
+  if (const std::string v = env("HOME"); !v.empty()) return (fs::path(v) / ".cache" / "huggingface" / "hub").string();
   return "";
 }
 

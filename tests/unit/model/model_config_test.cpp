@@ -105,8 +105,8 @@ TEST(BundledModels, EveryOneLoadsWithAFamilyAndConsistentShapes) {
         id.find("DeepSeek") != std::string::npos ? "deepseek"
         : (id.find("A22B") != std::string::npos || id.find("A3B") != std::string::npos ||
            id.find("A35B") != std::string::npos || id.find("MiniMax") != std::string::npos ||
-           id.find("Llama-4") != std::string::npos ||
-           id.find("Mixtral") != std::string::npos || id.find("gpt-oss") != std::string::npos)
+           id.find("Llama-4") != std::string::npos || id.find("Mixtral") != std::string::npos ||
+           id.find("gpt-oss") != std::string::npos)
             ? "moe"
             : "dense";
     EXPECT_STREQ(FamilyOf(m).Name(), expected_family.c_str());
@@ -385,8 +385,8 @@ TEST(LoadModel, UnknownListsBundled) {
 // ---- ids as users type them (models/aliases.yaml, the HF cache, config.json paths) ----
 
 TEST(LoadModel, AliasResolvesToTheBundledArchitectureWithANote) {
-  for (const char* id : {"meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-70B-Instruct",
-                         "META-LLAMA/llama-3.1-70b-instruct"}) {
+  for (const char* id :
+       {"meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-70B-Instruct", "META-LLAMA/llama-3.1-70b-instruct"}) {
     SCOPED_TRACE(id);
     const ModelConfig m = LoadModel(id, kModelsDir);
     EXPECT_EQ(m.name, "meta-llama/Meta-Llama-3.1-70B");
@@ -428,7 +428,8 @@ TEST(LoadModelAliases, StrictWithFileAndLine) {
       {head + "  - id: acme/Other\n    model: acme/Base-7B\n", {":5", "reason", "missing key"}},
       {head + "  - id: acme/base-7b-chat\n    model: acme/Base-7B\n    reason: r\n", {":5", "listed already (line 2)"}},
       {head + "  - id: acme/Base-7B\n    model: acme/Base-7B\n    reason: r\n", {":5", "is a bundled model itself"}},
-      {head + "  - id: acme/Other\n    model: acme/Missing-7B\n    reason: r\n", {":6", "'acme/Missing-7B' is not bundled"}},
+      {head + "  - id: acme/Other\n    model: acme/Missing-7B\n    reason: r\n",
+       {":6", "'acme/Missing-7B' is not bundled"}},
       {head + "  - id: Other\n    model: acme/Base-7B\n    reason: r\n", {":5", "not an HF id", "ORG/NAME"}},
       {head + "  - id: acme/Other\n    model: acme/Base-7B\n    reason: ''\n", {":7", "empty"}},
       {"alias: []\n", {"alias"}},
@@ -454,8 +455,10 @@ class ScopedEnv {
     setenv(name, value.c_str(), 1);
   }
   ~ScopedEnv() {
-    if (had_) setenv(name_, old_.c_str(), 1);
-    else unsetenv(name_);
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
   }
 
  private:
@@ -471,7 +474,8 @@ TEST(LoadModel, HfCacheSnapshotOfRefsMain) {
   fs::create_directories(repo / "snapshots" / "aaa");
   fs::create_directories(repo / "snapshots" / "bbb");
   std::ofstream(repo / "refs" / "main") << "bbb\n";
-  std::ofstream(repo / "snapshots" / "aaa" / "config.json") << Replace(kLlamaLike, "num_hidden_layers", "\"num_hidden_layers\": 2,");
+  std::ofstream(repo / "snapshots" / "aaa" / "config.json")
+      << Replace(kLlamaLike, "num_hidden_layers", "\"num_hidden_layers\": 2,");
   std::ofstream(repo / "snapshots" / "bbb" / "config.json") << kLlamaLike;
   {
     ScopedEnv env("HF_HUB_CACHE", (d.path() / "hub").string());
@@ -507,8 +511,9 @@ TEST(LoadModel, PathToAConfigJsonFile) {
 }
 
 TEST(LoadModel, UnknownIdSuggestsTheClosest) {
-  ExpectThrowWith<UsageError>([] { LoadModel("meta-llama/Llama-3.1-70B-Instrct", kModelsDir); },
-                              {"did you mean meta-llama/Llama-3.1-70B-Instruct,", "aliases.yaml", "Hugging Face cache"});
+  ExpectThrowWith<UsageError>(
+      [] { LoadModel("meta-llama/Llama-3.1-70B-Instrct", kModelsDir); },
+      {"did you mean meta-llama/Llama-3.1-70B-Instruct,", "aliases.yaml", "Hugging Face cache"});
   // Without an organization the names are compared.
   ExpectThrowWith<UsageError>([] { LoadModel("Qwen3-32B", kModelsDir); }, {"did you mean Qwen/Qwen3-32B,"});
   ExpectThrowWith<UsageError>([] { LoadModel("/no/such/dir/config.json", kModelsDir); },
@@ -534,7 +539,8 @@ TEST(ParseHfConfig, EveryFamilyArchitectureReadsALlamaShapedConfig) {
     for (const Architecture& a : fam.Architectures()) {
       SCOPED_TRACE(a.name);
       std::string c = Replace(kLlamaLike, "architectures", "\"architectures\": [\"" + a.name + "\"],");
-      if (fam.HasExperts()) c = Replace(c, "vocab_size", "\"vocab_size\": 32000, \"num_local_experts\": 8, \"num_experts_per_tok\": 2");
+      if (fam.HasExperts())
+        c = Replace(c, "vocab_size", "\"vocab_size\": 32000, \"num_local_experts\": 8, \"num_experts_per_tok\": 2");
       const ModelConfig m = ParseHfConfig(c, "", "a/config.json");
       EXPECT_EQ(m.architecture, a.name);
       EXPECT_EQ(&FamilyOf(m), &fam);
@@ -626,7 +632,8 @@ TEST(ParseHfConfig, ChunkedAttentionLayers) {
   c = Replace(kLlamaLike, "vocab_size",
               "\"vocab_size\": 32000, \"attention_chunk_size\": 256, \"no_rope_layer_interval\": 2");
   EXPECT_EQ(ParseHfConfig(c, "", "c/config.json").layer_windows, (std::vector<std::int64_t>{256, 0, 256, 0}));
-  c = Replace(kLlamaLike, "vocab_size", "\"vocab_size\": 32000, \"attention_chunk_size\": 256, \"no_rope_layers\": [1, 1]");
+  c = Replace(kLlamaLike, "vocab_size",
+              "\"vocab_size\": 32000, \"attention_chunk_size\": 256, \"no_rope_layers\": [1, 1]");
   ExpectThrowWith<ConfigError>([&] { ParseHfConfig(c, "", "c/config.json"); },
                                {"c/config.json", "no_rope_layers", "has 2 entries", "num_hidden_layers = 4"});
   c = Replace(kLlamaLike, "vocab_size", "\"vocab_size\": 32000, \"use_qk_norm\": \"yes\"");
