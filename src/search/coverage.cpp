@@ -128,9 +128,13 @@ OpLookup LookupOf(const model::Op& op) {
     case OpKind::kElementwise:
     case OpKind::kEmbedding:
       return {"elementwise_perf", {{"op_name", op.measured_op}, {"hidden_size", Str(op.measured_width)}}};
-    default:
-      // An op kind without a table of its own (or one added later): named by its kind.
-      return {model::OpKindName(op.kind), {{"op", op.name}}};
+    default: {
+      // An op kind this function has no key for yet: the table "<kind>_perf" when
+      // one is declared (gaps then name the table alone), else the kind's name
+      // (p2p: no table).
+      const std::string table = std::string(model::OpKindName(op.kind)) + "_perf";
+      return {tables::FindTableSpec(table) != nullptr ? table : std::string(model::OpKindName(op.kind)), {}};
+    }
   }
 }
 

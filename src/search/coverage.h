@@ -24,7 +24,8 @@ namespace servecast::search {
 
 // The table an op reads and the key of its lookup: the table's key columns
 // that the op fixes (the workload columns, tokens and batch, left out), e.g.
-// moe_perf {moe_dtype: w4a16_mxfp4, hidden_size: 2880, ...}.
+// moe_perf {moe_dtype: w4a16_mxfp4, hidden_size: 2880, ...}. An op kind without
+// a key here gets the table "<kind>_perf" (when declared) and an empty key.
 struct OpLookup {
   std::string table;
   std::vector<std::pair<std::string, std::string>> key;
