@@ -51,8 +51,8 @@ TEST(CoverageLookup, KeysAreTheTablesDeclaredKeyColumns) {
             const std::vector<std::string> keys = t->KeyColumnNames();
             // The kinds with a key of their own; any other kind names its table alone.
             using K = model::OpKind;
-            for (K k : {K::kGemm, K::kContextAttention, K::kGenerationAttention, K::kMoe, K::kNccl,
-                        K::kCustomAllReduce, K::kElementwise, K::kEmbedding})
+            for (K k : {K::kGemm, K::kContextAttention, K::kGenerationAttention, K::kMoe, K::kNccl, K::kCustomAllReduce,
+                        K::kElementwise, K::kEmbedding})
               if (op.kind == k) {
                 EXPECT_FALSE(l.key.empty());
               }
