@@ -53,7 +53,8 @@ TEST(CoverageE2E, ShippedTablesPassWithEveryMissDeclared) {
   EXPECT_TRUE(doc["stale_gaps"].empty());
   EXPECT_GE(doc["models"].get<int>(), 22);
   // The known gaps are listed, each with its declaration: gpt-oss's mxfp4 experts
-  // and head-dim-64 attention (issue 24), DeepSeek (issue 23).
+  // and head-dim-64 attention (issue 24), DeepSeek's MLA (issue 23; the model, or
+  // its MLA tables once the estimator costs MLA).
   bool mxfp4 = false, attention64 = false, deepseek = false;
   std::set<std::string> mxfp4_engines;
   for (const auto& m : doc["misses"]) {
@@ -69,7 +70,6 @@ TEST(CoverageE2E, ShippedTablesPassWithEveryMissDeclared) {
       attention64 = true;
     }
     if (m["model"] == "deepseek-ai/DeepSeek-V3") {
-      EXPECT_EQ(m["table"], "");
       EXPECT_EQ(m["declared"]["issue"], 23);
       deepseek = true;
     }
