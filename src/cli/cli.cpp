@@ -81,7 +81,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   // The subcommands, in the order --help lists them.
   CollectArgs col;
   auto* collect_cmd = AddCollectCommand(app, col);
-  collect::CheckOptions chk;
+  CheckArgs chk;
   auto* check_cmd = AddCheckCommand(app, chk);
   FinalizeArgs fin;
   auto* finalize_cmd = AddFinalizeCommand(app, fin);

@@ -21,7 +21,9 @@ namespace servecast::cli {
 
 CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& a) {
   auto* c = app.add_subcommand("default", "search deployments of a model on N GPUs: Pareto frontier and the best");
-  c->add_option("--model", a.model, "bundled model (HF id) or a folder with config.json")->required();
+  c->add_option("--model", a.model,
+                "HF id (bundled, an alias of models/aliases.yaml, or in the HF cache), a config.json or its folder")
+      ->required();
   c->add_option("--system", a.system, "system (systems/<name>.yaml), e.g. h200_sxm")->required();
   c->add_option("--total-gpus", a.total_gpus, "GPUs to deploy on")->required()->check(IntIn(1, kMaxGpus));
   c->add_option("--backend", a.engine, "serving engine modelled: trtllm, vllm or sglang")->capture_default_str();
@@ -64,7 +66,7 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
   const std::string models_dir = a.models_dir.empty() ? find("models") : a.models_dir;
   const std::string engines_dir = a.engines_dir.empty() ? find("engines") : a.engines_dir;
   systems::SystemSpec spec = systems::LoadSystemByName(systems_dir, a.system);
-  serve::Deployment d(model::LoadModel(a.model, models_dir), spec);
+  serve::Deployment d(LoadModelNoted(a.model, models_dir), spec);
 
   const SlaArgs sla{a.isl, a.osl, a.ttft, a.tpot, a.request_latency, a.modes, a.nextn, a.mtp_accepted};
   search::SearchInputs in = SearchInputsFrom(sla, model::ParseEngine(a.engine), a.total_gpus);

@@ -81,7 +81,9 @@ void PrintPhase(const char* title, const serve::PhaseEstimate& p, bool with_deta
 
 CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
   auto* c = app.add_subcommand("estimate", "latency, throughput and memory of one deployment (static, agg or disagg)");
-  c->add_option("--model", a.model, "bundled model (HF id, e.g. Qwen/Qwen3-32B) or a folder with config.json")->required();
+  c->add_option("--model", a.model,
+                "HF id (bundled, an alias of models/aliases.yaml, or in the HF cache), a config.json or its folder")
+      ->required();
   c->add_option("--system", a.system, "system (systems/<name>.yaml), e.g. h200_sxm")->required();
   c->add_option("--backend", a.engine, "serving engine modelled: trtllm, vllm or sglang")->capture_default_str();
   c->add_option("--data", a.data,
@@ -231,7 +233,7 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
 
   systems::SystemSpec spec = systems::LoadSystemByName(systems_dir, a.system);
   const model::QuantOverrides ov{a.gemm_quant, a.moe_quant, a.kv_quant, a.fmha_quant, a.comm_quant};
-  serve::Deployment d(model::LoadModel(a.model, models_dir), spec, ov);
+  serve::Deployment d(LoadModelNoted(a.model, models_dir), spec, ov);
 
   // The deployment: one parallel config (static, agg) or one per worker kind (disagg).
   const bool disagg = a.mode == "disagg";

@@ -1,5 +1,6 @@
 #include "cli/plan_common.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <sstream>
 
@@ -12,7 +13,9 @@ namespace servecast::cli {
 
 void AddPlanFlags(CLI::App* c, PlanArgs& a, const std::string& default_mode) {
   if (!default_mode.empty()) a.database_mode = default_mode;
-  c->add_option("--model", a.model, "bundled model (HF id) or a folder with config.json")->required();
+  c->add_option("--model", a.model,
+                "HF id (bundled, an alias of models/aliases.yaml, or in the HF cache), a config.json or its folder")
+      ->required();
   c->add_option("--system", a.system, "system (systems/<name>.yaml), e.g. h200_sxm")->required();
   c->add_option("--data", a.data, "perf-data source BACKEND[/VERSION] (default: the system's only source, else cuda)");
   c->add_option("--data-root", a.data_roots, "data root (repeat; default: systems/data of the installation)");
@@ -42,12 +45,18 @@ void AddSlaFlags(CLI::App* c, SlaArgs& a) {
       ->check(NumberIn(0, 16));
 }
 
+model::ModelConfig LoadModelNoted(const std::string& spec, const std::string& models_dir) {
+  model::ModelConfig m = model::LoadModel(spec, models_dir);
+  if (!m.resolution_note.empty()) std::fprintf(stderr, "note: --model %s\n", m.resolution_note.c_str());
+  return m;
+}
+
 PlanSetup LoadPlan(const PlanArgs& a, const std::function<std::string(const std::string&)>& find) {
   std::string systems_dir = a.systems_dir.empty() ? find("systems") : a.systems_dir;
   std::string models_dir = a.models_dir.empty() ? find("models") : a.models_dir;
   std::string engines_dir = a.engines_dir.empty() ? find("engines") : a.engines_dir;
   systems::SystemSpec spec = systems::LoadSystemByName(systems_dir, a.system);
-  model::ModelConfig m = model::LoadModel(a.model, models_dir);
+  model::ModelConfig m = LoadModelNoted(a.model, models_dir);
   serve::Deployment d(std::move(m), std::move(spec));
   return PlanSetup{std::move(systems_dir), std::move(models_dir), std::move(engines_dir), std::move(d)};
 }

@@ -39,6 +39,11 @@ struct SlaArgs {
 };
 void AddSlaFlags(CLI::App* c, SlaArgs& a);
 
+// Loads --model (model::LoadModel) and, when it was resolved through an alias
+// or the Hugging Face cache, prints how on stderr ("note: ..."), so that a
+// resolution is never silent and --json output stays one document.
+model::ModelConfig LoadModelNoted(const std::string& spec, const std::string& models_dir);
+
 struct PlanSetup {
   std::string systems_dir, models_dir, engines_dir;
   serve::Deployment deployment;

@@ -25,7 +25,10 @@ namespace servecast::model {
 struct Architecture {
   std::string name;        // "Qwen3ForCausalLM"
   std::string model_type;  // "qwen3"
-  bool qk_norm = false;    // per-head RMSNorm on q and k
+  bool qk_norm = false;    // per-head RMSNorm on q and k (config.json's use_qk_norm, when set, wins)
+  // Shared experts the architecture always has, each of the routed experts'
+  // width, that config.json names with no key (Llama-4: one); 0 for none.
+  int implicit_shared_experts = 0;
 };
 
 // What the deployment search may vary for this family.

@@ -11,10 +11,10 @@ class DenseFamily final : public ModelFamily {
  public:
   const char* Name() const override { return "dense"; }
   std::vector<Architecture> Architectures() const override {
-    return {{"LlamaForCausalLM", "llama", false},
-            {"Qwen2ForCausalLM", "qwen2", false},
-            {"Qwen3ForCausalLM", "qwen3", true},
-            {"MiMoForCausalLM", "mimo", false}};
+    return {{"LlamaForCausalLM", "llama", false},     {"Qwen2ForCausalLM", "qwen2", false},
+            {"Qwen3ForCausalLM", "qwen3", true},      {"MiMoForCausalLM", "mimo", false},
+            {"MistralForCausalLM", "mistral", false}, {"GraniteForCausalLM", "granite", false},
+            {"Olmo2ForCausalLM", "olmo2", true}};
   }
   void ReadConfig(const ConfigFields& f, ModelConfig& m) const override { (void)f, (void)m; }
   bool HasExperts() const override { return false; }

@@ -33,6 +33,9 @@ void ReadRoutedExperts(const ConfigFields& f, ModelConfig& m) {
     m.shared_expert_intermediate_size = f.OptionalCount("shared_expert_intermediate_size");
     m.num_shared_experts = m.shared_expert_intermediate_size / m.moe_intermediate_size;
   }
+  m.moe_layer_interval = f.OptionalPositive("interleave_moe_layer_step", 1);
+  // The dense layers' FFN width when it differs from the experts' (Llama-4).
+  m.intermediate_size = f.OptionalPositive("intermediate_size_mlp", m.intermediate_size);
 }
 
 void ValidateExpertParallel(const ModelConfig& m, const ParallelConfig& p, Engine e) {
@@ -60,6 +63,53 @@ std::string ExpertDistribution(const OpListOptions& o) {
 
 namespace {
 
+// The FFN half of an expert layer, at the builder's layer count: norm, router,
+// shared experts, and the routed experts behind the engine's dispatch.
+void AddExpertLayer(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, const OpListOptions& o) {
+  const double layers = b.layers();
+  const std::int64_t H = m.hidden_size;
+  b.Elementwise("add_norm_2", 2 * H, 2 * H, "rmsnorm_residual", H);
+  b.Gemm("router_gemm", m.num_experts, H, "bfloat16", layers);
+  const std::int64_t shared = m.shared_expert_intermediate_size > 0 ? m.shared_expert_intermediate_size
+                                                                    : m.num_shared_experts * m.moe_intermediate_size;
+  if (shared > 0) {
+    const std::int64_t S = shared / p.tp;
+    b.Gemm("shared_gate_ffn1_gemm", 2 * S, H, m.quant.gemm, layers);
+    b.Elementwise("shared_act_gate", 2 * S, S, "silu_and_mul", S);
+    b.Gemm("shared_ffn2_gemm", H, S, m.quant.gemm, layers);
+  }
+  AddMoeDispatch(b, m, p, o, true);
+  Op& moe = b.Add("moe", OpKind::kMoe, layers);
+  moe.hidden = H;
+  moe.inter = m.moe_intermediate_size;
+  moe.topk = m.experts_per_token;
+  moe.experts = m.num_experts;
+  moe.moe_tp = p.moe_tp;
+  moe.moe_ep = p.moe_ep;
+  moe.token_multiplier = p.dp;
+  moe.quant = m.quant.moe;
+  moe.distribution = ExpertDistribution(o);
+  // Gated experts: gate, up and down projections (3 matrices H x I_moe each).
+  const double per_rank = std::floor(static_cast<double>(H) * static_cast<double>(m.moe_intermediate_size) *
+                                     static_cast<double>(m.num_experts) * 3.0 / p.moe_ep);
+  moe.weight_elems = std::floor(per_rank / p.moe_tp);
+  AddMoeDispatch(b, m, p, o, false);
+}
+
+// The FFN half of a dense layer of an MoE model (Llama-4 Maverick): the
+// attention output's all-reduce, then a gated FFN of width I split over the
+// attention tensor parallelism, and its all-reduce.
+void AddDenseLayer(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p) {
+  const double layers = b.layers();
+  const std::int64_t H = m.hidden_size, I = m.intermediate_size / p.tp;
+  if (p.tp > 1) b.AllReduce("dense_ar_1", p.tp, H, m.quant.comm, layers);
+  b.Elementwise("dense_add_norm_2", 2 * H, 2 * H, "rmsnorm_residual", H);
+  b.Gemm("dense_gate_ffn1_gemm", 2 * I, H, m.quant.gemm, layers);
+  b.Elementwise("dense_act_gate", 2 * I, I, "silu_and_mul", I);
+  b.Gemm("dense_ffn2_gemm", H, I, m.quant.gemm, layers);
+  if (p.tp > 1) b.AllReduce("dense_ar_2", p.tp, H, m.quant.comm, layers);
+}
+
 class MoeFamily final : public ModelFamily {
  public:
   const char* Name() const override { return "moe"; }
@@ -67,55 +117,65 @@ class MoeFamily final : public ModelFamily {
     return {{"MixtralForCausalLM", "mixtral", false},
             {"Qwen2MoeForCausalLM", "qwen2_moe", false},
             {"Qwen3MoeForCausalLM", "qwen3_moe", true},
-            {"GptOssForCausalLM", "gpt_oss", false}};
+            {"GptOssForCausalLM", "gpt_oss", false},
+            {"OlmoeForCausalLM", "olmoe", true},
+            // MiniMax-M2: q/k norm over all heads of the layer (qk_norm_type per_layer),
+            // routed experts only (intermediate_size is the expert width).
+            {"MiniMaxM2ForCausalLM", "minimax_m2", true},
+            // Llama-4: one shared expert beside the routed ones in every MoE layer
+            // (no config key names it), chunked-local attention (attention_chunk_size).
+            {"Llama4ForConditionalGeneration", "llama4", false, 1},
+            {"Llama4ForCausalLM", "llama4_text", false, 1}};
   }
   void ReadConfig(const ConfigFields& f, ModelConfig& m) const override { ReadRoutedExperts(f, m); }
   bool HasExperts() const override { return true; }
-
   void ValidateParallel(const ModelConfig& m, const ParallelConfig& p, Engine e) const override {
     ValidateExpertParallel(m, p, e);
+    if (m.moe_layer_interval > 1)
+      Require(m.intermediate_size % p.tp == 0, "tp " + std::to_string(p.tp) + " does not divide the dense FFN width " +
+                                                   std::to_string(m.intermediate_size) + " of " + m.name);
   }
   SearchKnobs Knobs() const override { return {16, true, true}; }
 
   std::vector<Op> BuildPhase(const ModelConfig& m, const ParallelConfig& p, const OpListOptions& o, bool context,
                              double phase_scale) const override {
+    const std::string phase = context ? "context" : "generation";
     const double layers = static_cast<double>(m.num_layers) * phase_scale;
-    PhaseBuilder b(context ? "context" : "generation", layers);
-    const std::int64_t H = m.hidden_size;
+    PhaseBuilder b(phase, layers);
     AddAttentionBlock(b, m, p, context, phase_scale);
-    b.Elementwise("add_norm_2", 2 * H, 2 * H, "rmsnorm_residual", H);
-    b.Gemm("router_gemm", m.num_experts, H, "bfloat16", layers);
-    const std::int64_t shared = m.shared_expert_intermediate_size > 0 ? m.shared_expert_intermediate_size
-                                                                      : m.num_shared_experts * m.moe_intermediate_size;
-    if (shared > 0) {
-      const std::int64_t S = shared / p.tp;
-      b.Gemm("shared_gate_ffn1_gemm", 2 * S, H, m.quant.gemm, layers);
-      b.Elementwise("shared_act_gate", 2 * S, S, "silu_and_mul", S);
-      b.Gemm("shared_ffn2_gemm", H, S, m.quant.gemm, layers);
+    if (m.moe_layer_interval == 1) {
+      AddExpertLayer(b, m, p, o);
+      if (!context) AddLogits(b, m, p, context, phase_scale);
+      AddTail(b, m, p, phase_scale);
+      return b.Take();
     }
-    AddMoeDispatch(b, m, p, o, true);
-    Op& moe = b.Add("moe", OpKind::kMoe, layers);
-    moe.hidden = H;
-    moe.inter = m.moe_intermediate_size;
-    moe.topk = m.experts_per_token;
-    moe.experts = m.num_experts;
-    moe.moe_tp = p.moe_tp;
-    moe.moe_ep = p.moe_ep;
-    moe.token_multiplier = p.dp;
-    moe.quant = m.quant.moe;
-    moe.distribution = ExpertDistribution(o);
-    // Gated experts: gate, up and down projections (3 matrices H x I_moe each).
-    const double per_rank = std::floor(static_cast<double>(H) * static_cast<double>(m.moe_intermediate_size) *
-                                       static_cast<double>(m.num_experts) * 3.0 / p.moe_ep);
-    moe.weight_elems = std::floor(per_rank / p.moe_tp);
-    AddMoeDispatch(b, m, p, o, false);
-    if (!context) AddLogits(b, m, p, context, phase_scale);
-    AddTail(b, m, p, phase_scale);
-    return b.Take();
+    // One layer in k is MoE (layers k-1, 2k-1, ...), the others dense: each part
+    // is built at its own layer count, between the attention block and the tail.
+    const std::int64_t moe_layers = m.num_layers / m.moe_layer_interval;
+    std::vector<Op> ops = b.Take();
+    PhaseBuilder dense(phase, static_cast<double>(m.num_layers - moe_layers) * phase_scale);
+    AddDenseLayer(dense, m, p);
+    PhaseBuilder experts(phase, static_cast<double>(moe_layers) * phase_scale);
+    AddExpertLayer(experts, m, p, o);
+    PhaseBuilder tail(phase, layers);
+    if (!context) AddLogits(tail, m, p, context, phase_scale);
+    AddTail(tail, m, p, phase_scale);
+    for (PhaseBuilder* part : {&dense, &experts, &tail})
+      for (Op& op : part->Take()) ops.push_back(std::move(op));
+    return ops;
   }
   void AddNotes(const ModelConfig& m, const OpListOptions& o, std::vector<std::string>& notes) const override {
-    (void)m;
     notes.push_back("MoE expert load: " + ExpertDistribution(o) + " routing");
+    if (m.moe_layer_interval > 1)
+      notes.push_back(std::to_string(m.num_layers / m.moe_layer_interval) + " MoE layers (one in " +
+                      std::to_string(m.moe_layer_interval) + ") and " +
+                      std::to_string(m.num_layers - m.num_layers / m.moe_layer_interval) + " dense layers (FFN " +
+                      std::to_string(m.intermediate_size) + ")");
+    if (m.attention_chunk > 0)
+      notes.push_back(
+          "chunked-local attention (chunk " + std::to_string(m.attention_chunk) +
+          ") costed as a sliding window of the chunk (an upper bound past the first chunk); its KV cache is "
+          "counted for every token");
   }
   const char* ActivationKey() const override { return "moe"; }
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/yaml_util.h"
 #include "model/config_fields.h"
 #include "model/family.h"
 #include "model/quant_infer.h"
@@ -140,6 +142,28 @@ void ReadWindows(const ConfigFields& f, ModelConfig& m) {
       f.Fail("sliding_window", window == 0 && !f.Has("sliding_window") ? "missing key" : "value is not positive",
              "a positive window size for the sliding_attention layers");
   };
+  if (f.Has("attention_chunk_size")) {
+    // Chunked-local attention on the RoPE layers; the NoPE layers attend globally.
+    m.attention_chunk = f.Required("attention_chunk_size");
+    std::vector<bool> rope(static_cast<std::size_t>(m.num_layers), true);
+    if (f.Has("no_rope_layers")) {
+      const json& flags = f.obj().at("no_rope_layers");
+      if (!flags.is_array() || static_cast<std::int64_t>(flags.size()) != m.num_layers)
+        f.Fail("no_rope_layers", flags.is_array() ? "has " + std::to_string(flags.size()) + " entries" : "not a list",
+               "one 0/1 flag per layer (num_hidden_layers = " + std::to_string(m.num_layers) + "), 1 = RoPE");
+      for (std::size_t i = 0; i < flags.size(); ++i) {
+        if (!flags[i].is_number_integer() || (flags[i] != 0 && flags[i] != 1))
+          f.Fail("no_rope_layers", "entry " + std::to_string(i) + " is " + flags[i].dump(), "0 or 1");
+        rope[i] = flags[i] == 1;
+      }
+    } else {
+      const std::int64_t every = f.OptionalPositive("no_rope_layer_interval", 4);
+      for (std::int64_t i = 0; i < m.num_layers; ++i) rope[static_cast<std::size_t>(i)] = (i + 1) % every != 0;
+    }
+    for (std::size_t i = 0; i < rope.size(); ++i)
+      if (rope[i]) m.layer_windows[i] = m.attention_chunk;
+    return;
+  }
   if (f.Has("layer_types")) {
     const json& types = f.obj().at("layer_types");
     if (!types.is_array()) f.Fail("layer_types", "wrong type: " + JsonTypeName(types), "a list of attention kinds");
@@ -210,6 +234,115 @@ ModelConfig LoadDirectory(const fs::path& dir, const std::string& name) {
   return m;
 }
 
+// A config.json file (name: how reports call the model); a file named
+// config.json also brings the hf_quant_config.json of its folder.
+ModelConfig LoadConfigFile(const fs::path& config, const std::string& name) {
+  if (config.filename() == "config.json") return LoadDirectory(config.parent_path(), name);
+  ModelConfig m = ParseHfConfig(ReadFile(config.string()), "", config.string());
+  m.name = name;
+  return m;
+}
+
+// "Qwen/Qwen3-32B" -> "Qwen--Qwen3-32B".
+std::string IdToDir(const std::string& id) {
+  const std::size_t slash = id.find('/');
+  return slash == std::string::npos ? id : id.substr(0, slash) + "--" + id.substr(slash + 1);
+}
+
+// ORG/NAME: one slash, both parts non-empty, no spaces.
+bool IsHfId(const std::string& s) {
+  const std::size_t slash = s.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 >= s.size()) return false;
+  if (s.find('/', slash + 1) != std::string::npos) return false;
+  return std::none_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c) != 0; });
+}
+
+std::string AliasFile(const std::string& models_dir) {
+  return (fs::path(models_dir) / "aliases.yaml").string();
+}
+
+struct HubLookup {
+  std::string config;   // the snapshot's config.json ("" when not found)
+  std::string problem;  // why a cached repository gave none
+};
+
+// models--ORG--NAME under the hub cache (exact, else case-insensitive), its
+// snapshot for refs/main, else its only snapshot with a config.json.
+HubLookup FindInHubCache(const std::string& hub, const std::string& id) {
+  std::error_code ec;
+  const std::string want = "models--" + IdToDir(id);
+  fs::path repo = fs::path(hub) / want;
+  if (!fs::is_directory(repo, ec)) {
+    repo.clear();
+    if (fs::is_directory(hub, ec))
+      for (const auto& e : fs::directory_iterator(hub, ec))
+        if (e.is_directory(ec) && Lower(e.path().filename().string()) == Lower(want)) repo = e.path();
+    if (repo.empty()) return {};
+  }
+  const fs::path snapshots = repo / "snapshots";
+  if (fs::is_regular_file(repo / "refs" / "main", ec)) {
+    std::string rev = ReadFile((repo / "refs" / "main").string());
+    while (!rev.empty() && std::isspace(static_cast<unsigned char>(rev.back()))) rev.pop_back();
+    const fs::path config = snapshots / rev / "config.json";
+    if (!rev.empty() && fs::is_regular_file(config, ec)) return {config.string(), ""};
+  }
+  std::vector<std::string> found;
+  if (fs::is_directory(snapshots, ec))
+    for (const auto& e : fs::directory_iterator(snapshots, ec))
+      if (fs::is_regular_file(e.path() / "config.json", ec)) found.push_back((e.path() / "config.json").string());
+  std::sort(found.begin(), found.end());
+  if (found.size() == 1) return {found[0], ""};
+  if (found.empty()) return {"", repo.string() + " has no snapshots/*/config.json"};
+  return {"", repo.string() + " has " + std::to_string(found.size()) +
+                  " snapshots and refs/main names none of them; give one config.json as --model: " + Join(found)};
+}
+
+// Edit distance (insert, delete, substitute one character), case-insensitive.
+std::size_t EditDistance(const std::string& a, const std::string& b) {
+  const std::string x = Lower(a), y = Lower(b);
+  std::vector<std::size_t> row(y.size() + 1);
+  for (std::size_t j = 0; j <= y.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= x.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= y.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (x[i - 1] == y[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[y.size()];
+}
+
+// `spec` without a checkpoint-variant suffix (-Instruct, -Base, -Chat, -hf, -it).
+std::string WithoutVariant(const std::string& spec) {
+  for (const char* suffix : {"-instruct", "-base", "-chat", "-hf", "-it"}) {
+    const std::string l = Lower(spec), sfx = suffix;
+    if (l.size() > sfx.size() && l.compare(l.size() - sfx.size(), sfx.size(), sfx) == 0)
+      return spec.substr(0, spec.size() - sfx.size());
+  }
+  return spec;
+}
+
+// The `n` candidates nearest to `spec` or to `spec` without its variant suffix
+// (by the name after the slash when `spec` has no organization), nearest
+// first, ties in candidate order.
+std::vector<std::string> Closest(const std::string& spec, const std::vector<std::string>& candidates, std::size_t n) {
+  const bool has_org = spec.find('/') != std::string::npos;
+  const std::string bare = WithoutVariant(spec);
+  std::vector<std::pair<std::size_t, std::size_t>> scored;  // (distance, index)
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const std::string& c = candidates[i];
+    const std::size_t slash = c.find('/');
+    const std::string target = has_org || slash == std::string::npos ? c : c.substr(slash + 1);
+    scored.emplace_back(std::min(EditDistance(spec, target), EditDistance(bare, target)), i);
+  }
+  std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < scored.size() && out.size() < n; ++i) out.push_back(candidates[scored[i].second]);
+  return out;
+}
+
 }  // namespace
 
 const ModelFamily& FamilyOf(const ModelConfig& m) {
@@ -266,7 +399,17 @@ ModelConfig ParseHfConfig(const std::string& config_json, const std::string& hf_
       f.Fail(key, "unknown weight dtype '" + dtype + "'", "bfloat16, float16, float32 or auto");
   }
 
+  if (f.Has("use_qk_norm")) {
+    const json& q = f.obj().at("use_qk_norm");
+    if (!q.is_boolean()) f.Fail("use_qk_norm", "wrong type: " + JsonTypeName(q), "true or false");
+    m.qk_norm = q.get<bool>();
+  }
   m.family->ReadConfig(f, m);
+  if (const int shared = arch.architecture->implicit_shared_experts;
+      shared > 0 && m.shared_expert_intermediate_size == 0) {
+    m.num_shared_experts = shared;
+    m.shared_expert_intermediate_size = shared * m.moe_intermediate_size;
+  }
   ReadWindows(f, m);
 
   json hf_doc;
@@ -297,6 +440,7 @@ ModelConfig LoadModel(const std::string& spec, const std::string& models_dir) {
       throw UsageError("--model: directory '" + spec + "' has no config.json");
     return LoadDirectory(spec, spec);
   }
+  if (fs::is_regular_file(spec, ec)) return LoadConfigFile(spec, spec);
   // A bundled model by directory name or by HF id, case-insensitively.
   std::string wanted = spec;
   if (const std::size_t slash = wanted.find('/'); slash != std::string::npos && wanted.find("--") == std::string::npos)
@@ -306,11 +450,99 @@ ModelConfig LoadModel(const std::string& spec, const std::string& models_dir) {
   for (const std::string& d : dirs)
     if (Lower(d) == wanted) return LoadDirectory(fs::path(models_dir) / d, DirToId(d));
 
+  const bool hf_id = IsHfId(spec);
+  const std::string hub = HfHubCacheDir();
+  std::string cache_problem;
+  if (hf_id && !hub.empty()) {
+    const HubLookup found = FindInHubCache(hub, spec);
+    if (!found.config.empty()) {
+      ModelConfig m = LoadConfigFile(found.config, spec);
+      m.resolution_note = spec + ": read from the Hugging Face cache, " + found.config;
+      return m;
+    }
+    cache_problem = found.problem;
+  }
+  const std::vector<ModelAlias> aliases = LoadModelAliases(models_dir);
+  for (const ModelAlias& a : aliases) {
+    if (Lower(a.id) != Lower(spec)) continue;
+    const std::string dir = IdToDir(a.model);
+    for (const std::string& d : dirs)
+      if (Lower(d) == Lower(dir)) {
+        ModelConfig m = LoadDirectory(fs::path(models_dir) / d, DirToId(d));
+        m.resolution_note = spec + " is bundled " + DirToId(d) + " (" + AliasFile(models_dir) + " line " +
+                            std::to_string(a.line) + ": " + a.reason + ")";
+        return m;
+      }
+  }
+
   std::vector<std::string> ids;
   for (const std::string& d : dirs) ids.push_back(DirToId(d));
-  throw UsageError("--model: unknown model '" + spec +
-                   "'; expected a directory holding config.json or a bundled model (" + models_dir +
-                   "): " + (ids.empty() ? std::string("none found") : Join(ids)));
+  std::vector<std::string> candidates = ids;
+  for (const ModelAlias& a : aliases) candidates.push_back(a.id);
+  const std::vector<std::string> near = Closest(spec, candidates, 3);
+  std::string msg = "--model: unknown model '" + spec + "'";
+  if (!hf_id) msg += " (no file or folder of that name, and not an ORG/NAME id)";
+  if (!near.empty()) msg += "; did you mean " + Join(near) + "?";
+  msg += " Expected a bundled model (" + models_dir + "): " + (ids.empty() ? std::string("none found") : Join(ids));
+  msg += "; an alias of " + AliasFile(models_dir) + "; a folder holding config.json or a config.json file";
+  if (hf_id)
+    msg += "; or an id in the Hugging Face cache (" +
+           (hub.empty() ? std::string("none: HF_HUB_CACHE, HF_HOME and HOME are unset")
+                        : hub + (cache_problem.empty() ? "" : ": " + cache_problem)) +
+           ")";
+  throw UsageError(msg);
+}
+
+std::vector<ModelAlias> LoadModelAliases(const std::string& models_dir) {
+  const std::string file = AliasFile(models_dir);
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) return {};
+  YamlReader top(file, LoadYamlFile(file));
+  top.AllowOnlyKeys({"aliases"});
+  const YAML::Node list = top.node()["aliases"];
+  if (!list.IsDefined() || !list.IsSequence())
+    throw ConfigError(top.Where("aliases"), "missing or not a list", "aliases: [{id, model, reason}, ...]");
+  std::vector<std::string> bundled;
+  for (const std::string& d : BundledDirs(models_dir)) bundled.push_back(Lower(DirToId(d)));
+  std::vector<ModelAlias> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string path = "aliases[" + std::to_string(i) + "]";
+    YamlReader r(file, list[i], path);
+    if (!list[i].IsMap()) throw ConfigError(YamlWhere(file, list[i], path), "not a mapping", "{id, model, reason}");
+    r.AllowOnlyKeys({"id", "model", "reason"});
+    ModelAlias a;
+    a.line = r.Where().line;
+    a.id = r.RequiredString("id");
+    a.model = r.RequiredString("model");
+    a.reason = r.RequiredString("reason");
+    for (const auto& [key, value] :
+         {std::pair<const char*, const std::string*>{"id", &a.id}, {"model", &a.model}, {"reason", &a.reason}})
+      if (IsBlank(*value)) throw ConfigError(r.Where(key), "empty", "a non-empty string");
+    if (!IsHfId(a.id)) throw ConfigError(r.Where("id"), "'" + a.id + "' is not an HF id", "ORG/NAME");
+    if (std::find(bundled.begin(), bundled.end(), Lower(a.id)) != bundled.end())
+      throw ConfigError(r.Where("id"), "'" + a.id + "' is a bundled model itself", "an id that no folder holds");
+    if (std::find(bundled.begin(), bundled.end(), Lower(a.model)) == bundled.end())
+      throw ConfigError(r.Where("model"), "'" + a.model + "' is not bundled",
+                        "the HF id of a folder under " + models_dir);
+    for (const ModelAlias& b : out)
+      if (Lower(b.id) == Lower(a.id))
+        throw ConfigError(r.Where("id"), "'" + a.id + "' is listed already (line " + std::to_string(b.line) + ")",
+                          "each id once");
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+std::string HfHubCacheDir() {
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v == nullptr ? std::string() : std::string(v);
+  };
+  if (const std::string v = env("HF_HUB_CACHE"); !v.empty()) return v;
+  if (const std::string v = env("HF_HOME"); !v.empty()) return (fs::path(v) / "hub").string();
+  if (const std::string v = env("XDG_CACHE_HOME"); !v.empty()) return (fs::path(v) / "huggingface" / "hub").string();
+  if (const std::string v = env("HOME"); !v.empty()) return (fs::path(v) / ".cache" / "huggingface" / "hub").string();
+  return "";
 }
 
 std::vector<std::string> BundledModels(const std::string& models_dir) {

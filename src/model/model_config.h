@@ -6,8 +6,10 @@
 //
 // The family is decided by architectures[0] through the family registry
 // (model/family.h; docs/models.md lists them):
-//   dense     LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MiMoForCausalLM
-//   moe       MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, GptOssForCausalLM
+//   dense     LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MiMoForCausalLM, MistralForCausalLM,
+//             GraniteForCausalLM, Olmo2ForCausalLM
+//   moe       MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, GptOssForCausalLM,
+//             OlmoeForCausalLM, MiniMaxM2ForCausalLM, Llama4ForConditionalGeneration / Llama4ForCausalLM
 //   deepseek  DeepseekV3ForCausalLM (parsed fully; the estimator says "not yet supported")
 // Multimodal configs are read from their `text_config`.
 
@@ -43,6 +45,11 @@ struct QuantOverrides {
 struct ModelConfig {
   std::string name;          // bundled name / HF id ("meta-llama/Meta-Llama-3.1-8B") or the directory given
   std::string config_path;   // the config.json read
+  // How --model was resolved when it did not name a bundled model or a config
+  // file directly (an alias of models/aliases.yaml, the Hugging Face cache):
+  // "<id> is bundled <id> (<file> line N: <reason>)" or "<id>: read from the
+  // Hugging Face cache, <path>"; "" otherwise. The commands print it as a note.
+  std::string resolution_note;
   std::string architecture;  // architectures[0]
   const ModelFamily* family = nullptr;  // the registered family accepting `architecture`
 
@@ -51,15 +58,19 @@ struct ModelConfig {
   std::int64_t num_heads = 0;     // num_attention_heads (n)
   std::int64_t num_kv_heads = 0;  // num_key_value_heads (n_kv); = n when absent
   std::int64_t head_dim = 0;      // head_dim | attention_head_dim | H / n  (d)
-  std::int64_t intermediate_size = 0;  // I (dense FFN)
+  std::int64_t intermediate_size = 0;  // I (dense FFN; intermediate_size_mlp where an MoE model has one)
   std::int64_t vocab_size = 0;         // V
   std::int64_t max_position_embeddings = 0;
-  bool qk_norm = false;  // Qwen3 / Qwen3-MoE: RMSNorm on q and k per head
+  bool qk_norm = false;  // Qwen3 / Qwen3-MoE: RMSNorm on q and k per head (the architecture's, or use_qk_norm)
 
   // Attention window per layer (0 = full attention); size num_layers. Filled from
   // layer_types + sliding_window (gpt-oss: alternating 128 / full), or from a
   // global sliding_window applied to every layer (when use_sliding_window is not false).
   std::vector<std::int64_t> layer_windows;
+  // Chunked-local attention (Llama-4: attention_chunk_size): the chunk, 0 when
+  // none. Its layers (the RoPE layers: no_rope_layers, else every layer but each
+  // no_rope_layer_interval-th, default 4) hold the chunk as their window above.
+  std::int64_t attention_chunk = 0;
 
   // MoE (0 when dense).
   std::int64_t num_experts = 0;              // E
@@ -67,6 +78,7 @@ struct ModelConfig {
   std::int64_t moe_intermediate_size = 0;    // I_moe (else I)
   std::int64_t num_shared_experts = 0;       // shared experts, each I_moe wide
   std::int64_t shared_expert_intermediate_size = 0;  // total width of the shared experts (0: none)
+  std::int64_t moe_layer_interval = 1;  // every k-th layer is MoE, the others dense (interleave_moe_layer_step)
 
   // DeepSeek-V3/R1 (MLA).
   std::int64_t q_lora_rank = 0;
@@ -94,11 +106,35 @@ const ModelFamily& FamilyOf(const ModelConfig& m);
 // file and the field.
 ModelConfig ParseHfConfig(const std::string& config_json, const std::string& hf_quant_json, const std::string& where);
 
-// Resolves --model: a directory holding config.json; else a bundled model by
-// directory name under `models_dir` ("Qwen--Qwen3-32B") or by HF id
-// ("Qwen/Qwen3-32B", case-insensitive). Unknown -> UsageError listing the bundled
-// models.
+// Resolves --model, in order (models/README.md, "Ids as users type them"):
+//   1. a directory holding config.json, or a path to a config.json file (its
+//      folder's hf_quant_config.json is read too);
+//   2. a bundled model by directory name under `models_dir` ("Qwen--Qwen3-32B")
+//      or by HF id ("Qwen/Qwen3-32B"), case-insensitively;
+//   3. an HF id in the local Hugging Face cache (HfHubCacheDir():
+//      models--ORG--NAME/snapshots/<refs/main or the only snapshot>/config.json);
+//   4. an alias of `models_dir`/aliases.yaml: the bundled model it names.
+// 3 and 4 set resolution_note. Unknown -> UsageError with the closest bundled
+// ids and aliases ("did you mean"), the bundled models and the cache searched.
 ModelConfig LoadModel(const std::string& spec, const std::string& models_dir);
+
+// An HF id naming a bundled architecture under another name (models/aliases.yaml).
+struct ModelAlias {
+  std::string id;      // as typed: "meta-llama/Llama-3.1-70B-Instruct"
+  std::string model;   // the bundled HF id it resolves to: "meta-llama/Meta-Llama-3.1-70B"
+  std::string reason;  // why it is the same architecture
+  int line = 0;        // of the entry in the file
+};
+// Reads `models_dir`/aliases.yaml (no file: none). Strict: an unknown key, a
+// missing or empty id / model / reason, an id that is not ORG/NAME, an id given
+// twice or naming a bundled model itself, or a model that is not bundled ->
+// ConfigError naming the file and line.
+std::vector<ModelAlias> LoadModelAliases(const std::string& models_dir);
+
+// The Hugging Face hub cache: $HF_HUB_CACHE, else $HF_HOME/hub, else
+// $XDG_CACHE_HOME/huggingface/hub, else $HOME/.cache/huggingface/hub ("" when
+// none of them is set).
+std::string HfHubCacheDir();
 
 // The bundled models' HF ids ("Qwen/Qwen3-32B"), sorted.
 std::vector<std::string> BundledModels(const std::string& models_dir);

@@ -301,6 +301,7 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
   if (auto f = Guard("unknown engine", [&] { engine = model::ParseEngine(Lower(row.backend)); })) return fail(*f);
   const model::ModelConfig* base = nullptr;
   if (auto f = Guard("unsupported model", [&] { base = &res.Model(row.model_path); })) return fail(*f);
+  if (!base->resolution_note.empty()) out.notes.push_back(base->resolution_note);
   const systems::SystemSpec* spec = nullptr;
   if (auto f = Guard("unknown system", [&] { spec = &res.System(row.system); })) return fail(*f);
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -78,10 +79,9 @@ class TempDir {
 
 TEST(BundledModels, ListsEveryReferenceConfig) {
   const std::vector<std::string> ids = BundledModels(kModelsDir);
-  // The 19 reference configs (Kimi-K2-Instruct the latest) plus the two
-  // Llama-3.1-8B Instruct checkpoints of the dev serving set (same architecture
-  // as the 8B base; models/README.md).
-  ASSERT_EQ(ids.size(), 21u);
+  // The 23 reference configs plus the two Llama-3.1-8B Instruct checkpoints of the
+  // dev serving set (same architecture as the 8B base; models/README.md).
+  ASSERT_EQ(ids.size(), 25u);
   EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
   for (const char* id : {"meta-llama/Meta-Llama-3.1-8B", "Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-120b",
                          "deepseek-ai/DeepSeek-V3", "nvidia/Llama-3.1-70B-Instruct-FP8", "mistralai/Mixtral-8x7B-v0.1",
@@ -105,7 +105,9 @@ TEST(BundledModels, EveryOneLoadsWithAFamilyAndConsistentShapes) {
     const std::string expected_family =
         id.find("DeepSeek") != std::string::npos || id.find("Kimi") != std::string::npos ? "deepseek"
         : (id.find("A22B") != std::string::npos || id.find("A3B") != std::string::npos ||
-           id.find("Mixtral") != std::string::npos || id.find("gpt-oss") != std::string::npos)
+           id.find("A35B") != std::string::npos || id.find("MiniMax") != std::string::npos ||
+           id.find("Llama-4") != std::string::npos || id.find("Mixtral") != std::string::npos ||
+           id.find("gpt-oss") != std::string::npos)
             ? "moe"
             : "dense";
     EXPECT_STREQ(FamilyOf(m).Name(), expected_family.c_str());
@@ -144,7 +146,7 @@ TEST(BundledModels, ValuesMatchTheReferenceConfigs) {
       ++files;
     }
   }
-  EXPECT_EQ(files, 20);
+  EXPECT_EQ(files, 24);
   EXPECT_EQ(derived, 3);  // two config.json files and one hf_quant_config.json
 }
 
@@ -379,6 +381,264 @@ TEST(LoadModel, DirectoryWithHfQuantConfig) {
 TEST(LoadModel, UnknownListsBundled) {
   ExpectThrowWith<UsageError>([] { LoadModel("acme/NoSuchModel-7B", kModelsDir); },
                               {"acme/NoSuchModel-7B", "Qwen/Qwen3-32B", "meta-llama/Meta-Llama-3.1-8B"});
+}
+
+// ---- ids as users type them (models/aliases.yaml, the HF cache, config.json paths) ----
+
+TEST(LoadModel, AliasResolvesToTheBundledArchitectureWithANote) {
+  for (const char* id :
+       {"meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-70B-Instruct", "META-LLAMA/llama-3.1-70b-instruct"}) {
+    SCOPED_TRACE(id);
+    const ModelConfig m = LoadModel(id, kModelsDir);
+    EXPECT_EQ(m.name, "meta-llama/Meta-Llama-3.1-70B");
+    EXPECT_EQ(m.num_layers, 80);
+    EXPECT_NE(m.resolution_note.find(id), std::string::npos) << m.resolution_note;
+    EXPECT_NE(m.resolution_note.find("is bundled meta-llama/Meta-Llama-3.1-70B"), std::string::npos);
+    EXPECT_NE(m.resolution_note.find("aliases.yaml line "), std::string::npos) << m.resolution_note;
+  }
+  // A bundled id needs no note.
+  EXPECT_EQ(LoadModel("meta-llama/Meta-Llama-3.1-70B", kModelsDir).resolution_note, "");
+}
+
+// Every alias of the shipped table loads its bundled model; the strict loader
+// accepts the file (targets bundled, no id twice, none naming a folder).
+TEST(LoadModel, EveryShippedAliasLoads) {
+  const std::vector<ModelAlias> aliases = LoadModelAliases(kModelsDir);
+  EXPECT_GE(aliases.size(), 15u);
+  for (const ModelAlias& a : aliases) {
+    SCOPED_TRACE(a.id);
+    const ModelConfig m = LoadModel(a.id, kModelsDir);
+    EXPECT_EQ(m.name, a.model);
+    EXPECT_NE(m.resolution_note.find(a.reason), std::string::npos);
+  }
+}
+
+// The aliases file's problems name the file and the entry's line.
+TEST(LoadModelAliases, StrictWithFileAndLine) {
+  TempDir d;
+  fs::create_directories(d.path() / "acme--Base-7B");
+  d.Write("acme--Base-7B/config.json", kLlamaLike);
+  const std::string file = (d.path() / "aliases.yaml").string();
+  const std::string head = "aliases:\n  - id: acme/Base-7B-Chat\n    model: acme/Base-7B\n    reason: chat tune\n";
+  struct Case {
+    std::string text;
+    std::vector<std::string> words;
+  };
+  const std::vector<Case> cases = {
+      {head + "  - id: acme/Other\n    model: acme/Base-7B\n    reason: r\n    reasn: typo\n", {":8", "reasn"}},
+      {head + "  - id: acme/Other\n    model: acme/Base-7B\n", {":5", "reason", "missing key"}},
+      {head + "  - id: acme/base-7b-chat\n    model: acme/Base-7B\n    reason: r\n", {":5", "listed already (line 2)"}},
+      {head + "  - id: acme/Base-7B\n    model: acme/Base-7B\n    reason: r\n", {":5", "is a bundled model itself"}},
+      {head + "  - id: acme/Other\n    model: acme/Missing-7B\n    reason: r\n",
+       {":6", "'acme/Missing-7B' is not bundled"}},
+      {head + "  - id: Other\n    model: acme/Base-7B\n    reason: r\n", {":5", "not an HF id", "ORG/NAME"}},
+      {head + "  - id: acme/Other\n    model: acme/Base-7B\n    reason: ''\n", {":7", "empty"}},
+      {"alias: []\n", {"alias"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    d.Write("aliases.yaml", c.text);
+    std::vector<std::string> words = c.words;
+    words.push_back(file);
+    ExpectThrowWith<ConfigError>([&] { LoadModelAliases(d.path().string()); }, words);
+  }
+  d.Write("aliases.yaml", head);
+  const ModelConfig m = LoadModel("acme/Base-7B-Chat", d.path().string());
+  EXPECT_EQ(m.name, "acme/Base-7B");
+  EXPECT_NE(m.resolution_note.find("line 2: chat tune"), std::string::npos) << m.resolution_note;
+}
+
+// Sets an environment variable for one test and restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+TEST(LoadModel, HfCacheSnapshotOfRefsMain) {
+  TempDir d;
+  const fs::path repo = d.path() / "hub" / "models--acme--Tiny-1B";
+  fs::create_directories(repo / "refs");
+  fs::create_directories(repo / "snapshots" / "aaa");
+  fs::create_directories(repo / "snapshots" / "bbb");
+  std::ofstream(repo / "refs" / "main") << "bbb\n";
+  std::ofstream(repo / "snapshots" / "aaa" / "config.json")
+      << Replace(kLlamaLike, "num_hidden_layers", "\"num_hidden_layers\": 2,");
+  std::ofstream(repo / "snapshots" / "bbb" / "config.json") << kLlamaLike;
+  {
+    ScopedEnv env("HF_HUB_CACHE", (d.path() / "hub").string());
+    EXPECT_EQ(HfHubCacheDir(), (d.path() / "hub").string());
+    const ModelConfig m = LoadModel("acme/Tiny-1B", kModelsDir);
+    EXPECT_EQ(m.name, "acme/Tiny-1B");
+    EXPECT_EQ(m.num_layers, 4);  // refs/main's snapshot, not the other one
+    EXPECT_NE(m.resolution_note.find("Hugging Face cache"), std::string::npos);
+    EXPECT_NE(m.resolution_note.find((repo / "snapshots" / "bbb" / "config.json").string()), std::string::npos);
+    // Without refs/main, two snapshots are ambiguous: the error lists both.
+    fs::remove(repo / "refs" / "main");
+    ExpectThrowWith<UsageError>([] { LoadModel("acme/Tiny-1B", kModelsDir); },
+                                {"2 snapshots", "aaa/config.json", "bbb/config.json"});
+  }
+  {
+    // HF_HOME/hub when HF_HUB_CACHE is unset.
+    ScopedEnv home("HF_HOME", d.path().string());
+    ScopedEnv none("HF_HUB_CACHE", "");
+    EXPECT_EQ(HfHubCacheDir(), (d.path() / "hub").string());
+    fs::remove_all(repo / "snapshots" / "aaa");
+    EXPECT_EQ(LoadModel("acme/Tiny-1B", kModelsDir).num_layers, 4);  // the only snapshot
+  }
+}
+
+TEST(LoadModel, PathToAConfigJsonFile) {
+  TempDir d;
+  d.Write("config.json", kLlamaLike);
+  d.Write("hf_quant_config.json", R"({"quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": null}})");
+  const ModelConfig m = LoadModel((d.path() / "config.json").string(), kModelsDir);
+  EXPECT_EQ(m.num_layers, 4);
+  EXPECT_EQ(m.quant_algo, "nvfp4");  // the folder's hf_quant_config.json is read too
+  EXPECT_EQ(m.resolution_note, "");
+}
+
+TEST(LoadModel, UnknownIdSuggestsTheClosest) {
+  ExpectThrowWith<UsageError>(
+      [] { LoadModel("meta-llama/Llama-3.1-70B-Instrct", kModelsDir); },
+      {"did you mean meta-llama/Llama-3.1-70B-Instruct,", "aliases.yaml", "Hugging Face cache"});
+  // Without an organization the names are compared.
+  ExpectThrowWith<UsageError>([] { LoadModel("Qwen3-32B", kModelsDir); }, {"did you mean Qwen/Qwen3-32B,"});
+  ExpectThrowWith<UsageError>([] { LoadModel("/no/such/dir/config.json", kModelsDir); },
+                              {"'/no/such/dir/config.json' (no file or folder of that name"});
+}
+
+TEST(ParseHfConfig, ArchitectureAliasesMapOntoFamilies) {
+  // Mistral is a Llama-shaped dense model (a global sliding window applies to every layer).
+  std::string mistral = Replace(kLlamaLike, "architectures", "\"architectures\": [\"MistralForCausalLM\"],");
+  mistral = Replace(mistral, "vocab_size", "\"vocab_size\": 32000, \"sliding_window\": 4096");
+  const ModelConfig m = ParseHfConfig(mistral, "", "mistral/config.json");
+  EXPECT_STREQ(FamilyOf(m).Name(), "dense");
+  EXPECT_EQ(m.architecture, "MistralForCausalLM");
+  EXPECT_EQ(m.layer_windows, std::vector<std::int64_t>(4, 4096));
+}
+
+// Every architecture of the dense and MoE families reads a Llama-shaped config
+// (plus the expert keys for MoE) into its family, with its q/k norm.
+TEST(ParseHfConfig, EveryFamilyArchitectureReadsALlamaShapedConfig) {
+  int archs = 0;
+  for (const char* family : {"dense", "moe"}) {
+    const ModelFamily& fam = FindFamily(family);
+    for (const Architecture& a : fam.Architectures()) {
+      SCOPED_TRACE(a.name);
+      std::string c = Replace(kLlamaLike, "architectures", "\"architectures\": [\"" + a.name + "\"],");
+      if (fam.HasExperts())
+        c = Replace(c, "vocab_size", "\"vocab_size\": 32000, \"num_local_experts\": 8, \"num_experts_per_tok\": 2");
+      const ModelConfig m = ParseHfConfig(c, "", "a/config.json");
+      EXPECT_EQ(m.architecture, a.name);
+      EXPECT_EQ(&FamilyOf(m), &fam);
+      EXPECT_EQ(m.qk_norm, a.qk_norm);
+      EXPECT_EQ(m.num_shared_experts, a.implicit_shared_experts);
+      ++archs;
+    }
+  }
+  EXPECT_GE(archs, 14);
+}
+
+TEST(LoadModel, MiniMaxM25) {
+  const ModelConfig m = LoadModel("MiniMaxAI/MiniMax-M2.5", kModelsDir);
+  EXPECT_EQ(m.architecture, "MiniMaxM2ForCausalLM");
+  EXPECT_STREQ(FamilyOf(m).Name(), "moe");
+  EXPECT_TRUE(m.qk_norm);
+  EXPECT_EQ(m.num_layers, 62);
+  EXPECT_EQ(m.hidden_size, 3072);
+  EXPECT_EQ(m.num_heads, 48);
+  EXPECT_EQ(m.num_kv_heads, 8);
+  EXPECT_EQ(m.head_dim, 128);
+  EXPECT_EQ(m.num_experts, 256);
+  EXPECT_EQ(m.experts_per_token, 8);
+  EXPECT_EQ(m.moe_intermediate_size, 1536);  // intermediate_size is the expert width
+  EXPECT_EQ(m.shared_expert_intermediate_size, 0);
+  EXPECT_EQ(m.vocab_size, 200064);
+  EXPECT_EQ(m.layer_windows, std::vector<std::int64_t>(62, 0));
+  EXPECT_EQ(m.quant.gemm, "fp8_block");
+  EXPECT_EQ(m.quant.moe, "fp8_block");
+}
+
+TEST(LoadModel, Qwen3Coder480B) {
+  const ModelConfig m = LoadModel("Qwen/Qwen3-Coder-480B-A35B-Instruct", kModelsDir);
+  EXPECT_EQ(m.architecture, "Qwen3MoeForCausalLM");
+  EXPECT_TRUE(m.qk_norm);
+  EXPECT_EQ(m.num_layers, 62);
+  EXPECT_EQ(m.hidden_size, 6144);
+  EXPECT_EQ(m.num_heads, 96);
+  EXPECT_EQ(m.num_kv_heads, 8);
+  EXPECT_EQ(m.num_experts, 160);
+  EXPECT_EQ(m.experts_per_token, 8);
+  EXPECT_EQ(m.moe_intermediate_size, 2560);
+  EXPECT_EQ(m.vocab_size, 151936);
+  EXPECT_EQ(m.quant.gemm, "bfloat16");
+  EXPECT_EQ(m.quant.moe, "bfloat16");
+}
+
+// Llama-4 Scout: a multimodal wrapper read from text_config; one implicit shared
+// expert; chunked-local attention on the RoPE layers (every 4th layer is global).
+TEST(LoadModel, Llama4Scout) {
+  const ModelConfig m = LoadModel("meta-llama/Llama-4-Scout-17B-16E-Instruct", kModelsDir);
+  EXPECT_EQ(m.architecture, "Llama4ForConditionalGeneration");
+  EXPECT_STREQ(FamilyOf(m).Name(), "moe");
+  EXPECT_EQ(FamilyOf(m).Unsupported(m), "");
+  EXPECT_TRUE(m.qk_norm);  // use_qk_norm: true
+  EXPECT_EQ(m.num_layers, 48);
+  EXPECT_EQ(m.hidden_size, 5120);
+  EXPECT_EQ(m.num_heads, 40);
+  EXPECT_EQ(m.num_kv_heads, 8);
+  EXPECT_EQ(m.num_experts, 16);
+  EXPECT_EQ(m.experts_per_token, 1);
+  EXPECT_EQ(m.moe_intermediate_size, 8192);
+  EXPECT_EQ(m.num_shared_experts, 1);
+  EXPECT_EQ(m.shared_expert_intermediate_size, 8192);
+  EXPECT_EQ(m.moe_layer_interval, 1);
+  EXPECT_EQ(m.attention_chunk, 8192);
+  ASSERT_EQ(m.layer_windows.size(), 48u);
+  for (std::size_t i = 0; i < 48; ++i) EXPECT_EQ(m.layer_windows[i], (i + 1) % 4 == 0 ? 0 : 8192) << i;
+}
+
+// Maverick alternates dense and MoE layers: the dense FFN is intermediate_size_mlp,
+// the experts intermediate_size.
+TEST(LoadModel, Llama4Maverick) {
+  const ModelConfig m = LoadModel("meta-llama/Llama-4-Maverick-17B-128E-Instruct", kModelsDir);
+  EXPECT_EQ(FamilyOf(m).Unsupported(m), "");
+  EXPECT_FALSE(m.qk_norm);  // use_qk_norm: false
+  EXPECT_EQ(m.num_experts, 128);
+  EXPECT_EQ(m.moe_layer_interval, 2);
+  EXPECT_EQ(m.intermediate_size, 16384);
+  EXPECT_EQ(m.moe_intermediate_size, 8192);
+  EXPECT_EQ(m.shared_expert_intermediate_size, 8192);
+}
+
+TEST(ParseHfConfig, ChunkedAttentionLayers) {
+  // no_rope_layers (1 = RoPE = chunked) wins over the interval rule.
+  std::string c = Replace(kLlamaLike, "vocab_size",
+                          "\"vocab_size\": 32000, \"attention_chunk_size\": 256, \"no_rope_layers\": [0, 1, 1, 0]");
+  EXPECT_EQ(ParseHfConfig(c, "", "c/config.json").layer_windows, (std::vector<std::int64_t>{0, 256, 256, 0}));
+  c = Replace(kLlamaLike, "vocab_size",
+              "\"vocab_size\": 32000, \"attention_chunk_size\": 256, \"no_rope_layer_interval\": 2");
+  EXPECT_EQ(ParseHfConfig(c, "", "c/config.json").layer_windows, (std::vector<std::int64_t>{256, 0, 256, 0}));
+  c = Replace(kLlamaLike, "vocab_size",
+              "\"vocab_size\": 32000, \"attention_chunk_size\": 256, \"no_rope_layers\": [1, 1]");
+  ExpectThrowWith<ConfigError>([&] { ParseHfConfig(c, "", "c/config.json"); },
+                               {"c/config.json", "no_rope_layers", "has 2 entries", "num_hidden_layers = 4"});
+  c = Replace(kLlamaLike, "vocab_size", "\"vocab_size\": 32000, \"use_qk_norm\": \"yes\"");
+  ExpectThrowWith<ConfigError>([&] { ParseHfConfig(c, "", "c/config.json"); }, {"use_qk_norm", "true or false"});
 }
 
 TEST(LoadModel, DirectoryWithoutConfig) {

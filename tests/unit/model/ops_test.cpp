@@ -186,6 +186,134 @@ TEST(Ops, GptOssWindowGroups) {
   EXPECT_TRUE(noted);
 }
 
+// MiniMax-M2.5 (MiniMaxM2ForCausalLM on the MoE family): 62 layers, H 3072, 48 heads,
+// 8 KV heads, d 128, q/k norm, 256 routed experts top-8 of width 1536, no shared
+// expert, fp8 128x128 blocks; tp 4 with the experts over 4 GPUs.
+TEST(Ops, MiniMaxM25Shapes) {
+  const ModelConfig m = LoadModel("MiniMaxAI/MiniMax-M2.5", kModels);
+  const OpList l = Build(m, {.tp = 4, .moe_ep = 4});
+  const Op& qkv = Find(l.context, "context_qkv_gemm");
+  EXPECT_EQ(qkv.n, 48 / 4 * 128 + 2 * 128 * 2);
+  EXPECT_EQ(qkv.k, 3072);
+  EXPECT_EQ(qkv.quant, "fp8_block");
+  EXPECT_EQ(qkv.scale, 62);
+  const Op& attn = Find(l.context, "context_attention");
+  EXPECT_EQ(attn.heads, 12);
+  EXPECT_EQ(attn.kv_heads, 2);
+  EXPECT_EQ(attn.head_dim, 128);
+  EXPECT_EQ(attn.window, 0);
+  EXPECT_TRUE(attn.qk_norm);
+  EXPECT_EQ(Find(l.context, "context_proj_gemm").k, 12 * 128);
+  const Op& router = Find(l.context, "context_router_gemm");
+  EXPECT_EQ(router.n, 256);
+  EXPECT_EQ(router.k, 3072);
+  EXPECT_EQ(router.quant, "bfloat16");
+  EXPECT_FALSE(Has(l.context, "context_shared_gate_ffn1_gemm"));
+  const Op& moe = Find(l.context, "context_moe");
+  EXPECT_EQ(moe.hidden, 3072);
+  EXPECT_EQ(moe.inter, 1536);
+  EXPECT_EQ(moe.topk, 8);
+  EXPECT_EQ(moe.experts, 256);
+  EXPECT_EQ(moe.moe_ep, 4);
+  EXPECT_EQ(moe.quant, "fp8_block");
+  EXPECT_DOUBLE_EQ(moe.weight_elems, 3072.0 * 1536 * 256 * 3 / 4);
+  EXPECT_EQ(Find(l.generation, "generation_logits_gemm").n, 200064 / 4);
+  // 8 KV heads over tp 8: one each; 48 heads do not split over tp 32.
+  EXPECT_EQ(Find(Build(m, {.tp = 8, .moe_ep = 8}).generation, "generation_attention").kv_heads, 1);
+  EXPECT_THROW(ValidateParallel(m, {.tp = 32, .moe_ep = 32}, Engine::kTrtllm), UsageError);
+}
+
+// Qwen3-Coder-480B-A35B (Qwen3MoeForCausalLM): 62 layers, H 6144, 96 heads, 8 KV
+// heads, d 128, 160 experts top-8 of width 2560, bf16; tp 8 x ep 8 on one node.
+TEST(Ops, Qwen3Coder480BShapes) {
+  const ModelConfig m = LoadModel("Qwen/Qwen3-Coder-480B-A35B-Instruct", kModels);
+  const OpList l = Build(m, {.tp = 8, .moe_ep = 8});
+  const Op& qkv = Find(l.context, "context_qkv_gemm");
+  EXPECT_EQ(qkv.n, 96 / 8 * 128 + 2 * 128 * 1);
+  EXPECT_EQ(qkv.k, 6144);
+  const Op& attn = Find(l.generation, "generation_attention");
+  EXPECT_EQ(attn.heads, 12);
+  EXPECT_EQ(attn.kv_heads, 1);
+  EXPECT_TRUE(attn.qk_norm);
+  const Op& moe = Find(l.generation, "generation_moe");
+  EXPECT_EQ(moe.hidden, 6144);
+  EXPECT_EQ(moe.inter, 2560);
+  EXPECT_EQ(moe.topk, 8);
+  EXPECT_EQ(moe.experts, 160);
+  EXPECT_EQ(moe.quant, "bfloat16");
+  EXPECT_DOUBLE_EQ(moe.weight_elems, 6144.0 * 2560 * 160 * 3 / 8);
+  EXPECT_EQ(Find(l.context, "context_router_gemm").n, 160);
+  // 160 experts: ep 32 divides them, ep 64 does not.
+  EXPECT_NO_THROW(ValidateParallel(m, {.tp = 32, .moe_ep = 32}, Engine::kTrtllm));
+  try {
+    ValidateParallel(m, {.tp = 32, .dp = 2, .moe_ep = 64}, Engine::kVllm);
+    ADD_FAILURE() << "ep 64 accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not divide the 160 experts"), std::string::npos) << e.what();
+  }
+}
+
+// Llama-4 Scout at tp 4 x ep 4: a shared expert beside 16 routed experts top-1, and
+// two attention groups (36 chunked layers as 8192-token windows, 12 global).
+TEST(Ops, Llama4ScoutShapes) {
+  const ModelConfig m = LoadModel("meta-llama/Llama-4-Scout-17B-16E-Instruct", kModels);
+  const OpList l = Build(m, {.tp = 4, .moe_ep = 4});
+  EXPECT_EQ(Find(l.context, "context_qkv_gemm").n, 40 / 4 * 128 + 2 * 128 * 2);
+  const Op& chunked = Find(l.context, "context_attention_window8192");
+  EXPECT_EQ(chunked.window, 8192);
+  EXPECT_DOUBLE_EQ(chunked.scale, 36);
+  EXPECT_EQ(chunked.heads, 10);
+  EXPECT_EQ(chunked.kv_heads, 2);
+  EXPECT_TRUE(chunked.qk_norm);
+  EXPECT_DOUBLE_EQ(Find(l.generation, "generation_attention_full").scale, 12);
+  const Op& shared = Find(l.context, "context_shared_gate_ffn1_gemm");
+  EXPECT_EQ(shared.n, 2 * 8192 / 4);
+  EXPECT_EQ(shared.k, 5120);
+  EXPECT_EQ(Find(l.context, "context_shared_ffn2_gemm").k, 8192 / 4);
+  const Op& moe = Find(l.context, "context_moe");
+  EXPECT_EQ(moe.experts, 16);
+  EXPECT_EQ(moe.topk, 1);
+  EXPECT_EQ(moe.inter, 8192);
+  EXPECT_EQ(moe.moe_ep, 4);
+  EXPECT_EQ(Find(l.context, "context_router_gemm").n, 16);
+  bool chunk_note = false;
+  for (const std::string& n : l.notes) chunk_note = chunk_note || n.find("chunked-local attention (chunk 8192)") == 0;
+  EXPECT_TRUE(chunk_note);
+  // 40 heads: tp 8 holds (5 per GPU), tp 16 does not.
+  EXPECT_NO_THROW(ValidateParallel(m, {.tp = 8, .moe_ep = 8}, Engine::kTrtllm));
+  EXPECT_THROW(ValidateParallel(m, {.tp = 16, .moe_ep = 16}, Engine::kTrtllm), UsageError);
+}
+
+// Llama-4 Maverick at tp 8 x ep 8: 24 dense layers (FFN 16384 over tp, with the
+// attention and FFN all-reduces) and 24 MoE layers (shared expert + 128 experts
+// top-1); the attention block and the tail run for all 48 layers.
+TEST(Ops, Llama4MaverickMixesDenseAndMoeLayers) {
+  const ModelConfig m = LoadModel("meta-llama/Llama-4-Maverick-17B-128E-Instruct", kModels);
+  for (Engine e : {Engine::kTrtllm, Engine::kVllm, Engine::kSglang}) {
+    const OpList l = Build(m, {.tp = 8, .moe_ep = 8}, e);
+    EXPECT_DOUBLE_EQ(Find(l.context, "context_qkv_gemm").scale, 48);
+    const Op& up = Find(l.context, "context_dense_gate_ffn1_gemm");
+    EXPECT_EQ(up.n, 2 * 16384 / 8);
+    EXPECT_EQ(up.k, 5120);
+    EXPECT_DOUBLE_EQ(up.scale, 24);
+    EXPECT_EQ(Find(l.context, "context_dense_ffn2_gemm").k, 16384 / 8);
+    EXPECT_DOUBLE_EQ(Find(l.context, "context_dense_act_gate").scale, 24);
+    EXPECT_EQ(Find(l.context, "context_dense_ar_1").gpus, 8);
+    EXPECT_DOUBLE_EQ(Find(l.context, "context_dense_ar_2").scale, 24);
+    const Op& moe = Find(l.generation, "generation_moe");
+    EXPECT_DOUBLE_EQ(moe.scale, 24);
+    EXPECT_EQ(moe.experts, 128);
+    EXPECT_EQ(moe.topk, 1);
+    EXPECT_DOUBLE_EQ(Find(l.generation, "generation_add_norm_2").scale, 24);
+    EXPECT_DOUBLE_EQ(Find(l.generation, "generation_shared_ffn2_gemm").scale, 24);
+    EXPECT_DOUBLE_EQ(Find(l.generation, "generation_moe_pre_dispatch").scale, 24);
+    EXPECT_DOUBLE_EQ(Find(l.generation, "generation_logits_gemm").scale, 1);
+    EXPECT_FALSE(Has(l.context, "context_logits_gemm"));
+  }
+  // Without tensor parallelism the dense layers have no all-reduce.
+  EXPECT_FALSE(Has(Build(m, {.tp = 1}).context, "context_dense_ar_1"));
+}
+
 void ExpectUsage(const ModelConfig& m, ParallelConfig p, Engine e, const std::string& fragment) {
   try {
     ValidateParallel(m, p, e);
