@@ -53,9 +53,8 @@ TEST(CoverageE2E, ShippedTablesPassWithEveryMissDeclared) {
   EXPECT_TRUE(doc["stale_gaps"].empty());
   EXPECT_GE(doc["models"].get<int>(), 22);
   // The known gaps are listed, each with its declaration: gpt-oss's mxfp4 experts
-  // and head-dim-64 attention (issue 24), DeepSeek's MLA (issue 23; the model, or
-  // its MLA tables once the estimator costs MLA).
-  bool mxfp4 = false, attention64 = false, deepseek = false;
+  // and head-dim-64 attention (issue 24), Kimi-K2's 384-expert MoE (issue 23).
+  bool mxfp4 = false, attention64 = false, kimi = false;
   std::set<std::string> mxfp4_engines;
   for (const auto& m : doc["misses"]) {
     ASSERT_FALSE(m["declared"].is_null()) << m.dump();
@@ -69,15 +68,20 @@ TEST(CoverageE2E, ShippedTablesPassWithEveryMissDeclared) {
       EXPECT_EQ(m["key"]["head_dim"], "64");
       attention64 = true;
     }
-    if (m["model"] == "deepseek-ai/DeepSeek-V3") {
+    if (m["model"] == "moonshotai/Kimi-K2-Instruct") {
+      EXPECT_EQ(m["table"], "moe_perf");
+      EXPECT_EQ(m["key"]["num_experts"], "384");
       EXPECT_EQ(m["declared"]["issue"], 23);
-      deepseek = true;
+      kimi = true;
     }
-    // Models the tables cover have no miss at all.
+    // Models the tables cover have no miss at all (DeepSeek-V3 and R1 through the
+    // MLA tables).
     EXPECT_NE(m["model"], "Qwen/Qwen3-32B");
     EXPECT_NE(m["model"], "meta-llama/Meta-Llama-3.1-8B");
+    EXPECT_NE(m["model"], "deepseek-ai/DeepSeek-V3");
+    EXPECT_NE(m["model"], "deepseek-ai/DeepSeek-R1");
   }
-  EXPECT_TRUE(mxfp4 && attention64 && deepseek) << r.out.substr(0, 4000);
+  EXPECT_TRUE(mxfp4 && attention64 && kimi) << r.out.substr(0, 4000);
   EXPECT_EQ(mxfp4_engines, (std::set<std::string>{"sglang", "trtllm", "vllm"}));
 }
 
