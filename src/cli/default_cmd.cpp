@@ -32,21 +32,9 @@ CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& a) {
   c->add_option("--database-mode", a.database_mode, "silicon, hybrid, empirical or sol")->capture_default_str();
   c->add_option("--transfer-policy", a.transfer_policy, "hybrid / empirical: off, conservative, balanced, aggressive")
       ->capture_default_str();
-  c->add_option("--isl", a.isl, "input tokens per request")->capture_default_str()->check(IntIn(1, kMaxTokens));
-  c->add_option("--osl", a.osl, "output tokens per request")->capture_default_str()->check(IntIn(2, kMaxTokens));
+  AddSlaFlags(c, a.sla);
   c->add_option("--prefix", a.prefix, "cached prefix tokens of the input")->capture_default_str()->check(IntIn(0, kMaxTokens));
-  c->add_option("--ttft", a.ttft, "limit on time to first token, ms")->capture_default_str()->check(NumberIn(0, 1e9, true));
-  c->add_option("--tpot", a.tpot, "limit on time per output token, ms")->capture_default_str()->check(NumberIn(0, 1e9, true));
-  c->add_option("--request-latency", a.request_latency, "limit on request latency, ms (replaces --tpot)")
-      ->check(NumberIn(0, 1e9));
-  c->add_option("--nextn", a.nextn, "MTP draft tokens per decode step (models with MTP layers)")
-      ->capture_default_str()
-      ->check(IntIn(0, 16));
-  c->add_option("--mtp-accepted", a.mtp_accepted, "mean accepted draft tokens per step (with --nextn)")
-      ->capture_default_str()
-      ->check(NumberIn(0, 16));
   c->add_option("--top-n", a.top_n, "deployments listed per mode")->capture_default_str()->check(IntIn(1, 1000));
-  c->add_option("--modes", a.modes, "serving modes searched: agg, disagg or agg,disagg")->capture_default_str();
   c->add_option("--moe-distribution", a.moe_distribution, "expert load: balanced, power_law_1.01, power_law_1.2")
       ->check(ExpertLoad());
   c->add_flag("--json", a.json, "print one JSON document and nothing else");
@@ -68,8 +56,7 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
   systems::SystemSpec spec = systems::LoadSystemByName(systems_dir, a.system);
   serve::Deployment d(LoadModelNoted(a.model, models_dir), spec);
 
-  const SlaArgs sla{a.isl, a.osl, a.ttft, a.tpot, a.request_latency, a.modes, a.nextn, a.mtp_accepted};
-  search::SearchInputs in = SearchInputsFrom(sla, model::ParseEngine(a.engine), a.total_gpus);
+  search::SearchInputs in = SearchInputsFrom(a.sla, model::ParseEngine(a.engine), a.total_gpus);
   in.prefix = a.prefix;
   in.top_n = a.top_n;
   in.moe_distribution = a.moe_distribution;

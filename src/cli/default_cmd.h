@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/plan_common.h"
+
 namespace servecast::cli {
 
 struct DefaultArgs {
@@ -15,12 +17,9 @@ struct DefaultArgs {
   std::vector<std::string> data_roots;
   std::string database_mode = "silicon", transfer_policy = "aggressive";
   int total_gpus = 0;
-  std::int64_t isl = 4000, osl = 1000, prefix = 0;
-  double ttft = 2000, tpot = 30, request_latency = 0;
+  SlaArgs sla;
+  std::int64_t prefix = 0;
   int top_n = 5;
-  int nextn = 0;
-  double mtp_accepted = 0;
-  std::string modes = "agg,disagg";
   std::string moe_distribution;
   bool json = false;
   std::string save_dir;

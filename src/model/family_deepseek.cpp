@@ -84,12 +84,7 @@ class DeepSeekFamily final : public ModelFamily {
     PhaseBuilder b(context ? "context" : "generation", layers);
     const std::int64_t H = m.hidden_size;
 
-    Op& emb = b.Add("embedding", OpKind::kEmbedding, phase_scale);
-    emb.dim_in = H;
-    emb.measured_op = "embedding";
-    emb.measured_width = H;
-    emb.weight_elems = static_cast<double>(CeilDiv(m.vocab_size, p.tp)) * static_cast<double>(H);
-    b.Elementwise("add_norm_1", 2 * H, 2 * H, "rmsnorm_residual", H);
+    AddEmbedding(b, m, p, phase_scale);
     AddMla(b, m, p, context);
     b.Elementwise("add_norm_2", 2 * H, 2 * H, "rmsnorm_residual", H);
 
@@ -116,19 +111,7 @@ class DeepSeekFamily final : public ModelFamily {
       const std::size_t first_routed = b.size();
       b.Gemm("router_gemm", m.num_experts, H, "bfloat16", moe_layers);
       AddMoeDispatch(b, m, p, o, true);
-      Op& moe = b.Add("moe", OpKind::kMoe, moe_layers);
-      moe.hidden = H;
-      moe.inter = m.moe_intermediate_size;
-      moe.topk = m.experts_per_token;
-      moe.experts = m.num_experts;
-      moe.moe_tp = p.moe_tp;
-      moe.moe_ep = p.moe_ep;
-      moe.token_multiplier = p.dp;
-      moe.quant = m.quant.moe;
-      moe.distribution = Distribution(o);
-      const double per_rank = std::floor(static_cast<double>(H) * static_cast<double>(m.moe_intermediate_size) *
-                                         static_cast<double>(m.num_experts) * 3.0 / p.moe_ep);
-      moe.weight_elems = std::floor(per_rank / p.moe_tp);
+      AddRoutedExperts(b, m, p, Distribution(o), moe_layers);
       AddMoeDispatch(b, m, p, o, false);
       for (std::size_t i = first_routed; i < b.size(); ++i) {
         b.at(i).scale = moe_layers;  // the dispatch ops were added at the attention layer count

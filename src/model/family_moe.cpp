@@ -79,20 +79,7 @@ void AddExpertLayer(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig&
     b.Gemm("shared_ffn2_gemm", H, S, m.quant.gemm, layers);
   }
   AddMoeDispatch(b, m, p, o, true);
-  Op& moe = b.Add("moe", OpKind::kMoe, layers);
-  moe.hidden = H;
-  moe.inter = m.moe_intermediate_size;
-  moe.topk = m.experts_per_token;
-  moe.experts = m.num_experts;
-  moe.moe_tp = p.moe_tp;
-  moe.moe_ep = p.moe_ep;
-  moe.token_multiplier = p.dp;
-  moe.quant = m.quant.moe;
-  moe.distribution = ExpertDistribution(o);
-  // Gated experts: gate, up and down projections (3 matrices H x I_moe each).
-  const double per_rank = std::floor(static_cast<double>(H) * static_cast<double>(m.moe_intermediate_size) *
-                                     static_cast<double>(m.num_experts) * 3.0 / p.moe_ep);
-  moe.weight_elems = std::floor(per_rank / p.moe_tp);
+  AddRoutedExperts(b, m, p, ExpertDistribution(o), layers);
   AddMoeDispatch(b, m, p, o, false);
 }
 

@@ -1,6 +1,7 @@
 #include "model/op_builder.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -73,17 +74,41 @@ std::vector<std::pair<std::int64_t, std::int64_t>> WindowGroups(const ModelConfi
   return groups;
 }
 
-void AddAttentionBlock(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, bool context,
-                       double phase_scale) {
-  const std::int64_t H = m.hidden_size, d = m.head_dim;
-  const std::int64_t heads = m.num_heads / p.tp;
-  const std::int64_t kv_heads = CeilDiv(m.num_kv_heads, p.tp);
+void AddEmbedding(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, double phase_scale) {
+  const std::int64_t H = m.hidden_size;
   Op& emb = b.Add("embedding", OpKind::kEmbedding, phase_scale);
   emb.dim_in = H;
   emb.measured_op = "embedding";
   emb.measured_width = H;
   emb.weight_elems = static_cast<double>(CeilDiv(m.vocab_size, p.tp)) * static_cast<double>(H);
   b.Elementwise("add_norm_1", 2 * H, 2 * H, "rmsnorm_residual", H);
+}
+
+Op& AddRoutedExperts(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, const std::string& distribution,
+                     double layers) {
+  const std::int64_t H = m.hidden_size;
+  Op& moe = b.Add("moe", OpKind::kMoe, layers);
+  moe.hidden = H;
+  moe.inter = m.moe_intermediate_size;
+  moe.topk = m.experts_per_token;
+  moe.experts = m.num_experts;
+  moe.moe_tp = p.moe_tp;
+  moe.moe_ep = p.moe_ep;
+  moe.token_multiplier = p.dp;
+  moe.quant = m.quant.moe;
+  moe.distribution = distribution;
+  const double per_rank = std::floor(static_cast<double>(H) * static_cast<double>(m.moe_intermediate_size) *
+                                     static_cast<double>(m.num_experts) * 3.0 / p.moe_ep);
+  moe.weight_elems = std::floor(per_rank / p.moe_tp);
+  return moe;
+}
+
+void AddAttentionBlock(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, bool context,
+                       double phase_scale) {
+  const std::int64_t H = m.hidden_size, d = m.head_dim;
+  const std::int64_t heads = m.num_heads / p.tp;
+  const std::int64_t kv_heads = CeilDiv(m.num_kv_heads, p.tp);
+  AddEmbedding(b, m, p, phase_scale);
   b.Gemm("qkv_gemm", heads * d + 2 * d * kv_heads, H, m.quant.gemm, b.layers());
   const auto groups = WindowGroups(m);
   for (const auto& [window, count] : groups) {

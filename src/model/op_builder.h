@@ -49,6 +49,8 @@ class PhaseBuilder {
 // Attention layers grouped by window: (window, number of layers), in first-seen order.
 std::vector<std::pair<std::int64_t, std::int64_t>> WindowGroups(const ModelConfig& m);
 
+// The token embedding (its vocabulary split over tp) and the first norm.
+void AddEmbedding(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, double phase_scale);
 // Embedding, first norm, QKV GEMM, attention (one op per window group),
 // output projection: the part dense and MoE layers share. `phase_scale`
 // converts a layer count into the phase's occurrences.
@@ -61,5 +63,10 @@ void AddTail(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, dou
 // The communication around the experts, per engine (AIC §2.4 dispatch rules);
 // `pre` = before the experts (it also carries the attention output's reduction).
 void AddMoeDispatch(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, const OpListOptions& o, bool pre);
+// The routed experts of `layers` expert layers, one kMoe op: the model's expert
+// shape, this rank's slice (moe_tp, moe_ep; tokens x dp), the expert load
+// `distribution`, and the rank's weights (gate, up and down: 3 x H x I_moe each).
+Op& AddRoutedExperts(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, const std::string& distribution,
+                     double layers);
 
 }  // namespace servecast::model

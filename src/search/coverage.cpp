@@ -10,6 +10,7 @@
 #include "model/family.h"
 #include "perfdb/perf_database.h"
 #include "search/search.h"
+#include "search/support.h"
 #include "serve/evaluate.h"
 #include "serve/session.h"
 #include "tables/table_spec.h"
@@ -269,16 +270,9 @@ CoverageReport RunCoverage(const systems::SystemSpec& spec, const CoverageOption
           }
         };
         for (std::int64_t b : r.batches) {
-          serve::PassShape ctx;
-          ctx.context = true;
-          ctx.batch = b;
-          ctx.seq = r.isl;
-          run(ops.context, ctx);
-          serve::PassShape gen;
-          gen.context = false;
-          gen.batch = b;
-          gen.seq = r.isl + r.osl / 2;
-          run(ops.generation, gen);
+          const ProbePasses probe = ProbeAt(b, r.isl, r.osl);
+          run(ops.context, probe.context);
+          run(ops.generation, probe.generation);
         }
       }
     }

@@ -10,6 +10,17 @@
 
 namespace servecast::search {
 
+ProbePasses ProbeAt(std::int64_t batch, std::int64_t isl, std::int64_t osl) {
+  ProbePasses p;
+  p.context.context = true;
+  p.context.batch = batch;
+  p.context.seq = isl;
+  p.generation.context = false;
+  p.generation.batch = batch;
+  p.generation.seq = isl + osl / 2;
+  return p;
+}
+
 const char* SupportVerdictName(SupportVerdict v) {
   switch (v) {
     case SupportVerdict::kPass: return "PASS";
@@ -44,16 +55,9 @@ std::vector<SupportMiss> Misses(const model::OpList& ops, const serve::Database&
     }
   };
   for (std::int64_t b : w.batches) {
-    serve::PassShape ctx;
-    ctx.context = true;
-    ctx.batch = b;
-    ctx.seq = w.isl;
-    run(ops.context, ctx);
-    serve::PassShape gen;
-    gen.context = false;
-    gen.batch = b;
-    gen.seq = w.isl + w.osl / 2;
-    run(ops.generation, gen);
+    const ProbePasses probe = ProbeAt(b, w.isl, w.osl);
+    run(ops.context, probe.context);
+    run(ops.generation, probe.generation);
   }
   return out;
 }

@@ -18,6 +18,7 @@
 #include "model/model_config.h"
 #include "model/ops.h"
 #include "serve/database.h"
+#include "serve/evaluate.h"
 
 namespace servecast::search {
 
@@ -30,6 +31,14 @@ struct SupportWorkload {
   std::int64_t isl = 1024, osl = 256;
   std::vector<std::int64_t> batches = {1, 64};
 };
+
+// The two passes an op list is probed at, for `batch` requests: the context pass of
+// `isl` tokens and a decode step at isl + osl / 2 cached tokens (support and the
+// coverage gate, search/coverage.h).
+struct ProbePasses {
+  serve::PassShape context, generation;
+};
+ProbePasses ProbeAt(std::int64_t batch, std::int64_t isl, std::int64_t osl);
 
 // One op that a mode could not answer.
 struct SupportMiss {
