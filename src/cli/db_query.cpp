@@ -258,9 +258,12 @@ perfdb::OpEstimate QueryDeclared(const Query& q, const tables::TableSpec& spec) 
   if (q.need_tables) t.emplace(perfdb::DeclaredTable::FromLoaded(q.db.Table(spec.name), q.sol));
   collect::Json shape = collect::Json::object();
   for (const auto& [name, v] : key.items()) {
-    if (const auto* s = std::get_if<std::string>(&v)) shape[name] = *s;
-    else if (const auto* i = std::get_if<std::int64_t>(&v)) shape[name] = *i;
-    else shape[name] = AsDouble(v);
+    if (const auto* s = std::get_if<std::string>(&v))
+      shape[name] = *s;
+    else if (const auto* i = std::get_if<std::int64_t>(&v))
+      shape[name] = *i;
+    else
+      shape[name] = AsDouble(v);
   }
   q.out["shape"] = shape;
   return perfdb::EstimateDeclared(q.mode, *q.sol, spec, t ? &*t : nullptr, key);

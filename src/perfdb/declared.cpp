@@ -195,13 +195,14 @@ OpEstimate EstimateDeclared(DatabaseMode mode, const Sol& sol, const tables::Tab
         text += " (read from the " + ToString(rows[i]) + " rows)";
     }
   }
-  const std::string hint = "collect it " +
-                           (spec.Read().collect.empty() ? "with servecast collect (the op that writes " + spec.name + ")"
-                                                       : spec.Read().collect) +
-                           ", add a data root that has it, or estimate from rooflines with --database-mode sol";
+  const std::string hint =
+      "collect it " +
+      (spec.Read().collect.empty() ? "with servecast collect (the op that writes " + spec.name + ")"
+                                   : spec.Read().collect) +
+      ", add a data root that has it, or estimate from rooflines with --database-mode sol";
   return EstimateByMode(
-      mode, s, table != nullptr, spec.name, hint, op.empty() ? spec.name : op, text,
-      [&] { return table->Query(key); }, [&] { return table->QueryEmpirical(key); });
+      mode, s, table != nullptr, spec.name, hint, op.empty() ? spec.name : op, text, [&] { return table->Query(key); },
+      [&] { return table->QueryEmpirical(key); });
 }
 
 }  // namespace servecast::perfdb

@@ -177,8 +177,8 @@ template <typename TableT, typename Q>
 OpEstimate EstimateMla(DatabaseMode mode, double sol_ms, const TableT* table, const Q& q, const std::string& table_name,
                        const std::string& op, const std::string& key) {
   return EstimateByMode(
-      mode, sol_ms, table != nullptr, table_name, MlaCollectHint(table_name), op, key,
-      [&] { return table->Query(q); }, [&] { return table->QueryEmpirical(q); });
+      mode, sol_ms, table != nullptr, table_name, MlaCollectHint(table_name), op, key, [&] { return table->Query(q); },
+      [&] { return table->QueryEmpirical(q); });
 }
 
 }  // namespace

@@ -62,10 +62,10 @@ std::string TableNeedName(const TableNeed& need) {
 }
 
 std::set<TableNeed> AllTableNeeds() {
-  std::set<TableNeed> all{TableNeed::kGemm,        TableNeed::kContextAttention, TableNeed::kGenerationAttention,
-                          TableNeed::kMoe,         TableNeed::kNccl,             TableNeed::kCustomAllReduce,
-                          TableNeed::kElementwise, TableNeed::kQuantize,         TableNeed::kContextMla,
-                          TableNeed::kGenerationMla};
+  std::set<TableNeed> all{
+      TableNeed::kGemm,       TableNeed::kContextAttention, TableNeed::kGenerationAttention, TableNeed::kMoe,
+      TableNeed::kNccl,       TableNeed::kCustomAllReduce,  TableNeed::kElementwise,         TableNeed::kQuantize,
+      TableNeed::kContextMla, TableNeed::kGenerationMla};
   for (const tables::TableSpec* spec : tables::EstimatorTables()) all.insert(TableNeed::Declared(spec->name));
   return all;
 }

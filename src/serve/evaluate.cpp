@@ -297,7 +297,8 @@ OpCost DeclaredTableOp(const Op& op, const Database& db, const PassShape& s, std
 // the generic path; the op keeps its kind for its weights (serve/memory.cpp).
 OpCost MlaBmm(const Op& op, const Database& db, std::int64_t tokens) {
   static const tables::TableSpec& spec = tables::GetTableSpec("mla_bmm_perf");
-  const Params key{{"op_name", op.measured_op}, {"bmm_dtype", op.quant}, {"num_heads", op.heads}, {"num_tokens", tokens}};
+  const Params key{
+      {"op_name", op.measured_op}, {"bmm_dtype", op.quant}, {"num_heads", op.heads}, {"num_tokens", tokens}};
   return DeclaredCost(spec, key, op, db);
 }
 

@@ -136,11 +136,12 @@ std::vector<TableSpec> BuildSpecs() {
   // Read through the generic path (perfdb/declared.h): one slice per (op_name,
   // bmm_dtype, local heads), num_tokens blended raw; a dtype without rows of its
   // own for the op (fp8) reads the bfloat16 rows (AIC's fallback).
-  specs.back().estimator = EstimatorRead{{"op_name", "bmm_dtype", "num_heads"},
-                                         {{"num_tokens", AxisBlend::kLinear, AxisSource::kTokens}},
-                                         MlaBmmReadRoofline,
-                                         std::pair<std::string, std::string>{"bmm_dtype", "bfloat16"},
-                                         "on the GPU with servecast collect --backend cuda --ops mla_gen_pre mla_gen_post"};
+  specs.back().estimator =
+      EstimatorRead{{"op_name", "bmm_dtype", "num_heads"},
+                    {{"num_tokens", AxisBlend::kLinear, AxisSource::kTokens}},
+                    MlaBmmReadRoofline,
+                    std::pair<std::string, std::string>{"bmm_dtype", "bfloat16"},
+                    "on the GPU with servecast collect --backend cuda --ops mla_gen_pre mla_gen_post"};
   specs.push_back(TableSpec{"elementwise_perf",
                             "elementwise",
                             {{"dtype", VT::kString}, {"num_tokens", VT::kInt64}, {"hidden_size", VT::kInt64}},
@@ -331,8 +332,7 @@ std::optional<std::size_t> TableSpec::FindKey(const Table& t, std::string_view c
 }
 
 const EstimatorRead& TableSpec::Read() const {
-  if (!estimator)
-    throw Error("table " + name + " declares no estimator read (tables/table_spec.h, EstimatorRead)");
+  if (!estimator) throw Error("table " + name + " declares no estimator read (tables/table_spec.h, EstimatorRead)");
   return *estimator;
 }
 

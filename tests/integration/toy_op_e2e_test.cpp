@@ -61,9 +61,10 @@ sweeps:
   // declared roofline without reading a row (sol).
   const std::string backend = fs::path(tables[0]).parent_path().parent_path().filename().string();
   auto query = [&](const std::string& n, const std::string& mode) {
-    auto q = RunProcess({kTestBin, "db", "query", "--systems-path", dir + "/data", "--system", "cpu_host", "--backend",
-                         backend, "--systems", kSystems, "--op", "toy_axpy_perf", "--key", "dtype=float32", "--key",
-                         "n=" + n, "--database-mode", mode, "--json"});
+    auto q = RunProcess(
+        {kTestBin,        "db",    "query",     "--systems-path",  dir + "/data", "--system",      "cpu_host",
+         "--backend",     backend, "--systems", kSystems,          "--op",        "toy_axpy_perf", "--key",
+         "dtype=float32", "--key", "n=" + n,    "--database-mode", mode,          "--json"});
     EXPECT_EQ(q.exit_code, 0) << Describe(q);
     return q.exit_code == 0 ? nlohmann::json::parse(q.out) : nlohmann::json::object();
   };
@@ -78,15 +79,14 @@ sweeps:
   EXPECT_EQ(silicon.value("latency_ms", 0.0), row_ms);
   const auto between = query("300000", "silicon");
   EXPECT_EQ(between.value("source", ""), "interpolated");
-  EXPECT_EQ(between.value("latency_ms", 0.0),
-            row_ms + (hi_ms - row_ms) * (300000.0 - 65536.0) / (1048576.0 - 65536.0));
+  EXPECT_EQ(between.value("latency_ms", 0.0), row_ms + (hi_ms - row_ms) * (300000.0 - 65536.0) / (1048576.0 - 65536.0));
   const auto sol = query("65536", "sol");
   EXPECT_EQ(sol.value("source", ""), "sol");
   EXPECT_GT(sol.value("latency_ms", 0.0), 0);
   EXPECT_NEAR(sol.value("latency_ms", 0.0), silicon.value("sol_ms", -1.0), 1e-12 * sol.value("latency_ms", 1.0));
-  auto unkeyed = RunProcess({kTestBin, "db", "query", "--systems-path", dir + "/data", "--system", "cpu_host",
-                             "--backend", backend, "--systems", kSystems, "--op", "toy_axpy_perf", "--key",
-                             "dtype=float32"});
+  auto unkeyed =
+      RunProcess({kTestBin, "db", "query", "--systems-path", dir + "/data", "--system", "cpu_host", "--backend",
+                  backend, "--systems", kSystems, "--op", "toy_axpy_perf", "--key", "dtype=float32"});
   EXPECT_EQ(unkeyed.exit_code, 2) << Describe(unkeyed);
   EXPECT_NE(unkeyed.err.find("needs --key for n"), std::string::npos) << Describe(unkeyed);
 

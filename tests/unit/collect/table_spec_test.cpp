@@ -260,8 +260,8 @@ TEST(TableSpecTest, EstimatorReadIsCheckedWhenDeclared) {
   const auto refused = [&](const std::string& name, EstimatorRead read) {
     return servecast::testing::ThrownMessage<Error>([&] { AddTableSpec(spec(name, std::move(read))); });
   };
-  EXPECT_TRUE(servecast::testing::HasText(refused("read_unread_perf", {{"dtype"}, {A{"n"}}}),
-                                          "leaves key column 'm' unread"));
+  EXPECT_TRUE(
+      servecast::testing::HasText(refused("read_unread_perf", {{"dtype"}, {A{"n"}}}), "leaves key column 'm' unread"));
   EXPECT_TRUE(servecast::testing::HasText(refused("read_string_axis_perf", {{"n", "m"}, {A{"dtype"}}}),
                                           "axis 'dtype' is a string column"));
   EXPECT_TRUE(servecast::testing::HasText(
@@ -270,8 +270,8 @@ TEST(TableSpecTest, EstimatorReadIsCheckedWhenDeclared) {
   EXPECT_TRUE(servecast::testing::HasText(
       refused("read_fallback_perf", {{"dtype"}, {A{"n"}, A{"m"}}, {}, std::pair<std::string, std::string>{"n", "1"}}),
       "not a slice key"));
-  EXPECT_TRUE(
-      servecast::testing::HasText(refused("read_unknown_perf", {{"dtype", "k"}, {A{"n"}, A{"m"}}}), "declares no key column 'k'"));
+  EXPECT_TRUE(servecast::testing::HasText(refused("read_unknown_perf", {{"dtype", "k"}, {A{"n"}, A{"m"}}}),
+                                          "declares no key column 'k'"));
   EXPECT_EQ(FindTableSpec("read_unread_perf"), nullptr);  // a refused declaration is not added
   AddTableSpec(spec("read_ok_perf", {{"dtype"}, {A{"n", AxisBlend::kSqrt, AxisSource::kBatch}, A{"m"}}}));
   const TableSpec& ok = GetTableSpec("read_ok_perf");

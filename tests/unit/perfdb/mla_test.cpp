@@ -84,7 +84,10 @@ TEST(MlaTest, BmmFp8ReadsTheBfloat16Rows) {
                                         "mla_gen_post,fp8,1,16,5\n",
                                         "bmm.csv"),
                         spec, H200());
-  const Params pre{{"op_name", "mla_gen_pre"}, {"bmm_dtype", "fp8"}, {"num_heads", std::int64_t{16}}, {"num_tokens", std::int64_t{2}}};
+  const Params pre{{"op_name", "mla_gen_pre"},
+                   {"bmm_dtype", "fp8"},
+                   {"num_heads", std::int64_t{16}},
+                   {"num_tokens", std::int64_t{2}}};
   EXPECT_EQ(t.RowsSlice(pre), (DeclaredTable::SliceKey{"mla_gen_pre", "bfloat16", std::int64_t{16}}));
   const Estimate e = t.Query(pre);
   EXPECT_DOUBLE_EQ(e.latency_ms, 2);
@@ -103,11 +106,17 @@ TEST(MlaTest, BmmFp8ReadsTheBfloat16Rows) {
                            "from the bfloat16 rows)}"),
             std::string::npos)
       << fb.detail;
-  const Params post{{"op_name", "mla_gen_post"}, {"bmm_dtype", "fp8"}, {"num_heads", std::int64_t{16}}, {"num_tokens", std::int64_t{1}}};
+  const Params post{{"op_name", "mla_gen_post"},
+                    {"bmm_dtype", "fp8"},
+                    {"num_heads", std::int64_t{16}},
+                    {"num_tokens", std::int64_t{1}}};
   EXPECT_EQ(t.RowsSlice(post), (DeclaredTable::SliceKey{"mla_gen_post", "fp8", std::int64_t{16}}));  // its own rows
   EXPECT_EQ(t.Query(post).latency_ms, 5);
   // A dtype with rows for the op but not at these heads misses (no fallback).
-  const Params post8{{"op_name", "mla_gen_post"}, {"bmm_dtype", "fp8"}, {"num_heads", std::int64_t{8}}, {"num_tokens", std::int64_t{1}}};
+  const Params post8{{"op_name", "mla_gen_post"},
+                     {"bmm_dtype", "fp8"},
+                     {"num_heads", std::int64_t{8}},
+                     {"num_tokens", std::int64_t{1}}};
   EXPECT_THROW(t.Query(post8), InterpolationMissError);
   EXPECT_THROW(DeclaredTable(Table::ParseCsv("op_name,bmm_dtype,num_tokens,num_heads,latency\n"
                                              "mla_gen_side,bfloat16,1,16,1\n",
@@ -145,7 +154,10 @@ TEST(MlaTest, ModesAndTheMissingTable) {
   }
   try {
     EstimateDeclared(DatabaseMode::kSilicon, *sol, tables::GetTableSpec("mla_bmm_perf"), nullptr,
-                     {{"op_name", "mla_gen_post"}, {"bmm_dtype", "fp8"}, {"num_heads", std::int64_t{16}}, {"num_tokens", std::int64_t{4}}});
+                     {{"op_name", "mla_gen_post"},
+                      {"bmm_dtype", "fp8"},
+                      {"num_heads", std::int64_t{16}},
+                      {"num_tokens", std::int64_t{4}}});
     ADD_FAILURE() << "expected a miss";
   } catch (const MissingDataError& e) {
     EXPECT_NE(std::string(e.what()).find("--ops mla_gen_pre mla_gen_post"), std::string::npos) << e.what();

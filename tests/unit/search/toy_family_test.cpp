@@ -16,12 +16,12 @@
 #include <vector>
 
 #include "core/error.h"
-#include "perfdb/perf_database.h"
-#include "perfdb/sol.h"
 #include "model/family.h"
 #include "model/model_config.h"
 #include "model/op_builder.h"
 #include "model/ops.h"
+#include "perfdb/perf_database.h"
+#include "perfdb/sol.h"
 #include "search/search.h"
 #include "serve/database.h"
 #include "serve/engine_profile.h"
@@ -89,9 +89,16 @@ const bool kRegistered = [] {
   return true;
 }();
 
+// The running test's name: each test writes its own files (ctest runs the tests
+// of this binary in parallel processes).
+std::string TestName() {
+  return ::testing::UnitTest::GetInstance()->current_test_info()->name();
+}
+
 // The golden tiny-dense config with the toy architecture and its own field.
 std::string WriteToyConfig(const std::string& extra) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("toy_parallel" + std::to_string(extra.size()));
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("toy_parallel" + std::to_string(extra.size()) + "_" + TestName());
   fs::create_directories(dir);
   std::ofstream(dir / "config.json") << R"({"architectures": ["ToyParallelForCausalLM"], "num_hidden_layers": 2,
     "hidden_size": 512, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
@@ -125,11 +132,11 @@ TEST(ToyFamily, IsFoundByArchitectureAndReadsItsOwnField) {
 TEST(ToyFamily, BuildsItsOpListAndRulesReachTheSearch) {
   const ModelConfig m = LoadModel(WriteToyConfig(R"(, "toy_ffn_groups": 4)"), kSource + "/models");
   const OpList ops = BuildOpList(m, {.tp = 2}, {});
-  EXPECT_EQ(Names(ops.context), (std::vector<std::string>{
-                                    "context_embedding", "context_add_norm_1", "context_qkv_gemm", "context_attention",
-                                    "context_proj_gemm", "context_gate_ffn1_gemm", "context_act_gate",
-                                    "context_ffn2_gemm", "context_residual_axpy", "context_ar", "context_logits_gemm",
-                                    "context_embedding_ar"}));
+  EXPECT_EQ(
+      Names(ops.context),
+      (std::vector<std::string>{"context_embedding", "context_add_norm_1", "context_qkv_gemm", "context_attention",
+                                "context_proj_gemm", "context_gate_ffn1_gemm", "context_act_gate", "context_ffn2_gemm",
+                                "context_residual_axpy", "context_ar", "context_logits_gemm", "context_embedding_ar"}));
   EXPECT_DOUBLE_EQ(KvElemsPerToken(m, {.tp = 2}), 1 * 64 * 2 * 2);  // the default GQA rule
   EXPECT_THROW(BuildOpList(m, {.tp = 2, .dp = 2}, {}), UsageError);
   // The search enumerates from the family's knobs: tp <= 4, no dp, no experts.
@@ -145,7 +152,7 @@ TEST(ToyFamily, BuildsItsOpListAndRulesReachTheSearch) {
 // A fixture toy_axpy_perf (as the toy op writes it: the declaration's columns)
 // in a data root of its own, beside the golden tables: tiny_gpu/toy/dense/1.
 std::string WriteToyTableRoot() {
-  const fs::path root = fs::path(::testing::TempDir()) / "toy_axpy_root";
+  const fs::path root = fs::path(::testing::TempDir()) / ("toy_axpy_root_" + TestName());
   const fs::path dir = root / "tiny_gpu" / "toy" / "dense" / "1";
   fs::create_directories(dir);
   std::string header;
