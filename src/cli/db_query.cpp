@@ -145,6 +145,8 @@ perfdb::OpEstimate QueryMla(const Query& q) {
   const DbQueryArgs& a = q.a;
   if (a.heads <= 0) throw UsageError("db query --op " + a.op + " needs --heads (local heads)");
   if (a.op == "mla_bmm") {  // mla_bmm_perf: a declared table, read by the generic path
+    if (a.bmm_op != "mla_gen_pre" && a.bmm_op != "mla_gen_post")
+      throw UsageError("db query --op mla_bmm --bmm-op '" + a.bmm_op + "'; expected mla_gen_pre or mla_gen_post");
     const tables::TableSpec& spec = tables::GetTableSpec("mla_bmm_perf");
     std::optional<perfdb::DeclaredTable> t;
     if (q.need_tables) t.emplace(perfdb::DeclaredTable::FromLoaded(q.db.Table("mla_bmm_perf"), q.sol));
