@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "perfdb/attention.h"
 #include "perfdb/comm.h"
+#include "perfdb/declared.h"
 #include "perfdb/gemm.h"
 #include "perfdb/mla.h"
 #include "perfdb/modes.h"
@@ -16,6 +17,7 @@
 #include "perfdb/quantize.h"
 #include "perfdb/sol.h"
 #include "system/system_spec.h"
+#include "tables/table_spec.h"
 
 namespace servecast::cli {
 
@@ -29,8 +31,10 @@ CLI::App* AddDbQueryCommand(CLI::App& db, DbQueryArgs& a) {
   c->add_option("--op", a.op,
                 "gemm, context_attention, generation_attention, moe, context_mla, generation_mla, mla_bmm "
                 "(every --database-mode); "
-                "nccl, custom_allreduce (silicon, hybrid, empirical); compute_scale, scale_matrix (silicon)")
+                "nccl, custom_allreduce (silicon, hybrid, empirical); compute_scale, scale_matrix (silicon); "
+                "or any table declared with an estimator read (e.g. toy_axpy_perf), keyed by --key")
       ->required();
+  c->add_option("--key", a.keys, "a declared table's key column: column=value (repeat; its slice keys and axes)");
   c->add_option("--transfer-policy", a.policy,
                 "hybrid / empirical: which transfers may lend a utilization when the op's own slice is "
                 "empty: off, conservative (xshape), balanced (+xquant), aggressive or all (+xprofile)")
@@ -140,11 +144,17 @@ perfdb::OpEstimate QueryMoe(const Query& q) {
 perfdb::OpEstimate QueryMla(const Query& q) {
   const DbQueryArgs& a = q.a;
   if (a.heads <= 0) throw UsageError("db query --op " + a.op + " needs --heads (local heads)");
-  if (a.op == "mla_bmm") {
-    std::optional<perfdb::MlaBmmTable> t;
-    if (q.need_tables) t.emplace(perfdb::MlaBmmTable::FromLoaded(q.db.Table("mla_bmm_perf"), q.sol));
+  if (a.op == "mla_bmm") {  // mla_bmm_perf: a declared table, read by the generic path
+    if (a.bmm_op != "mla_gen_pre" && a.bmm_op != "mla_gen_post")
+      throw UsageError("db query --op mla_bmm --bmm-op '" + a.bmm_op + "'; expected mla_gen_pre or mla_gen_post");
+    const tables::TableSpec& spec = tables::GetTableSpec("mla_bmm_perf");
+    std::optional<perfdb::DeclaredTable> t;
+    if (q.need_tables) t.emplace(perfdb::DeclaredTable::FromLoaded(q.db.Table("mla_bmm_perf"), q.sol));
     q.out["shape"] = {{"op_name", a.bmm_op}, {"heads", a.heads}, {"tokens", a.tokens}, {"bmm_dtype", a.quant}};
-    return perfdb::EstimateMlaBmm(q.mode, *q.sol, t ? &*t : nullptr, {a.bmm_op, a.quant, a.heads, a.tokens});
+    return perfdb::EstimateDeclared(
+        q.mode, *q.sol, spec, t ? &*t : nullptr,
+        Params{{"op_name", a.bmm_op}, {"bmm_dtype", a.quant}, {"num_heads", a.heads}, {"num_tokens", a.tokens}},
+        "mla_bmm");
   }
   if (a.seq <= 0) throw UsageError("db query --op " + a.op + " needs --seq");
   if (a.op == "context_mla") {
@@ -217,8 +227,54 @@ perfdb::OpEstimate QueryTableOp(const Query& q) {
   return est;
 }
 
+// A table declared with an estimator read (tables/table_spec.h): --key col=value
+// for each slice key and axis, typed as the declaration says.
+perfdb::OpEstimate QueryDeclared(const Query& q, const tables::TableSpec& spec) {
+  const tables::EstimatorRead& read = spec.Read();
+  Params key;
+  for (const std::string& kv : q.a.keys) {
+    const std::size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) throw UsageError("db query --key '" + kv + "': expected column=value");
+    const std::string column = kv.substr(0, eq), text = kv.substr(eq + 1);
+    const ValueType type = column == "op_name" ? ValueType::kString : spec.KeyColumn(column).type;
+    std::int64_t i = 0;
+    double d = 0;
+    if (type == ValueType::kString) {
+      key.Set(column, Value(text));
+    } else if (type == ValueType::kInt64 && ParseInt64(text, i)) {
+      key.Set(column, Value(i));
+    } else if (type == ValueType::kDouble && ParseNumber(text, d)) {
+      key.Set(column, Value(d));
+    } else {
+      throw UsageError("db query --key " + column + "=" + text + ": " + spec.name + "'s " + column + " is " +
+                       (type == ValueType::kInt64 ? "an integer" : "a number"));
+    }
+  }
+  std::string missing;
+  std::vector<std::string> needed = read.slice_keys;
+  for (const tables::TableAxis& ax : read.axes) needed.push_back(ax.column);
+  for (const std::string& c : needed)
+    if (!key.Has(c)) missing += (missing.empty() ? "" : ", ") + c;
+  if (!missing.empty()) throw UsageError("db query --op " + spec.name + " needs --key for " + missing);
+  std::optional<perfdb::DeclaredTable> t;
+  if (q.need_tables) t.emplace(perfdb::DeclaredTable::FromLoaded(q.db.Table(spec.name), q.sol));
+  collect::Json shape = collect::Json::object();
+  for (const auto& [name, v] : key.items()) {
+    if (const auto* s = std::get_if<std::string>(&v))
+      shape[name] = *s;
+    else if (const auto* i = std::get_if<std::int64_t>(&v))
+      shape[name] = *i;
+    else
+      shape[name] = AsDouble(v);
+  }
+  q.out["shape"] = shape;
+  return perfdb::EstimateDeclared(q.mode, *q.sol, spec, t ? &*t : nullptr, key);
+}
+
 perfdb::OpEstimate QueryOp(const Query& q) {
   const std::string& op = q.a.op;
+  if (const tables::TableSpec* spec = tables::FindTableSpec(op); spec != nullptr && spec->estimator)
+    return QueryDeclared(q, *spec);
   if (op == "gemm") return QueryGemm(q);
   if (op == "context_attention" || op == "generation_attention") return QueryAttention(q);
   if (op == "moe") return QueryMoe(q);
@@ -226,7 +282,8 @@ perfdb::OpEstimate QueryOp(const Query& q) {
   if (op == "nccl" || op == "custom_allreduce" || op == "compute_scale" || op == "scale_matrix") return QueryTableOp(q);
   throw UsageError("db query --op '" + op +
                    "'; expected gemm, context_attention, generation_attention, moe, context_mla, generation_mla, "
-                   "mla_bmm, nccl, custom_allreduce, compute_scale or scale_matrix");
+                   "mla_bmm, nccl, custom_allreduce, compute_scale, scale_matrix or a table declared with an "
+                   "estimator read");
 }
 
 void PrintEstimate(const DbQueryArgs& a, const std::string& version, const perfdb::OpEstimate& est,

@@ -19,6 +19,7 @@ struct DbQueryArgs {
   double size = 0;
   std::string distribution = "uniform", collective = "all_reduce", comm_dtype = "half";
   std::string bmm_op = "mla_gen_pre";
+  std::vector<std::string> keys;  // --key column=value: a declared table's key (--op <table>)
   bool json = false;
   std::string systems_dir;
 };

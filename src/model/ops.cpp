@@ -41,6 +41,7 @@ const char* OpKindName(OpKind k) {
     case OpKind::kContextMla: return "context_mla";
     case OpKind::kGenerationMla: return "generation_mla";
     case OpKind::kMlaBmm: return "mla_bmm";
+    case OpKind::kTable: return "table";
   }
   return "?";
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/params.h"
 #include "model/model_config.h"
 
 namespace servecast::model {
@@ -47,6 +48,7 @@ enum class OpKind {
   kContextMla,           // MLA prefill (unabsorbed: q, k, v of every head) over the sequence
   kGenerationMla,        // MLA decode (absorbed) against the latent KV cache
   kMlaBmm,               // a per-head BMM of absorbed MLA decode (mla_gen_pre / mla_gen_post)
+  kTable,                // any declared table with an estimator read (tables/table_spec.h): `table`, `table_key`
 };
 const char* OpKindName(OpKind k);
 
@@ -95,6 +97,13 @@ struct Op {
   int moe_tp = 1, moe_ep = 1;
   int token_multiplier = 1;  // attention-DP ranks feeding the expert pool
   std::string distribution;
+
+  // kTable: the declared table it reads and its key's fixed columns (its slice
+  // keys, and any axis the pass does not give); each axis the read binds to the
+  // pass (tokens, batch or seq) reads that quantity x table_axis_scale.
+  std::string table;
+  Params table_key;
+  double table_axis_scale = 1;
 
   // Ops that run concurrently with others (two CUDA streams): a contiguous run of
   // ops with overlap 1 or 2 is one region whose latency is max(sum of group 1,

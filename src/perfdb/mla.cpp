@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "perfdb/table_modes.h"
 #include "tables/table_spec.h"
 
 namespace servecast::perfdb {
@@ -57,10 +58,6 @@ std::string ContextKeyText(const ContextMlaTable::Key& k) {
 }
 std::string GenerationKeyText(const GenerationMlaTable::Key& k) {
   return "kv_cache_dtype=" + k;
-}
-std::string BmmKeyText(const MlaBmmTable::Key& k) {
-  return "op_name=" + std::get<0>(k) + ", bmm_dtype=" + std::get<1>(k) +
-         ", num_heads=" + std::to_string(std::get<2>(k));
 }
 
 }  // namespace
@@ -166,83 +163,10 @@ Estimate GenerationMlaTable::QueryEmpirical(const GenerationMlaQuery& q) const {
   return FromUtil(it->second, x, SolMs(q));
 }
 
-// ---------------------------------------------------------------- BMM
-
-MlaBmmTable::MlaBmmTable(const Table& table, std::shared_ptr<const Sol> sol, const std::string& name)
-    : name_(name), sol_(std::move(sol)) {
-  const tables::TableSpec& spec = tables::GetTableSpec("mla_bmm_perf");
-  const std::size_t op = table.ColumnIndex("op_name"), dt = spec.KeyIndex(table, "bmm_dtype"),
-                    heads = spec.KeyIndex(table, "num_heads"), tokens = spec.KeyIndex(table, "num_tokens"),
-                    lat = table.ColumnIndex("latency");
-  const std::optional<std::size_t> power = table.FindColumn("power");
-  std::map<Key, std::vector<GridPoint>> points;
-  for (std::size_t r = 0; r < table.num_rows(); ++r) {
-    GridPoint p;
-    p.coords = {table.GetDouble(r, tokens)};
-    p.latency_ms = table.GetDouble(r, lat);
-    p.power_w = Power(table, power, r);
-    points[{table.GetString(r, op), table.GetString(r, dt), table.GetInt(r, heads)}].push_back(std::move(p));
-  }
-  auto s = sol_;
-  BuildSlices<Key>(s_, points, name_, {"num_tokens"}, -1, BmmKeyText, [s](const Key& key) {
-    const std::string& op_name = std::get<0>(key);
-    if (op_name != "mla_gen_pre" && op_name != "mla_gen_post")
-      throw Error("mla_bmm_perf: unknown op_name '" + op_name + "' (expected mla_gen_pre or mla_gen_post)");
-    const std::string dtype = std::get<1>(key);
-    GemmQuant(dtype);
-    const double n = static_cast<double>(std::get<2>(key));
-    return GridSolFn([s, dtype, n](std::span<const double> x) { return s->MlaBmmMs(dtype, x[0], n); });
-  });
-}
-
-std::string MlaBmmTable::RowsDtype(const MlaBmmQuery& q) const {
-  for (const auto& [k, g] : s_.grids)
-    if (std::get<0>(k) == q.op_name && std::get<1>(k) == q.bmm_dtype) return q.bmm_dtype;
-  return "bfloat16";
-}
-
-double MlaBmmTable::SolMs(const MlaBmmQuery& q) const {
-  return sol_->MlaBmmMs(q.bmm_dtype, static_cast<double>(q.num_tokens), static_cast<double>(q.num_heads));
-}
-
-const Grid& MlaBmmTable::Slice(const MlaBmmQuery& q, Key& key) const {
-  key = Key{q.op_name, RowsDtype(q), q.num_heads};
-  const auto it = s_.grids.find(key);
-  if (it == s_.grids.end())
-    NoSlice<Key>(name_, BmmKeyText(key), s_, BmmKeyText, "{num_tokens=" + std::to_string(q.num_tokens) + "}");
-  return it->second;
-}
-
-Estimate MlaBmmTable::Query(const MlaBmmQuery& q) const {
-  sol_->PeakFlops(GemmQuant(q.bmm_dtype).flops_key);
-  Key key;
-  const Grid& g = Slice(q, key);
-  const double x[1] = {static_cast<double>(q.num_tokens)};
-  Estimate e = g.Query(std::span<const double>(x, 1));
-  e.sol_fraction = SolMs(q) / e.latency_ms;  // against the query's own dtype
-  return e;
-}
-
-Estimate MlaBmmTable::QueryEmpirical(const MlaBmmQuery& q) const {
-  Key key;
-  Slice(q, key);
-  const double x[1] = {static_cast<double>(q.num_tokens)};
-  // The rows' utils over the rows' own SOL (the bfloat16 rows stand for fp8 as in SILICON).
-  const double util = s_.utils.at(key).Lookup(std::span<const double>(x, 1)).util;
-  Estimate e;
-  const double sol =
-      sol_->MlaBmmMs(std::get<1>(key), static_cast<double>(q.num_tokens), static_cast<double>(q.num_heads));
-  e.latency_ms = sol / util;
-  e.sol_fraction = util;
-  return e;
-}
-
 // ---------------------------------------------------------------- modes
 
 std::string MlaCollectHint(const std::string& table) {
-  const char* op = table == "context_mla_perf"      ? "mla_context"
-                   : table == "generation_mla_perf" ? "mla_generation"
-                                                    : "mla_gen_pre mla_gen_post";
+  const char* op = table == "context_mla_perf" ? "mla_context" : "mla_generation";
   return "collect it on the GPU with servecast collect --backend cuda --ops " + std::string(op) +
          ", add a data root that has it, or estimate from rooflines with --database-mode sol";
 }
@@ -252,41 +176,9 @@ namespace {
 template <typename TableT, typename Q>
 OpEstimate EstimateMla(DatabaseMode mode, double sol_ms, const TableT* table, const Q& q, const std::string& table_name,
                        const std::string& op, const std::string& key) {
-  if (mode == DatabaseMode::kSol) return OpEstimate{sol_ms, "sol", sol_ms, 1.0, "roofline"};
-  if (table == nullptr)
-    throw MissingDataError(table_name + " is not in the data source; " + MlaCollectHint(table_name) + "; query " + op +
-                           " {" + key + "}");
-  auto answer = [&](const Estimate& e, const std::string& source, std::string detail) {
-    OpEstimate out;
-    out.latency_ms = e.latency_ms;
-    out.source = source;
-    out.sol_fraction = e.sol_fraction;
-    out.sol_ms = e.sol_fraction * e.latency_ms;
-    out.detail = std::move(detail);
-    out.power_w = e.power_w;
-    return out;
-  };
-  std::string silicon_miss;
-  if (mode != DatabaseMode::kEmpirical) {
-    try {
-      const Estimate e = table->Query(q);
-      return answer(e, EstimateSourceName(e.source), table_name + ": {" + key + "}");
-    } catch (const MissingDataError& miss) {
-      if (mode != DatabaseMode::kHybrid) throw OpMissError(op, key, mode, miss.what());
-      silicon_miss = miss.what();
-    }
-  }
-  try {
-    OpEstimate out =
-        answer(table->QueryEmpirical(q), "empirical", "util-empirical over " + table_name + ": {" + key + "}");
-    out.power_w = std::nullopt;
-    if (!silicon_miss.empty()) out.detail += "; silicon miss: " + silicon_miss;
-    return out;
-  } catch (const MissingDataError& miss) {
-    throw OpMissError(
-        op, key, mode,
-        silicon_miss.empty() ? std::string(miss.what()) : "silicon: " + silicon_miss + "; empirical: " + miss.what());
-  }
+  return EstimateByMode(
+      mode, sol_ms, table != nullptr, table_name, MlaCollectHint(table_name), op, key, [&] { return table->Query(q); },
+      [&] { return table->QueryEmpirical(q); });
 }
 
 }  // namespace
@@ -308,16 +200,6 @@ OpEstimate EstimateGenerationMla(DatabaseMode mode, const Sol& sol, const Genera
   const std::string key = "kv_cache_dtype=" + q.kv_cache_dtype + ", num_heads=" + std::to_string(q.num_heads) +
                           ", batch=" + std::to_string(q.batch) + ", seq=" + std::to_string(q.seq);
   return EstimateMla(mode, s, table, q, "generation_mla_perf", op, key);
-}
-
-OpEstimate EstimateMlaBmm(DatabaseMode mode, const Sol& sol, const MlaBmmTable* table, const MlaBmmQuery& q,
-                          const std::string& op) {
-  const double s = sol.MlaBmmMs(q.bmm_dtype, static_cast<double>(q.num_tokens), static_cast<double>(q.num_heads));
-  std::string key = "op_name=" + q.op_name + ", bmm_dtype=" + q.bmm_dtype +
-                    ", num_heads=" + std::to_string(q.num_heads) + ", num_tokens=" + std::to_string(q.num_tokens);
-  if (table != nullptr && mode != DatabaseMode::kSol && table->RowsDtype(q) != q.bmm_dtype)
-    key += " (read from the bfloat16 rows)";
-  return EstimateMla(mode, s, table, q, "mla_bmm_perf", op, key);
 }
 
 }  // namespace servecast::perfdb

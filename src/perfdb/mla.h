@@ -1,12 +1,12 @@
 #pragma once
 
-// The MLA tables (AIC §1.3, their schemas in tables/table_spec.cpp) as Grid slices:
+// The MLA attention tables (AIC §1.3, their schemas in tables/table_spec.cpp) as Grid slices:
 //   context_mla_perf:    key (mla_dtype, kv_cache_dtype), axes (num_heads, seq = isl,
 //                        batch), sqrt blending on seq (prefill, unabsorbed form);
 //   generation_mla_perf: key (kv_cache_dtype), axes (num_heads, batch, seq = isl + step),
-//                        raw blending (absorbed decode over the latent cache);
-//   mla_bmm_perf:        key (op_name, bmm_dtype, num_heads), one axis num_tokens; a
-//                        dtype without rows of its own (fp8) reads the bfloat16 rows.
+//                        raw blending (absorbed decode over the latent cache).
+// mla_bmm_perf has no reader here: its declaration's estimator read
+// (tables/table_spec.cpp) puts it on the generic path (perfdb/declared.h).
 // Head counts are local (per GPU) values; tp_size is not a key (kernels of equal
 // local heads are the same kernel). Rows whose coordinates repeat in a slice: the
 // first wins. Each slice also keeps its util samples (SOL / latency) for the
@@ -16,7 +16,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <tuple>
 
 #include "core/table.h"
 #include "perfdb/empirical.h"
@@ -40,13 +39,6 @@ struct GenerationMlaQuery {
   std::int64_t seq = 2;  // cached + new tokens (the table's isl + step)
   std::int64_t num_heads = 1;
   std::string kv_cache_dtype = "bfloat16";
-};
-
-struct MlaBmmQuery {
-  std::string op_name;  // mla_gen_pre | mla_gen_post
-  std::string bmm_dtype = "bfloat16";
-  std::int64_t num_heads = 1;
-  std::int64_t num_tokens = 1;
 };
 
 // One MLA table's slices and their util samples. `Key` orders the slices.
@@ -97,29 +89,6 @@ class GenerationMlaTable {
   MlaSlices<Key> s_;
 };
 
-class MlaBmmTable {
- public:
-  using Key = std::tuple<std::string, std::string, std::int64_t>;  // (op_name, bmm_dtype, num_heads)
-  // An op_name other than mla_gen_pre / mla_gen_post -> Error at load.
-  MlaBmmTable(const Table& table, std::shared_ptr<const Sol> sol, const std::string& name = "mla_bmm_perf");
-  static MlaBmmTable FromLoaded(const LoadedTable& loaded, std::shared_ptr<const Sol> sol) {
-    return MlaBmmTable(loaded.table, std::move(sol), loaded.name);
-  }
-  // The dtype whose rows answer `q`: its own when the table has any row of that
-  // (op, dtype), else bfloat16 (AIC's fallback; the SOL stays the query's dtype).
-  std::string RowsDtype(const MlaBmmQuery& q) const;
-  Estimate Query(const MlaBmmQuery& q) const;
-  Estimate QueryEmpirical(const MlaBmmQuery& q) const;
-  double SolMs(const MlaBmmQuery& q) const;
-  const std::map<Key, Grid>& slices() const { return s_.grids; }
-
- private:
-  const Grid& Slice(const MlaBmmQuery& q, Key& key) const;
-  std::string name_;
-  std::shared_ptr<const Sol> sol_;
-  MlaSlices<Key> s_;
-};
-
 // One MLA query in a database mode (modes.h): SOL the roofline (no table
 // needed); SILICON the table; HYBRID the table, a typed miss falling back to
 // util-empirical over the query's slice (detail "...; silicon miss: ..."); EMPIRICAL
@@ -130,11 +99,9 @@ OpEstimate EstimateContextMla(DatabaseMode mode, const Sol& sol, const ContextMl
                               const std::string& op = "context_mla");
 OpEstimate EstimateGenerationMla(DatabaseMode mode, const Sol& sol, const GenerationMlaTable* table,
                                  const GenerationMlaQuery& q, const std::string& op = "generation_mla");
-OpEstimate EstimateMlaBmm(DatabaseMode mode, const Sol& sol, const MlaBmmTable* table, const MlaBmmQuery& q,
-                          const std::string& op = "mla_bmm");
 
 // "collect it on the GPU with servecast collect --backend cuda --ops mla_context, ..."
-// for an MLA table name.
+// for context_mla_perf or generation_mla_perf.
 std::string MlaCollectHint(const std::string& table);
 
 }  // namespace servecast::perfdb

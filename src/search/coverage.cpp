@@ -129,6 +129,11 @@ OpLookup LookupOf(const model::Op& op) {
     case OpKind::kElementwise:
     case OpKind::kEmbedding:
       return {"elementwise_perf", {{"op_name", op.measured_op}, {"hidden_size", Str(op.measured_width)}}};
+    case OpKind::kTable: {  // a declared table: the op's fixed key columns
+      OpLookup l{op.table, {}};
+      for (const auto& [column, value] : op.table_key.items()) l.key.emplace_back(column, ToString(value));
+      return l;
+    }
     default: {
       // An op kind this function has no key for yet: the table "<kind>_perf" when
       // one is declared (gaps then name the table alone), else the kind's name

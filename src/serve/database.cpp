@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "perfdb/discovery.h"
+#include "tables/table_spec.h"
 
 namespace servecast::serve {
 
@@ -36,8 +37,15 @@ std::string DefaultBackend(const perfdb::DataTree& tree, const std::string& syst
 
 }  // namespace
 
-const char* TableNeedName(TableNeed need) {
-  switch (need) {
+TableNeed TableNeed::Declared(const std::string& table) {
+  tables::GetTableSpec(table).Read();  // the Error naming a table without an estimator read
+  TableNeed need(kDeclared);
+  need.table = table;
+  return need;
+}
+
+std::string TableNeedName(const TableNeed& need) {
+  switch (need.kind) {
     case TableNeed::kGemm: return "gemm_perf";
     case TableNeed::kContextAttention: return "context_attention_perf";
     case TableNeed::kGenerationAttention: return "generation_attention_perf";
@@ -48,9 +56,23 @@ const char* TableNeedName(TableNeed need) {
     case TableNeed::kQuantize: return "computescale_perf";
     case TableNeed::kContextMla: return "context_mla_perf";
     case TableNeed::kGenerationMla: return "generation_mla_perf";
-    case TableNeed::kMlaBmm: return "mla_bmm_perf";
+    case TableNeed::kDeclared: return need.table;
   }
   return "?";
+}
+
+std::set<TableNeed> AllTableNeeds() {
+  std::set<TableNeed> all{
+      TableNeed::kGemm,       TableNeed::kContextAttention, TableNeed::kGenerationAttention, TableNeed::kMoe,
+      TableNeed::kNccl,       TableNeed::kCustomAllReduce,  TableNeed::kElementwise,         TableNeed::kQuantize,
+      TableNeed::kContextMla, TableNeed::kGenerationMla};
+  for (const tables::TableSpec* spec : tables::EstimatorTables()) all.insert(TableNeed::Declared(spec->name));
+  return all;
+}
+
+const perfdb::DeclaredTable* Database::declared(const std::string& table) const {
+  const auto it = declared_.find(table);
+  return it != declared_.end() && it->second ? &*it->second : nullptr;
 }
 
 std::unique_ptr<Database> Database::Open(systems::SystemSpec spec, const DatabaseOptions& options,
@@ -151,9 +173,14 @@ std::unique_ptr<Database> Database::Open(systems::SystemSpec spec, const Databas
       load("generation_mla_perf", [&](const perfdb::LoadedTable& t) {
         d->generation_mla_.emplace(perfdb::GenerationMlaTable::FromLoaded(t, sol));
       });
-    if (needs.count(TableNeed::kMlaBmm))
-      load("mla_bmm_perf",
-           [&](const perfdb::LoadedTable& t) { d->mla_bmm_.emplace(perfdb::MlaBmmTable::FromLoaded(t, sol)); });
+    // Declared tables: the generic reader, each into a slot made before any of
+    // them loads (a loader writes only its own slot).
+    for (const TableNeed& need : needs)
+      if (need.kind == TableNeed::kDeclared) d->declared_[need.table];
+    for (auto& [table, slot] : d->declared_)
+      load(table, [&slot = slot, sol](const perfdb::LoadedTable& t) {
+        slot.emplace(perfdb::DeclaredTable::FromLoaded(t, sol));
+      });
     for (auto& t : loaders) t.join();
     if (!d->load_errors_.empty()) std::rethrow_exception(d->load_errors_.front());
     std::sort(d->absent_.begin(), d->absent_.end());

@@ -7,7 +7,9 @@
 // it is answered per the mode (SILICON: a miss naming the table; HYBRID: the
 // util-empirical fallback; SOL: the roofline).
 
+#include <compare>
 #include <exception>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "perfdb/comm.h"
+#include "perfdb/declared.h"
 #include "perfdb/elementwise.h"
 #include "perfdb/mla.h"
 #include "perfdb/modes.h"
@@ -24,22 +27,36 @@
 
 namespace servecast::serve {
 
-enum class TableNeed {
-  kGemm,
-  kContextAttention,
-  kGenerationAttention,
-  kMoe,
-  kNccl,
-  kCustomAllReduce,
-  kElementwise,
-  kQuantize,
-  kContextMla,     // context_mla_perf (MLA prefill)
-  kGenerationMla,  // generation_mla_perf (MLA absorbed decode)
-  kMlaBmm,         // mla_bmm_perf (the absorbed decode's per-head BMMs)
+// A table an op list reads: one with a hand-written reader (the kinds below), or
+// a declared table read through the generic path (kind kDeclared and its name;
+// tables/table_spec.h EstimatorRead). `TableNeed::kGemm` converts to a need.
+struct TableNeed {
+  enum Kind {
+    kGemm,
+    kContextAttention,
+    kGenerationAttention,
+    kMoe,
+    kNccl,
+    kCustomAllReduce,
+    kElementwise,
+    kQuantize,
+    kContextMla,     // context_mla_perf (MLA prefill)
+    kGenerationMla,  // generation_mla_perf (MLA absorbed decode)
+    kDeclared,       // `table`, read by perfdb::DeclaredTable (mla_bmm_perf, ...)
+  };
+  TableNeed(Kind k) : kind(k) {}  // NOLINT(google-explicit-constructor): the kinds are needs
+  // The need of a declared table (Error when it declares no estimator read).
+  static TableNeed Declared(const std::string& table);
+  Kind kind;
+  std::string table;  // kDeclared only
+  auto operator<=>(const TableNeed&) const = default;
+  bool operator==(const TableNeed&) const = default;
 };
 
 // The perf table a need reads ("context_mla_perf"); kQuantize: computescale_perf.
-const char* TableNeedName(TableNeed need);
+std::string TableNeedName(const TableNeed& need);
+// Every table need: each hand-written reader's and each declared table's (validate's set).
+std::set<TableNeed> AllTableNeeds();
 
 struct DatabaseOptions {
   std::vector<std::string> roots;  // data roots holding <system>/<family>/<backend>/<version>/
@@ -71,7 +88,9 @@ class Database {
   const perfdb::ScaleMatrixTable* scale_matrix() const { return scale_matrix_ ? &*scale_matrix_ : nullptr; }
   const perfdb::ContextMlaTable* context_mla() const { return context_mla_ ? &*context_mla_ : nullptr; }
   const perfdb::GenerationMlaTable* generation_mla() const { return generation_mla_ ? &*generation_mla_ : nullptr; }
-  const perfdb::MlaBmmTable* mla_bmm() const { return mla_bmm_ ? &*mla_bmm_ : nullptr; }
+  // A declared table read through the generic path; null when it was not asked
+  // for or the source lacks it.
+  const perfdb::DeclaredTable* declared(const std::string& table) const;
   // "cuda/13.0-cublaslt13.1-cudnn9.14-nccl2.28" (or "sol" when no data was read).
   std::string source() const;
   // Tables asked for that the source does not have (names), for reports.
@@ -93,7 +112,9 @@ class Database {
   std::optional<perfdb::ScaleMatrixTable> scale_matrix_;
   std::optional<perfdb::ContextMlaTable> context_mla_;
   std::optional<perfdb::GenerationMlaTable> generation_mla_;
-  std::optional<perfdb::MlaBmmTable> mla_bmm_;
+  // One slot per declared need, created before the loaders start (each loader
+  // fills its own slot).
+  std::map<std::string, std::optional<perfdb::DeclaredTable>> declared_;
   std::unique_ptr<perfdb::OpEstimator> estimator_;
   std::vector<std::string> absent_;
   std::vector<std::exception_ptr> load_errors_;  // unreadable tables, rethrown by Open

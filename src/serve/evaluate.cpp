@@ -8,6 +8,7 @@
 #include "core/value.h"
 #include "perfdb/sol.h"
 #include "tables/cost_model.h"
+#include "tables/table_spec.h"
 
 namespace servecast::serve {
 
@@ -264,12 +265,41 @@ OpCost GenerationMla(const Op& op, const Database& db, const PassShape& s) {
   return c;
 }
 
-OpCost MlaBmm(const Op& op, const Database& db, std::int64_t tokens) {
-  OpCost c = FromEstimate(
-      perfdb::EstimateMlaBmm(db.mode(), db.sol(), db.mla_bmm(), {op.measured_op, op.quant, op.heads, tokens}, op.name),
-      0);
-  SetMath(c, tables::MlaBmmRoofline(op.quant, static_cast<double>(tokens), static_cast<double>(op.heads)), db);
+// ---------------------------------------------------------------- declared tables
+// Any table whose declaration has an estimator read (tables/table_spec.h): the
+// op's fixed key columns, each pass-bound axis from the pass, read and mode-ruled
+// by perfdb's generic reader (perfdb/declared.h); math from the declared roofline.
+
+OpCost DeclaredCost(const tables::TableSpec& spec, const Params& key, const Op& op, const Database& db) {
+  OpCost c = FromEstimate(perfdb::EstimateDeclared(db.mode(), db.sol(), spec, db.declared(spec.name), key, op.name), 0);
+  SetMath(c, spec.Roofline(key), db);
   return c;
+}
+
+OpCost DeclaredTableOp(const Op& op, const Database& db, const PassShape& s, std::int64_t tokens) {
+  const tables::TableSpec& spec = tables::GetTableSpec(op.table);
+  Params key = op.table_key;
+  for (const tables::TableAxis& a : spec.Read().axes) {
+    if (key.Has(a.column)) continue;  // the op fixes this axis
+    const std::int64_t v = a.from == tables::AxisSource::kTokens  ? tokens
+                           : a.from == tables::AxisSource::kBatch ? s.batch
+                                                                  : s.seq + s.prefix;
+    const double x = static_cast<double>(v) * op.table_axis_scale;
+    if (x == std::floor(x))
+      key.Set(a.column, Value(static_cast<std::int64_t>(x)));
+    else
+      key.Set(a.column, Value(x));
+  }
+  return DeclaredCost(spec, key, op, db);
+}
+
+// A per-head BMM of absorbed MLA decode: mla_bmm_perf, a declared table read by
+// the generic path; the op keeps its kind for its weights (serve/memory.cpp).
+OpCost MlaBmm(const Op& op, const Database& db, std::int64_t tokens) {
+  static const tables::TableSpec& spec = tables::GetTableSpec("mla_bmm_perf");
+  const Params key{
+      {"op_name", op.measured_op}, {"bmm_dtype", op.quant}, {"num_heads", op.heads}, {"num_tokens", tokens}};
+  return DeclaredCost(spec, key, op, db);
 }
 
 OpCost Comm(const Op& op, const Database& db, std::int64_t tokens) {
@@ -344,6 +374,7 @@ OpCost Dispatch(const Op& op, const Database& db, const PassShape& shape) {
     case OpKind::kContextMla: return ContextMla(op, db, shape);
     case OpKind::kGenerationMla: return GenerationMla(op, db, shape);
     case OpKind::kMlaBmm: return MlaBmm(op, db, tokens);
+    case OpKind::kTable: return DeclaredTableOp(op, db, shape, tokens);
   }
   throw Error("op " + op.name + ": unknown kind");
 }

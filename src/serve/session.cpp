@@ -72,8 +72,11 @@ std::set<TableNeed> NeedsOf(const model::OpList& ops) {
         case model::OpKind::kGenerationMla:
           needs.insert(TableNeed::kGenerationMla);
           break;
-        case model::OpKind::kMlaBmm:
-          needs.insert(TableNeed::kMlaBmm);
+        case model::OpKind::kMlaBmm:  // mla_bmm_perf: a declared table (tables/table_spec.cpp)
+          needs.insert(TableNeed::Declared("mla_bmm_perf"));
+          break;
+        case model::OpKind::kTable:
+          needs.insert(TableNeed::Declared(op.table));
           break;
         default:
           break;

@@ -242,10 +242,7 @@ class Sources {
     dbo.backend = source.substr(0, source.find('/'));
     dbo.version = source.substr(source.find('/') + 1);
     dbo.mode = options_.mode;
-    const std::set<TableNeed> all{TableNeed::kGemm,           TableNeed::kContextAttention, TableNeed::kGenerationAttention,
-                                  TableNeed::kMoe,            TableNeed::kNccl,             TableNeed::kCustomAllReduce,
-                                  TableNeed::kElementwise,    TableNeed::kQuantize,         TableNeed::kContextMla,
-                                  TableNeed::kGenerationMla,  TableNeed::kMlaBmm};
+    const std::set<TableNeed> all = AllTableNeeds();
     auto db = Database::Open(spec, dbo, all);
     return *dbs_.emplace(key, std::move(db)).first->second;
   }

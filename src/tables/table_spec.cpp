@@ -43,6 +43,15 @@ OpCost MlaBmmCost(const Params& p) {
   return MlaBmmFloor(p.Str("op_name"), p.Str("bmm_dtype"), p.Num("num_tokens"), p.Num("num_heads"));
 }
 
+// The estimator's roofline of a mla_bmm_perf key (SOL, util-empirical); an
+// op_name the estimator does not model is refused when the table loads.
+OpCost MlaBmmReadRoofline(const Params& p) {
+  const std::string& op_name = p.Str("op_name");
+  if (op_name != "mla_gen_pre" && op_name != "mla_gen_post")
+    throw Error("mla_bmm_perf: unknown op_name '" + op_name + "' (expected mla_gen_pre or mla_gen_post)");
+  return MlaBmmRoofline(p.Str("bmm_dtype"), p.Num("num_tokens"), p.Num("num_heads"));
+}
+
 OpCost ElementwiseRowCost(const Params& p) {
   return ElementwiseCost(p.Str("op_name"), p.Str("dtype"), p.Num("num_tokens"), p.Num("hidden_size"));
 }
@@ -124,6 +133,15 @@ std::vector<TableSpec> BuildSpecs() {
                             {{"bmm_dtype", VT::kString}, {"num_tokens", VT::kInt64}, {"num_heads", VT::kInt64}},
                             false,
                             MlaBmmCost});
+  // Read through the generic path (perfdb/declared.h): one slice per (op_name,
+  // bmm_dtype, local heads), num_tokens blended raw; a dtype without rows of its
+  // own for the op (fp8) reads the bfloat16 rows (AIC's fallback).
+  specs.back().estimator =
+      EstimatorRead{{"op_name", "bmm_dtype", "num_heads"},
+                    {{"num_tokens", AxisBlend::kLinear, AxisSource::kTokens}},
+                    MlaBmmReadRoofline,
+                    std::pair<std::string, std::string>{"bmm_dtype", "bfloat16"},
+                    "on the GPU with servecast collect --backend cuda --ops mla_gen_pre mla_gen_post"};
   specs.push_back(TableSpec{"elementwise_perf",
                             "elementwise",
                             {{"dtype", VT::kString}, {"num_tokens", VT::kInt64}, {"hidden_size", VT::kInt64}},
@@ -313,6 +331,65 @@ std::optional<std::size_t> TableSpec::FindKey(const Table& t, std::string_view c
   return t.FindColumn(KeyColumn(column).name);
 }
 
+const EstimatorRead& TableSpec::Read() const {
+  if (!estimator) throw Error("table " + name + " declares no estimator read (tables/table_spec.h, EstimatorRead)");
+  return *estimator;
+}
+
+namespace {
+
+// The rules of an estimator read (table_spec.h, EstimatorRead), checked when the
+// table is declared: Error naming the rule a read breaks.
+void CheckRead(const TableSpec& spec) {
+  if (!spec.estimator) return;
+  const EstimatorRead& r = *spec.estimator;
+  const std::string& name = spec.name;
+  const auto& key_columns = spec.key_columns;
+  const auto& load_key_ignored = spec.load_key_ignored;
+  auto KeyColumn = [&](const std::string& c) -> const ColumnSpec& { return spec.KeyColumn(c); };
+  auto bad = [&](const std::string& why) -> Error { return Error("table " + name + ": estimator read " + why); };
+  auto is_key = [&](const std::string& c) {
+    for (const auto& k : key_columns)
+      if (k.name == c) return true;
+    return false;
+  };
+  auto listed = [](const std::vector<std::string>& v, const std::string& c) {
+    return std::find(v.begin(), v.end(), c) != v.end();
+  };
+  if (r.axes.empty()) throw bad("has no axis");
+  int sqrt_axes = 0;
+  std::vector<std::string> axis_names;
+  for (const TableAxis& a : r.axes) {
+    if (KeyColumn(a.column).type == ValueType::kString) throw bad("axis '" + a.column + "' is a string column");
+    if (listed(axis_names, a.column) || listed(r.slice_keys, a.column))
+      throw bad("names column '" + a.column + "' twice");
+    axis_names.push_back(a.column);
+    if (a.blend == AxisBlend::kSqrt) ++sqrt_axes;
+  }
+  if (sqrt_axes > 1) throw bad("blends more than one axis in sqrt space (perfdb::Grid blends one)");
+  for (const std::string& k : r.slice_keys)
+    if (k != "op_name" && !is_key(k)) KeyColumn(k);  // the Error naming the keys
+  for (const auto& k : key_columns)
+    if (!listed(r.slice_keys, k.name) && !listed(axis_names, k.name) && !listed(load_key_ignored, k.name))
+      throw bad("leaves key column '" + k.name + "' unread (a slice key, an axis or load_key_ignored)");
+  if (r.fallback && !listed(r.slice_keys, r.fallback->first))
+    throw bad("falls back on '" + r.fallback->first + "', not a slice key");
+}
+
+}  // namespace
+
+OpCost TableSpec::Roofline(const Params& key) const {
+  const EstimatorRead& r = Read();
+  return r.roofline ? r.roofline(key) : cost(key);
+}
+
+std::vector<const TableSpec*> EstimatorTables() {
+  std::vector<const TableSpec*> out;
+  for (const auto& s : AllTableSpecs())
+    if (s.estimator) out.push_back(&s);
+  return out;
+}
+
 std::vector<std::string> TableSpec::IdentityColumns() const {
   std::vector<std::string> out = KeyColumnNames();
   out.insert(out.begin(), "op_name");
@@ -325,6 +402,7 @@ namespace {
 std::deque<TableSpec>& MutableSpecs() {
   static std::deque<TableSpec> specs = [] {
     std::vector<TableSpec> built = BuildSpecs();
+    for (const TableSpec& spec : built) CheckRead(spec);
     return std::deque<TableSpec>(std::make_move_iterator(built.begin()), std::make_move_iterator(built.end()));
   }();
   return specs;
@@ -335,6 +413,7 @@ const std::deque<TableSpec>& AllTableSpecs() { return MutableSpecs(); }
 
 void AddTableSpec(TableSpec spec) {
   if (FindTableSpec(spec.name)) throw Error("table '" + spec.name + "' is already defined");
+  CheckRead(spec);
   MutableSpecs().push_back(std::move(spec));
 }
 

@@ -17,6 +17,42 @@
 
 namespace servecast::tables {
 
+// How an interpolation axis blends between its two bracketing rows (perfdb/grid.h):
+// raw latency, or latency in sqrt space (quadratic growth, e.g. prefill length).
+enum class AxisBlend { kLinear, kSqrt };
+// What of a forward pass an axis reads when an op of kind kTable is costed
+// (serve/evaluate.cpp): the pass's tokens (batch x new tokens, or the decode
+// rows), its batch, or its sequence (new + cached tokens).
+enum class AxisSource { kTokens, kBatch, kSeq };
+struct TableAxis {
+  std::string column;  // a numeric key column
+  AxisBlend blend = AxisBlend::kLinear;
+  AxisSource from = AxisSource::kTokens;
+};
+
+// What the estimator needs to read a table with no reader of its own
+// (perfdb/declared.h, docs/extending.md "Add a table"):
+//   - `slice_keys`: columns matched exactly (op_name or key columns); each
+//     distinct value tuple is one slice;
+//   - `axes`: the numeric key columns interpolated inside a slice (outer -> inner),
+//     at most one of them kSqrt; every key column is a slice key, an axis or
+//     load_key_ignored;
+//   - `roofline(key)`: FLOPs, bytes and compute dtype at a key (slice keys and
+//     axes); SOL time = max(flops / peak FLOP/s of the dtype, bytes / memory
+//     bandwidth) of the system (perfdb::Sol::Ms). Empty: the declaration's `cost`.
+//   - `fallback`: a slice key value whose rows answer a query when no slice
+//     matches the query on the slice keys up to and including that column
+//     (mla_bmm: fp8 reads the bfloat16 rows); the SOL stays the query's own.
+struct EstimatorRead {
+  std::vector<std::string> slice_keys;
+  std::vector<TableAxis> axes;
+  std::function<OpCost(const Params& key)> roofline = {};
+  std::optional<std::pair<std::string, std::string>> fallback = std::nullopt;
+  // How to collect it, for the message of a table the data lacks ("on the GPU
+  // with servecast collect --backend cuda --ops x"); empty: a generic line.
+  std::string collect = {};
+};
+
 // One perf table: its name, family, key columns (after the common prefix) and the
 // cost of a row from its key columns. Shared by every backend that writes it.
 struct TableSpec {
@@ -44,6 +80,9 @@ struct TableSpec {
   bool load_key_op_name = true;
   std::vector<std::string> load_key_ignored = {};
   std::vector<std::pair<std::string, Value>> load_key_defaults = {};
+  // Set: the estimator reads the table through the generic path (ops of kind
+  // kTable, `db query --table`); unset: a hand-written reader or none.
+  std::optional<EstimatorRead> estimator = std::nullopt;
 
   // prefix + key columns + metric columns + extra columns (+ power), in file order.
   std::vector<ColumnSpec> AllColumns(bool with_power) const;
@@ -66,6 +105,11 @@ struct TableSpec {
   // `t` lacks it, FindKey: nullopt then (a key with a load default).
   std::size_t KeyIndex(const Table& t, std::string_view column) const;
   std::optional<std::size_t> FindKey(const Table& t, std::string_view column) const;
+  // The estimator read (Error naming the table when it has none), checked
+  // against the key columns (Error naming the rule it breaks).
+  const EstimatorRead& Read() const;
+  // roofline(key), or cost(key) when the read declares none.
+  OpCost Roofline(const Params& key) const;
 };
 
 // A row of a perf table that breaks its declaration.
@@ -89,6 +133,10 @@ const std::vector<ColumnSpec>& PrefixColumns();
 const std::vector<ColumnSpec>& MetricColumns();
 // Present only when the run measured power: power (W), power_limit (W).
 const std::vector<ColumnSpec>& PowerColumns();
+
+// The declared tables the estimator reads through the generic path (those with
+// an `estimator` read), in declaration order.
+std::vector<const TableSpec*> EstimatorTables();
 
 // All table specs servecast knows; FindTableSpec returns nullptr for unknown names.
 const std::deque<TableSpec>& AllTableSpecs();

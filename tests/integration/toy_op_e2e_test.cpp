@@ -3,7 +3,8 @@
 // and its one registration line (tests/support/toy_op.*) are all it takes for the
 // real pipeline to plan, run, check, time and write its table, and for `check`
 // (key validation, the physics gate from the declared cost) and `db inspect` to
-// read it.
+// read it. Its declaration's estimator read is all `db query` needs to answer the
+// table from the rows the op collected (silicon, interpolated, sol).
 
 #include <gtest/gtest.h>
 
@@ -54,6 +55,40 @@ sweeps:
   const auto doc = nlohmann::json::parse(inspect.out);
   EXPECT_EQ(doc["dirs"][0]["tables"][0]["table"], "toy_axpy_perf");
   EXPECT_EQ(doc["dirs"][0]["tables"][0]["rows"], 3);
+
+  // The declaration's estimator read reaches `db query`: the collected row at
+  // n = 65536 verbatim (silicon), a blend between rows (interpolated), and the
+  // declared roofline without reading a row (sol).
+  const std::string backend = fs::path(tables[0]).parent_path().parent_path().filename().string();
+  auto query = [&](const std::string& n, const std::string& mode) {
+    auto q = RunProcess(
+        {kTestBin,        "db",    "query",     "--systems-path",  dir + "/data", "--system",      "cpu_host",
+         "--backend",     backend, "--systems", kSystems,          "--op",        "toy_axpy_perf", "--key",
+         "dtype=float32", "--key", "n=" + n,    "--database-mode", mode,          "--json"});
+    EXPECT_EQ(q.exit_code, 0) << Describe(q);
+    return q.exit_code == 0 ? nlohmann::json::parse(q.out) : nlohmann::json::object();
+  };
+  double row_ms = 0, lo_ms = 0, hi_ms = 0;
+  for (std::size_t i = 0; i < t.num_rows(); ++i) {
+    const std::int64_t n = t.GetInt(i, t.ColumnIndex("n"));
+    const double ms = t.GetDouble(i, t.ColumnIndex("latency"));
+    (n == 65536 ? row_ms : n == 1024 ? lo_ms : hi_ms) = ms;
+  }
+  const auto silicon = query("65536", "silicon");
+  EXPECT_EQ(silicon.value("source", ""), "silicon");
+  EXPECT_EQ(silicon.value("latency_ms", 0.0), row_ms);
+  const auto between = query("300000", "silicon");
+  EXPECT_EQ(between.value("source", ""), "interpolated");
+  EXPECT_EQ(between.value("latency_ms", 0.0), row_ms + (hi_ms - row_ms) * (300000.0 - 65536.0) / (1048576.0 - 65536.0));
+  const auto sol = query("65536", "sol");
+  EXPECT_EQ(sol.value("source", ""), "sol");
+  EXPECT_GT(sol.value("latency_ms", 0.0), 0);
+  EXPECT_NEAR(sol.value("latency_ms", 0.0), silicon.value("sol_ms", -1.0), 1e-12 * sol.value("latency_ms", 1.0));
+  auto unkeyed =
+      RunProcess({kTestBin, "db", "query", "--systems-path", dir + "/data", "--system", "cpu_host", "--backend",
+                  backend, "--systems", kSystems, "--op", "toy_axpy_perf", "--key", "dtype=float32"});
+  EXPECT_EQ(unkeyed.exit_code, 2) << Describe(unkeyed);
+  EXPECT_NE(unkeyed.err.find("needs --key for n"), std::string::npos) << Describe(unkeyed);
 
   // The declaration's key rules reach `check`: a row with n = 0 is refused.
   std::string text = ReadText(tables[0]);

@@ -16,7 +16,10 @@ namespace {
 
 // Step 1 of "Add a table": the declaration. Name, family folder, key columns and
 // the op's cost (2 FLOPs and 12 bytes per element: read x and y, write y) for the
-// physics gate.
+// physics gate; its estimator read (one slice per dtype, n interpolated raw and
+// bound to the pass's tokens; the roofline is the cost) lets the estimator cost
+// an op of kind kTable on it (tests/unit/search/toy_family_test.cpp) and `db
+// query` answer it, with no reader of its own.
 const tables::TableSpec& ToyTable() {
   static const tables::TableSpec* spec = [] {
     if (!tables::FindTableSpec("toy_axpy_perf")) {
@@ -28,6 +31,7 @@ const tables::TableSpec& ToyTable() {
         const double n = key.Num("n");
         return tables::OpCost{2 * n, 12 * n, "float32"};
       };
+      t.estimator = tables::EstimatorRead{{"dtype"}, {{"n", tables::AxisBlend::kLinear, tables::AxisSource::kTokens}}};
       tables::AddTableSpec(std::move(t));
     }
     return tables::FindTableSpec("toy_axpy_perf");

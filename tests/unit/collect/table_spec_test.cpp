@@ -2,11 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../core/core_test_util.h"
 #include "core/error.h"
+#include "tables/cost_model.h"
+#include "tables/table_spec.h"
 
 namespace servecast::collect {
 namespace {
@@ -236,3 +240,58 @@ TEST(TableSpecTest, KnownTablesAndFamilies) {
 
 }  // namespace
 }  // namespace servecast::collect
+
+namespace servecast::tables {
+namespace {
+
+// An estimator read (the generic declared-table path, perfdb/declared.h) is
+// checked when the table is declared.
+TEST(TableSpecTest, EstimatorReadIsCheckedWhenDeclared) {
+  auto spec = [](const std::string& name, EstimatorRead read) {
+    TableSpec t;
+    t.name = name;
+    t.family = "toy";
+    t.key_columns = {{"dtype", ValueType::kString}, {"n", ValueType::kInt64}, {"m", ValueType::kInt64}};
+    t.cost = [](const Params& k) { return OpCost{0, k.Num("n"), "float32"}; };
+    t.estimator = std::move(read);
+    return t;
+  };
+  using A = TableAxis;
+  const auto refused = [&](const std::string& name, EstimatorRead read) {
+    return servecast::testing::ThrownMessage<Error>([&] { AddTableSpec(spec(name, std::move(read))); });
+  };
+  EXPECT_TRUE(
+      servecast::testing::HasText(refused("read_unread_perf", {{"dtype"}, {A{"n"}}}), "leaves key column 'm' unread"));
+  EXPECT_TRUE(servecast::testing::HasText(refused("read_string_axis_perf", {{"n", "m"}, {A{"dtype"}}}),
+                                          "axis 'dtype' is a string column"));
+  EXPECT_TRUE(servecast::testing::HasText(
+      refused("read_two_sqrt_perf", {{"dtype"}, {A{"n", AxisBlend::kSqrt}, A{"m", AxisBlend::kSqrt}}}),
+      "more than one axis in sqrt space"));
+  EXPECT_TRUE(servecast::testing::HasText(
+      refused("read_fallback_perf", {{"dtype"}, {A{"n"}, A{"m"}}, {}, std::pair<std::string, std::string>{"n", "1"}}),
+      "not a slice key"));
+  EXPECT_TRUE(servecast::testing::HasText(refused("read_unknown_perf", {{"dtype", "k"}, {A{"n"}, A{"m"}}}),
+                                          "declares no key column 'k'"));
+  EXPECT_EQ(FindTableSpec("read_unread_perf"), nullptr);  // a refused declaration is not added
+  AddTableSpec(spec("read_ok_perf", {{"dtype"}, {A{"n", AxisBlend::kSqrt, AxisSource::kBatch}, A{"m"}}}));
+  const TableSpec& ok = GetTableSpec("read_ok_perf");
+  EXPECT_EQ(ok.Read().axes[0].from, AxisSource::kBatch);
+  EXPECT_DOUBLE_EQ(ok.Roofline({{"dtype", std::string("float32")}, {"n", std::int64_t{7}}}).bytes, 7);  // the cost
+  EXPECT_THROW(GetTableSpec("gemm_perf").Read(), Error);  // a hand-written reader: no estimator read
+  // mla_bmm_perf is read by the generic path: the estimator's roofline is the BMM's.
+  const TableSpec& bmm = GetTableSpec("mla_bmm_perf");
+  EXPECT_EQ(bmm.Read().slice_keys, (std::vector<std::string>{"op_name", "bmm_dtype", "num_heads"}));
+  const Params key{{"op_name", std::string("mla_gen_pre")},
+                   {"bmm_dtype", std::string("fp8")},
+                   {"num_tokens", std::int64_t{10}},
+                   {"num_heads", std::int64_t{4}}};
+  EXPECT_DOUBLE_EQ(bmm.Roofline(key).bytes, MlaBmmRoofline("fp8", 10, 4).bytes);
+  EXPECT_DOUBLE_EQ(bmm.Roofline(key).flops, MlaBmmRoofline("fp8", 10, 4).flops);
+  std::vector<std::string> generic;
+  for (const TableSpec* s : EstimatorTables()) generic.push_back(s->name);
+  EXPECT_NE(std::find(generic.begin(), generic.end(), "mla_bmm_perf"), generic.end());
+  EXPECT_EQ(std::find(generic.begin(), generic.end(), "gemm_perf"), generic.end());
+}
+
+}  // namespace
+}  // namespace servecast::tables

@@ -6,11 +6,15 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
 #include <memory>
 #include <string>
 
+#include "perfdb/declared.h"
 #include "system/system_spec.h"
 #include "tables/cost_model.h"
+#include "tables/table_spec.h"
 
 namespace servecast::perfdb {
 namespace {
@@ -70,25 +74,54 @@ TEST(MlaTest, GenerationSeqIsIslPlusStepBlendedRaw) {
   EXPECT_DOUBLE_EQ(t.Query(q).latency_ms, 3);
 }
 
+// mla_bmm_perf is read by the generic declared-table path (perfdb/declared.h)
+// from its declaration's estimator read.
 TEST(MlaTest, BmmFp8ReadsTheBfloat16Rows) {
-  const MlaBmmTable t(Table::ParseCsv("op_name,bmm_dtype,num_tokens,num_heads,latency\n"
-                                      "mla_gen_pre,bfloat16,1,16,1\n"
-                                      "mla_gen_pre,bfloat16,3,16,3\n"
-                                      "mla_gen_post,fp8,1,16,5\n",
-                                      "bmm.csv"),
-                      H200());
-  const MlaBmmQuery pre{"mla_gen_pre", "fp8", 16, 2};
-  EXPECT_EQ(t.RowsDtype(pre), "bfloat16");
+  const tables::TableSpec& spec = tables::GetTableSpec("mla_bmm_perf");
+  const DeclaredTable t(Table::ParseCsv("op_name,bmm_dtype,num_tokens,num_heads,latency\n"
+                                        "mla_gen_pre,bfloat16,1,16,1\n"
+                                        "mla_gen_pre,bfloat16,3,16,3\n"
+                                        "mla_gen_post,fp8,1,16,5\n",
+                                        "bmm.csv"),
+                        spec, H200());
+  const Params pre{{"op_name", "mla_gen_pre"},
+                   {"bmm_dtype", "fp8"},
+                   {"num_heads", std::int64_t{16}},
+                   {"num_tokens", std::int64_t{2}}};
+  EXPECT_EQ(t.RowsSlice(pre), (DeclaredTable::SliceKey{"mla_gen_pre", "bfloat16", std::int64_t{16}}));
   const Estimate e = t.Query(pre);
   EXPECT_DOUBLE_EQ(e.latency_ms, 2);
   EXPECT_DOUBLE_EQ(e.sol_fraction, t.SolMs(pre) / 2);  // against the query's fp8 roofline
-  const MlaBmmQuery post{"mla_gen_post", "fp8", 16, 1};
-  EXPECT_EQ(t.RowsDtype(post), "fp8");  // its own rows when there are any
+  EXPECT_DOUBLE_EQ(t.SolMs(pre), H200()->MlaBmmMs("fp8", 2, 16));
+  // Util-empirical: the bfloat16 rows' util over their own (bfloat16) roofline.
+  // tokens 2 between the samples at 1 and 3 (ln space, normalised by ln 3),
+  // blended by inverse distance.
+  const Estimate em = t.QueryEmpirical(pre);
+  const double d1 = std::log(2.0) / std::log(3.0), d3 = 1 - d1;
+  const double u1 = H200()->MlaBmmMs("bfloat16", 1, 16) / 1, u3 = H200()->MlaBmmMs("bfloat16", 3, 16) / 3;
+  const double util = (u1 / d1 + u3 / d3) / (1 / d1 + 1 / d3);
+  EXPECT_NEAR(em.latency_ms, H200()->MlaBmmMs("bfloat16", 2, 16) / util, 1e-12 * em.latency_ms);
+  const OpEstimate fb = EstimateDeclared(DatabaseMode::kSilicon, *H200(), spec, &t, pre, "mla_bmm");
+  EXPECT_NE(fb.detail.find("mla_bmm_perf: {op_name=mla_gen_pre, bmm_dtype=fp8, num_heads=16, num_tokens=2 (read "
+                           "from the bfloat16 rows)}"),
+            std::string::npos)
+      << fb.detail;
+  const Params post{{"op_name", "mla_gen_post"},
+                    {"bmm_dtype", "fp8"},
+                    {"num_heads", std::int64_t{16}},
+                    {"num_tokens", std::int64_t{1}}};
+  EXPECT_EQ(t.RowsSlice(post), (DeclaredTable::SliceKey{"mla_gen_post", "fp8", std::int64_t{16}}));  // its own rows
   EXPECT_EQ(t.Query(post).latency_ms, 5);
-  EXPECT_THROW(MlaBmmTable(Table::ParseCsv("op_name,bmm_dtype,num_tokens,num_heads,latency\n"
-                                           "mla_gen_side,bfloat16,1,16,1\n",
-                                           "bad.csv"),
-                           H200()),
+  // A dtype with rows for the op but not at these heads misses (no fallback).
+  const Params post8{{"op_name", "mla_gen_post"},
+                     {"bmm_dtype", "fp8"},
+                     {"num_heads", std::int64_t{8}},
+                     {"num_tokens", std::int64_t{1}}};
+  EXPECT_THROW(t.Query(post8), InterpolationMissError);
+  EXPECT_THROW(DeclaredTable(Table::ParseCsv("op_name,bmm_dtype,num_tokens,num_heads,latency\n"
+                                             "mla_gen_side,bfloat16,1,16,1\n",
+                                             "bad.csv"),
+                             spec, H200()),
                Error);
 }
 
@@ -120,7 +153,11 @@ TEST(MlaTest, ModesAndTheMissingTable) {
     }
   }
   try {
-    EstimateMlaBmm(DatabaseMode::kSilicon, *sol, nullptr, {"mla_gen_post", "fp8", 16, 4});
+    EstimateDeclared(DatabaseMode::kSilicon, *sol, tables::GetTableSpec("mla_bmm_perf"), nullptr,
+                     {{"op_name", "mla_gen_post"},
+                      {"bmm_dtype", "fp8"},
+                      {"num_heads", std::int64_t{16}},
+                      {"num_tokens", std::int64_t{4}}});
     ADD_FAILURE() << "expected a miss";
   } catch (const MissingDataError& e) {
     EXPECT_NE(std::string(e.what()).find("--ops mla_gen_pre mla_gen_post"), std::string::npos) << e.what();
