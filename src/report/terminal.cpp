@@ -144,7 +144,8 @@ std::string TerminalReport(const SearchResult& r, const ReportContext& c) {
       out += std::string(i == 0 ? "    data         " : "                 ") + c.data_notes[i] + "\n";
     out += "\n";
   } else {
-    out += "  no deployment could be estimated (see the skip counts below)\n\n";
+    out += in.strict_sla ? "  no deployment meets the limits (--strict-sla; see the skip counts below)\n\n"
+                         : "  no deployment could be estimated (see the skip counts below)\n\n";
   }
   out += AsciiPareto(r);
   for (const ModeResult& m : r.modes) {
