@@ -34,7 +34,8 @@ CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& a) {
                    ->check(IntIn(1, kMaxGpus));
   auto* rate = c->add_option("--target-request-rate", a.target_request_rate,
                              "instead of --total-gpus: the fewest GPUs (1, 2, 4, 8, then multiples of 8 up to "
-                             "--max-gpus) whose best deployment meets the limits and serves this many requests/s")
+                             "--max-gpus) at which a deployment meets the limits and serves this many requests/s "
+                             "over the cluster; the report is the search at that count (one engine, not auto)")
                    ->check(NumberIn(0, 1e9, true));
   gpus->excludes(rate);
   c->add_option("--max-gpus", a.max_gpus, "with --target-request-rate: the largest GPU count tried")
