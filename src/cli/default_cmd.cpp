@@ -48,7 +48,8 @@ CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& a) {
                 "perf-data source BACKEND[/VERSION] (default: the engine's own source, else the system's only "
                 "source, else cuda)");
   c->add_option("--data-root", a.data_roots, "data root (repeat; default: systems/data of the installation)");
-  c->add_option("--database-mode", a.database_mode, "silicon, hybrid, empirical or sol (any case: SILICON)")->capture_default_str();
+  c->add_option("--database-mode", a.database_mode, "silicon, hybrid, empirical or sol (any case: SILICON)")
+      ->capture_default_str();
   c->add_option("--transfer-policy", a.transfer_policy, "hybrid / empirical: off, conservative, balanced, aggressive")
       ->capture_default_str();
   AddSlaFlags(c, a.sla);
@@ -160,7 +161,8 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
   const systems::SystemSpec spec = systems::LoadSystemByName(systems_dir, a.system);
   const model::ModelConfig model_config = LoadModelNoted(a.model, models_dir);
 
-  search::SearchInputs in = SearchInputsFrom(a.sla, model::ParseEngine(engines.front()), by_rate ? a.max_gpus : a.total_gpus);
+  search::SearchInputs in =
+      SearchInputsFrom(a.sla, model::ParseEngine(engines.front()), by_rate ? a.max_gpus : a.total_gpus);
   in.prefix = a.prefix;
   in.top_n = a.top_n;
   in.moe_distribution = a.moe_distribution;
@@ -219,9 +221,12 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
                                     {"system", spec.name},
                                     {"engine", e.engine},
                                     {"data", e.ctx.data},
-                                    {"target", {{"request_rate", a.target_request_rate}, {"max_gpus", a.max_gpus},
-                                                {"found", false}, {"gpus", nullptr},
-                                                {"steps", report::RecommendStepsJson(target_search)}}}};
+                                    {"target",
+                                     {{"request_rate", a.target_request_rate},
+                                      {"max_gpus", a.max_gpus},
+                                      {"found", false},
+                                      {"gpus", nullptr},
+                                      {"steps", report::RecommendStepsJson(target_search)}}}};
         std::printf("%s\n", j.dump(2).c_str());
       } else {
         std::printf("%s", report::RecommendStepsTable(target_search).c_str());
@@ -262,7 +267,7 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
                     search::ModeName(target_search.point.mode) + " " + target_search.point.Parallel() +
                     Fmt(", %.3f requests/s", search::ClusterRequestRate(target_search.point)) +
                     Fmt(" (margin %+.1f%%)", 100.0 * target_search.margin) + "\n"
-             : std::string();
+              : std::string();
   if (a.json) {
     nlohmann::ordered_json j = report::JsonReport(r, ctx);
     if (by_rate)

@@ -18,9 +18,9 @@ struct DefaultArgs {
   std::string model, system, engine = "trtllm", data;
   std::vector<std::string> data_roots;
   std::string database_mode = "silicon", transfer_policy = "aggressive";
-  int total_gpus = 0;            // 0: found from --target-request-rate
+  int total_gpus = 0;  // 0: found from --target-request-rate
   double target_request_rate = 0;
-  int max_gpus = 64;             // with --target-request-rate: the largest count tried
+  int max_gpus = 64;  // with --target-request-rate: the largest count tried
   SlaArgs sla;
   std::int64_t prefix = 0;
   int top_n = 5;

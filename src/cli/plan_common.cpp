@@ -21,7 +21,8 @@ void AddPlanFlags(CLI::App* c, PlanArgs& a, const std::string& default_mode) {
   c->add_option("--data", a.data, "perf-data source BACKEND[/VERSION] (default: the system's only source, else cuda)");
   c->add_option("--data-root", a.data_roots, "data root (repeat; default: systems/data of the installation)");
   if (!default_mode.empty())
-    c->add_option("--database-mode", a.database_mode, "silicon, hybrid, empirical or sol (any case: SILICON)")->capture_default_str();
+    c->add_option("--database-mode", a.database_mode, "silicon, hybrid, empirical or sol (any case: SILICON)")
+        ->capture_default_str();
   c->add_option("--transfer-policy", a.transfer_policy, "hybrid / empirical: off, conservative, balanced, aggressive")
       ->capture_default_str();
   c->add_flag("--json", a.json, "print one JSON document and nothing else");

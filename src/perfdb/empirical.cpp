@@ -34,7 +34,8 @@ const char* TransferRungName(TransferRung rung) {
 
 TransferPolicy ParseTransferPolicy(std::string_view given) {
   std::string name(given);  // any case, as for the database modes
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   if (name == "off") return TransferPolicy::kOff;
   if (name == "conservative") return TransferPolicy::kConservative;
   if (name == "balanced") return TransferPolicy::kBalanced;

@@ -323,7 +323,8 @@ UtilGrid GridUtils(const Grid& g) {
 
 DatabaseMode ParseDatabaseMode(std::string_view given) {
   std::string name(given);  // AIC spells the modes in capitals (SILICON): any case is accepted
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   if (name == "silicon") return DatabaseMode::kSilicon;
   if (name == "hybrid") return DatabaseMode::kHybrid;
   if (name == "empirical") return DatabaseMode::kEmpirical;

@@ -64,8 +64,8 @@ std::string LimitsText(const search::SearchInputs& in) {
 
 std::string TopTable(const ModeResult& m) {
   const bool agg = m.mode == Mode::kAgg;
-  std::vector<std::string> head = {"#",          "tokens/s per GPU", "tokens/s per user", "TTFT ms",     "TPOT ms",
-                                   "request ms", "concur&shy;rency",  "repli&shy;cas",      "GPUs per replica"};
+  std::vector<std::string> head = {"#",          "tokens/s per GPU", "tokens/s per user", "TTFT ms",         "TPOT ms",
+                                   "request ms", "concur&shy;rency", "repli&shy;cas",     "GPUs per replica"};
   if (agg)
     head.insert(head.end(), {"parallel", "batch", "ctx tokens"});
   else
@@ -497,8 +497,7 @@ std::string HtmlReport(const SearchResult& r, const ReportContext& c) {
     h += "<section class=\"launch\"><h2>Launch files</h2><p class=\"stats\">Written beside this report by "
          "servecast generate: launch commands, manifests and a benchmark per mode (bench.sh) that checks the "
          "prediction on your cluster.</p><ul>";
-    for (const auto& f : c.launch_files)
-      h += "<li><a href=\"" + HtmlEscape(f) + "\">" + HtmlEscape(f) + "</a></li>";
+    for (const auto& f : c.launch_files) h += "<li><a href=\"" + HtmlEscape(f) + "\">" + HtmlEscape(f) + "</a></li>";
     h += "</ul></section>\n";
   }
   h += "<footer>servecast " + HtmlEscape(BuildVersion()) + " (commit " + HtmlEscape(BuildCommit()) + ") &middot; " +

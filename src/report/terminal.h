@@ -3,10 +3,9 @@
 // Terminal and JSON reports of a deployment search (docs/search.md, "Output").
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "model/model_config.h"
 #include "search/recommend.h"
@@ -51,7 +50,7 @@ nlohmann::ordered_json RecommendStepsJson(const search::RecommendResult& r);
 // of their counts, the number of keys and the first key as an example. Other
 // reasons pass unchanged. In the input's order (reasons sort by class and table).
 struct SkipGroup {
-  std::string reason;   // the reason, or the group's class and table ("missing data (decode): moe")
+  std::string reason;  // the reason, or the group's class and table ("missing data (decode): moe")
   std::size_t count = 0;
   std::size_t keys = 1;  // distinct reasons folded in
   std::string example;   // keys > 1: the first reason of the group, in full

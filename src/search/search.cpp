@@ -471,8 +471,10 @@ SearchResult RunSearch(const model::ModelConfig& m, const serve::Database& db, c
                                                         : "TPOT over the limit (--strict-sla)";
       std::vector<Point> kept;
       for (Point& p : r.points) {
-        if (p.meets_sla) kept.push_back(std::move(p));
-        else ++r.skipped[why];
+        if (p.meets_sla)
+          kept.push_back(std::move(p));
+        else
+          ++r.skipped[why];
       }
       r.points = std::move(kept);
     }

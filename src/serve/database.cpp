@@ -13,7 +13,9 @@ namespace servecast::serve {
 
 namespace {
 
-bool IsEngineName(const std::string& b) { return b == "trtllm" || b == "vllm" || b == "sglang"; }
+bool IsEngineName(const std::string& b) {
+  return b == "trtllm" || b == "vllm" || b == "sglang";
+}
 
 // The data source backend when none is named (NCCL's system-wide tables aside):
 // the one named after `engine` (an AIC tree holds trtllm/, vllm/ and sglang/
@@ -24,7 +26,9 @@ std::string DefaultBackend(const perfdb::DataTree& tree, const std::string& syst
   std::vector<std::string> backends;
   for (const auto& b : tree.Backends(system))
     if (b != "nccl" && b != "oneccl") backends.push_back(b);
-  const auto has = [&](const std::string& b) { return std::find(backends.begin(), backends.end(), b) != backends.end(); };
+  const auto has = [&](const std::string& b) {
+    return std::find(backends.begin(), backends.end(), b) != backends.end();
+  };
   if (!engine.empty() && has(engine)) return engine;
   if (backends.size() == 1) {
     if (!engine.empty() && IsEngineName(backends.front()))

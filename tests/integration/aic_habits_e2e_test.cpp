@@ -27,9 +27,12 @@ const std::string kAicRoot = kHabSrc + "/../shared/reference/aic-parquet";
 
 std::vector<std::string> Tiny(const std::string& cmd, std::vector<std::string> extra,
                               const std::string& model_flag = "--model", const std::string& mode = "sol") {
-  std::vector<std::string> a = {kHabBin,   cmd,        model_flag, kHabSrc + "/tests/goldens/models/tiny-dense",
-                                "--system", "tiny_gpu", "--systems", kHabSrc + "/tests/goldens/systems",
-                                "--database-mode", mode, "--isl", "512", "--osl", "64", "--ttft", "1000", "--tpot", "5"};
+  std::vector<std::string> a = {
+      kHabBin,           cmd,        model_flag,  kHabSrc + "/tests/goldens/models/tiny-dense",
+      "--system",        "tiny_gpu", "--systems", kHabSrc + "/tests/goldens/systems",
+      "--database-mode", mode,       "--isl",     "512",
+      "--osl",           "64",       "--ttft",    "1000",
+      "--tpot",          "5"};
   if (cmd == "estimate") a.resize(14);  // estimate takes no latency limits (isl and osl kept)
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
@@ -60,10 +63,10 @@ TEST(AicHabitsE2E, ModelPathIsModel) {
     if (std::string(cmd) == "generate") extra = {"--total-gpus", "2", "--save-dir", MakeTempDir("servecast_mp")};
     if (std::string(cmd) == "support") {
       // support has no --database-mode: give the flags it takes.
-      const ProcessResult r = RunProcess({kHabBin, "support", "--model-path", kHabSrc + "/tests/goldens/models/tiny-dense",
-                                          "--system", "tiny_gpu", "--systems", kHabSrc + "/tests/goldens/systems",
-                                          "--json"},
-                                         600);
+      const ProcessResult r =
+          RunProcess({kHabBin, "support", "--model-path", kHabSrc + "/tests/goldens/models/tiny-dense", "--system",
+                      "tiny_gpu", "--systems", kHabSrc + "/tests/goldens/systems", "--json"},
+                     600);
       EXPECT_NE(r.exit_code, 2) << cmd << ": " << r.err;
       continue;
     }
@@ -157,10 +160,10 @@ TEST(AicHabitsE2E, EachEngineReadsItsOwnData) {
     EXPECT_EQ(Json::parse(r.out)["data"].get<std::string>().rfind(engine + "/", 0), 0u) << r.out.substr(0, 300);
   }
   // --data still decides.
-  const ProcessResult over = RunProcess({kHabBin, "default", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm",
-                                         "--total-gpus", "8", "--data-root", kAicRoot, "--backend", "vllm", "--data",
-                                         "trtllm", "--json"},
-                                        600);
+  const ProcessResult over =
+      RunProcess({kHabBin, "default", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--total-gpus", "8",
+                  "--data-root", kAicRoot, "--backend", "vllm", "--data", "trtllm", "--json"},
+                 600);
   ASSERT_EQ(over.exit_code, 0) << over.err;
   EXPECT_EQ(Json::parse(over.out)["data"].get<std::string>().rfind("trtllm/", 0), 0u);
   // h100 has vLLM data only: trtllm reads it, and says so.
@@ -273,9 +276,8 @@ TEST(AicHabitsE2E, StrictSlaKeepsOnlyPointsWithinTheLimits) {
 
 TEST(AicHabitsE2E, RecommendOverEveryGpuCount) {
   const ProcessResult ladder = RunProcess(Tiny("recommend", {"--target-request-rate", "40000", "--json"}), 600);
-  const ProcessResult every =
-      RunProcess(Tiny("recommend", {"--target-request-rate", "40000", "--every-gpu-count", "--max-gpus", "16", "--json"}),
-                 600);
+  const ProcessResult every = RunProcess(
+      Tiny("recommend", {"--target-request-rate", "40000", "--every-gpu-count", "--max-gpus", "16", "--json"}), 600);
   ASSERT_EQ(ladder.exit_code, 0) << ladder.err;
   ASSERT_EQ(every.exit_code, 0) << every.err;
   const Json l = Json::parse(ladder.out), e = Json::parse(every.out);
