@@ -84,7 +84,7 @@ int RunCoverageGate(const CheckArgs& a, const std::function<std::string(const st
     gaps_file = (dir / "COVERAGE_GAPS.yaml").string();
   search::CoverageOptions opt;
   opt.models_dir = models_dir;
-  opt.data = MakeDataOptions({dir.parent_path().string()}, a.data, "silicon", "aggressive", systems_dir);
+  opt.data = MakeDataOptions({dir.parent_path().string()}, a.data, "silicon", "aggressive", systems_dir, "");
   if (!gaps_file.empty()) opt.gaps = search::LoadCoverageGaps(gaps_file, model::BundledModels(models_dir));
   const search::CoverageReport r = search::RunCoverage(spec, opt);
 

@@ -3,6 +3,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
 
 #include "cli/plan_common.h"
 #include "cli/value_checks.h"
@@ -11,6 +14,7 @@
 #include "perfdb/modes.h"
 #include "report/save.h"
 #include "report/terminal.h"
+#include "search/recommend.h"
 #include "search/search.h"
 #include "serve/database.h"
 #include "serve/engine_profile.h"
@@ -21,15 +25,31 @@ namespace servecast::cli {
 
 CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& a) {
   auto* c = app.add_subcommand("default", "search deployments of a model on N GPUs: Pareto frontier and the best");
-  c->add_option("--model", a.model,
-                "HF id (bundled, an alias of models/aliases.yaml, or in the HF cache), a config.json or its folder")
+  c->add_option("--model,--model-path", a.model,
+                "HF id (bundled, an alias of models/aliases.yaml, or in the HF cache), a config.json or its folder "
+                "(--model-path: the same, AIC's spelling)")
       ->required();
   c->add_option("--system", a.system, "system (systems/<name>.yaml), e.g. h200_sxm")->required();
-  c->add_option("--total-gpus", a.total_gpus, "GPUs to deploy on")->required()->check(IntIn(1, kMaxGpus));
-  c->add_option("--backend", a.engine, "serving engine modelled: trtllm, vllm or sglang")->capture_default_str();
-  c->add_option("--data", a.data, "perf-data source BACKEND[/VERSION] (default: the system's only source, else cuda)");
+  auto* gpus = c->add_option("--total-gpus", a.total_gpus, "GPUs to deploy on (or give --target-request-rate)")
+                   ->check(IntIn(1, kMaxGpus));
+  auto* rate = c->add_option("--target-request-rate", a.target_request_rate,
+                             "instead of --total-gpus: the fewest GPUs (1, 2, 4, 8, then multiples of 8 up to "
+                             "--max-gpus) at which a deployment meets the limits and serves this many requests/s "
+                             "over the cluster; the report is the search at that count (one engine, not auto)")
+                   ->check(NumberIn(0, 1e9, true));
+  gpus->excludes(rate);
+  c->add_option("--max-gpus", a.max_gpus, "with --target-request-rate: the largest GPU count tried")
+      ->capture_default_str()
+      ->check(IntIn(1, kMaxGpus));
+  c->add_option("--backend", a.engine,
+                "serving engine modelled: trtllm, vllm, sglang, or auto (search each and compare)")
+      ->capture_default_str();
+  c->add_option("--data", a.data,
+                "perf-data source BACKEND[/VERSION] (default: the engine's own source, else the system's only "
+                "source, else cuda)");
   c->add_option("--data-root", a.data_roots, "data root (repeat; default: systems/data of the installation)");
-  c->add_option("--database-mode", a.database_mode, "silicon, hybrid, empirical or sol")->capture_default_str();
+  c->add_option("--database-mode", a.database_mode, "silicon, hybrid, empirical or sol (any case: SILICON)")
+      ->capture_default_str();
   c->add_option("--transfer-policy", a.transfer_policy, "hybrid / empirical: off, conservative, balanced, aggressive")
       ->capture_default_str();
   AddSlaFlags(c, a.sla);
@@ -48,44 +68,241 @@ CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& a) {
   return c;
 }
 
+namespace {
+
+// One engine's search: its data, its profile, the result (or why there is none).
+struct EngineRun {
+  std::string engine;
+  std::unique_ptr<serve::Deployment> deployment;
+  const serve::Database* db = nullptr;
+  search::SearchResult result;
+  report::ReportContext ctx;
+  std::string error;  // set when the engine could not be searched (no data, no profile)
+};
+
+// The chosen point of a run, when it meets the limits (auto compares only those).
+const search::Point* MeetingPoint(const EngineRun& e) {
+  if (!e.error.empty() || e.result.chosen < 0) return nullptr;
+  const search::ModeResult& m = e.result.modes[static_cast<std::size_t>(e.result.chosen)];
+  return m.best_meets_sla ? search::ChosenPoint(e.result) : nullptr;
+}
+
+// The best engine of --backend auto: the highest tokens/s per GPU of the cluster
+// among the engines whose chosen deployment meets the limits (ties: tokens/s/user,
+// then the order trtllm, vllm, sglang); -1 when none does.
+int PickEngine(const std::vector<EngineRun>& runs) {
+  int best = -1;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const search::Point* p = MeetingPoint(runs[i]);
+    if (!p) continue;
+    const search::Point* b = best < 0 ? nullptr : MeetingPoint(runs[static_cast<std::size_t>(best)]);
+    if (!b || p->tokens_per_s_gpu_cluster > b->tokens_per_s_gpu_cluster ||
+        (p->tokens_per_s_gpu_cluster == b->tokens_per_s_gpu_cluster && p->tokens_per_s_user > b->tokens_per_s_user))
+      best = static_cast<int>(i);
+  }
+  return best;
+}
+
+std::string Fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+// The comparison of --backend auto: one row per engine, its chosen deployment.
+std::string EngineTable(const std::vector<EngineRun>& runs, int pick, int total_gpus) {
+  std::string out = "backend auto: the best deployment of each engine on " + std::to_string(total_gpus) + " GPUs\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "  %-7s  %-44s  %-6s  %-32s  %12s  %13s  %8s  %7s  %s\n", "engine", "data", "mode",
+                "parallel", "tokens/s/gpu", "tokens/s/user", "TTFT ms", "TPOT ms", "meets limits");
+  out += line;
+  for (const EngineRun& e : runs) {
+    const search::Point* p = e.error.empty() ? search::ChosenPoint(e.result) : nullptr;
+    if (!p) {
+      std::snprintf(line, sizeof line, "  %-7s  %-44s  %s\n", e.engine.c_str(), e.db ? e.db->source().c_str() : "-",
+                    e.error.empty() ? "no deployment could be estimated" : e.error.c_str());
+    } else {
+      std::snprintf(line, sizeof line, "  %-7s  %-44s  %-6s  %-32s  %12.1f  %13.1f  %8.1f  %7.2f  %s\n",
+                    e.engine.c_str(), e.db->source().c_str(), search::ModeName(p->mode), p->Parallel().c_str(),
+                    p->tokens_per_s_gpu_cluster, p->tokens_per_s_user, p->ttft_ms, p->tpot_ms,
+                    MeetingPoint(e) ? "yes" : "no");
+    }
+    out += line;
+  }
+  if (pick < 0) return out + "pick: none (no engine's deployment meets the limits)\n";
+  const search::Point* best = MeetingPoint(runs[static_cast<std::size_t>(pick)]);
+  out += "pick: " + runs[static_cast<std::size_t>(pick)].engine +
+         ", the highest tokens/s/gpu among the engines meeting the limits";
+  double next = 0;
+  std::string next_name;
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    if (static_cast<int>(i) != pick)
+      if (const search::Point* p = MeetingPoint(runs[i]); p && p->tokens_per_s_gpu_cluster > next)
+        next = p->tokens_per_s_gpu_cluster, next_name = runs[i].engine;
+  if (next > 0) out += Fmt(" (%.2fx ", best->tokens_per_s_gpu_cluster / next) + next_name + "'s, the next)";
+  return out + "\n";
+}
+
+}  // namespace
+
 int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::string&)>& find) {
   const auto t0 = std::chrono::steady_clock::now();
+  const bool by_rate = a.target_request_rate > 0;
+  if (!by_rate && a.total_gpus < 1)
+    throw UsageError("give --total-gpus N, or --target-request-rate R to find the fewest GPUs that serve R");
+  const bool auto_engine = a.engine == "auto";
+  if (auto_engine && by_rate)
+    throw UsageError("--backend auto and --target-request-rate do not combine; run one engine per target search");
+  const std::vector<std::string> engines =
+      auto_engine ? std::vector<std::string>{"trtllm", "vllm", "sglang"} : std::vector<std::string>{a.engine};
   const std::string systems_dir = a.systems_dir.empty() ? find("systems") : a.systems_dir;
   const std::string models_dir = a.models_dir.empty() ? find("models") : a.models_dir;
   const std::string engines_dir = a.engines_dir.empty() ? find("engines") : a.engines_dir;
-  systems::SystemSpec spec = systems::LoadSystemByName(systems_dir, a.system);
-  serve::Deployment d(LoadModelNoted(a.model, models_dir), spec);
+  const systems::SystemSpec spec = systems::LoadSystemByName(systems_dir, a.system);
+  const model::ModelConfig model_config = LoadModelNoted(a.model, models_dir);
 
-  search::SearchInputs in = SearchInputsFrom(a.sla, model::ParseEngine(a.engine), a.total_gpus);
+  search::SearchInputs in =
+      SearchInputsFrom(a.sla, model::ParseEngine(engines.front()), by_rate ? a.max_gpus : a.total_gpus);
   in.prefix = a.prefix;
   in.top_n = a.top_n;
   in.moe_distribution = a.moe_distribution;
   if (in.prefix < 0 || in.prefix >= in.isl) throw UsageError("--prefix must lie in [0, isl)");
-  const serve::DatabaseOptions dbo =
-      MakeDataOptions(a.data_roots, a.data, a.database_mode, a.transfer_policy, systems_dir);
-  const serve::Database* db = &d.OpenData(dbo, search::SearchNeeds(d, in));
-  const model::ModelConfig& m = d.model();
-  const serve::EngineProfile engine = serve::LoadEngineProfileByName(engines_dir, in.engine, a.calibration);
+
+  std::vector<EngineRun> runs;
+  for (const std::string& name : engines) {
+    EngineRun e;
+    e.engine = name;
+    search::SearchInputs ein = in;
+    ein.engine = model::ParseEngine(name);
+    e.deployment = std::make_unique<serve::Deployment>(model_config, spec);
+    const serve::DatabaseOptions dbo =
+        MakeDataOptions(a.data_roots, a.data, a.database_mode, a.transfer_policy, systems_dir, name);
+    try {
+      e.db = &OpenDataNoted(*e.deployment, dbo, search::SearchNeeds(*e.deployment, ein));
+    } catch (const perfdb::MissingDataError& ex) {
+      if (!auto_engine) throw;
+      e.error = std::string("no data: ") + ex.what();
+    } catch (const UsageError& ex) {
+      if (!auto_engine) throw;
+      e.error = ex.what();
+    }
+    e.ctx.model = &e.deployment->model();
+    e.ctx.system = spec.name;
+    e.ctx.device = spec.gpu.device_name;
+    e.ctx.engine = name;
+    e.ctx.inputs = ein;
+    if (e.db) {
+      e.ctx.data = e.db->source();
+      e.ctx.database_mode = perfdb::DatabaseModeName(e.db->mode());
+    }
+    runs.push_back(std::move(e));
+  }
+  // Engine profiles after the data: their loading is part of the load time.
+  std::vector<serve::EngineProfile> profiles;
+  for (const EngineRun& e : runs)
+    profiles.push_back(serve::LoadEngineProfileByName(engines_dir, model::ParseEngine(e.engine), a.calibration));
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  const search::SearchResult r = search::RunSearch(m, *db, engine, in);
-  report::ReportContext ctx;
-  ctx.model = &m;
-  ctx.system = spec.name;
-  ctx.device = spec.gpu.device_name;
-  ctx.engine = a.engine;
-  ctx.data = db->source();
-  ctx.database_mode = perfdb::DatabaseModeName(db->mode());
-  ctx.inputs = in;
-  ctx.load_seconds = load_s;
-  if (const search::Point* chosen = search::ChosenPoint(r)) ctx.data_notes = search::DataNotes(*chosen, m, *db, in);
+  // --target-request-rate: the GPU count, by the rule of `servecast recommend`.
+  search::RecommendResult target_search;
+  if (by_rate) {
+    EngineRun& e = runs.front();
+    auto run = [&](int gpus) {
+      search::SearchInputs at = e.ctx.inputs;
+      at.total_gpus = gpus;
+      return search::RunSearch(e.deployment->model(), *e.db, profiles.front(), at);
+    };
+    search::RecommendTarget target;
+    target.request_rate = a.target_request_rate;
+    target_search = search::Recommend(run, target, search::GpuLadder(a.max_gpus));
+    if (!target_search.found) {
+      if (a.json) {
+        nlohmann::ordered_json j = {{"model", e.deployment->model().name},
+                                    {"system", spec.name},
+                                    {"engine", e.engine},
+                                    {"data", e.ctx.data},
+                                    {"target",
+                                     {{"request_rate", a.target_request_rate},
+                                      {"max_gpus", a.max_gpus},
+                                      {"found", false},
+                                      {"gpus", nullptr},
+                                      {"steps", report::RecommendStepsJson(target_search)}}}};
+        std::printf("%s\n", j.dump(2).c_str());
+      } else {
+        std::printf("%s", report::RecommendStepsTable(target_search).c_str());
+      }
+      std::fprintf(stderr,
+                   "error: no GPU count up to %d (--max-gpus) has a deployment that meets the limits and serves %.3f "
+                   "requests/s (the table says why per count)\n",
+                   a.max_gpus, a.target_request_rate);
+      return 1;
+    }
+    e.ctx.inputs.total_gpus = target_search.gpus;
+  }
+
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    EngineRun& e = runs[i];
+    if (!e.error.empty()) continue;
+    e.result = search::RunSearch(e.deployment->model(), *e.db, profiles[i], e.ctx.inputs);
+    e.ctx.load_seconds = load_s;
+  }
+  const int pick = auto_engine ? PickEngine(runs) : 0;
+  // The report shown in full: the picked engine's (auto without a pick: the first searched).
+  std::size_t shown = pick >= 0 ? static_cast<std::size_t>(pick) : 0;
+  if (pick < 0)
+    for (std::size_t i = runs.size(); i-- > 0;)
+      if (runs[i].error.empty()) shown = i;
+  EngineRun& main_run = runs[shown];
+  if (!main_run.error.empty()) throw UsageError("no engine could be searched: " + main_run.error);
+  const search::SearchResult& r = main_run.result;
+  report::ReportContext& ctx = main_run.ctx;
+  if (const search::Point* chosen = search::ChosenPoint(r))
+    ctx.data_notes = search::DataNotes(*chosen, main_run.deployment->model(), *main_run.db, ctx.inputs);
   const std::string saved = a.save_dir.empty() ? std::string() : report::SaveReport(r, ctx, a.save_dir);
+
+  const std::string target_line =
+      by_rate ? Fmt("target %.3f requests/s: ", a.target_request_rate) + std::to_string(target_search.gpus) +
+                    " GPUs, the fewest of the counts tried (1, 2, 4, 8, then multiples of 8 up to --max-gpus " +
+                    std::to_string(a.max_gpus) + ") where a deployment meets the limits and serves it; it is " +
+                    search::ModeName(target_search.point.mode) + " " + target_search.point.Parallel() +
+                    Fmt(", %.3f requests/s", search::ClusterRequestRate(target_search.point)) +
+                    Fmt(" (margin %+.1f%%)", 100.0 * target_search.margin) + "\n"
+              : std::string();
   if (a.json) {
-    std::printf("%s\n", report::JsonReport(r, ctx).dump(2).c_str());
+    nlohmann::ordered_json j = report::JsonReport(r, ctx);
+    if (by_rate)
+      j["target"] = {{"request_rate", a.target_request_rate},
+                     {"max_gpus", a.max_gpus},
+                     {"found", true},
+                     {"gpus", target_search.gpus},
+                     {"margin", target_search.margin},
+                     {"deployment", report::PointJson(target_search.point)},
+                     {"steps", report::RecommendStepsJson(target_search)}};
+    if (auto_engine) {
+      nlohmann::ordered_json all = nlohmann::ordered_json::array();
+      for (std::size_t i = 0; i < runs.size(); ++i) {
+        const EngineRun& e = runs[i];
+        if (!e.error.empty()) {
+          all.push_back({{"engine", e.engine}, {"error", e.error}});
+          continue;
+        }
+        nlohmann::ordered_json one = i == shown ? j : report::JsonReport(e.result, e.ctx);
+        one["meets_sla"] = MeetingPoint(e) != nullptr;
+        all.push_back(std::move(one));
+      }
+      j = {{"backend", "auto"},
+           {"pick", pick >= 0 ? nlohmann::ordered_json(runs[static_cast<std::size_t>(pick)].engine)
+                              : nlohmann::ordered_json(nullptr)},
+           {"engines", all}};
+    }
+    std::printf("%s\n", j.dump(2).c_str());
   } else {
+    if (by_rate) std::printf("%s%s\n", report::RecommendStepsTable(target_search).c_str(), target_line.c_str());
     std::printf("%s", report::TerminalReport(r, ctx).c_str());
     if (!saved.empty()) std::printf("report saved to %s/ (report.html, summary.json, <mode>/*.csv)\n", saved.c_str());
+    if (auto_engine) std::printf("\n%s", EngineTable(runs, pick, in.total_gpus).c_str());
   }
+  if (auto_engine) return pick >= 0 ? 0 : 1;
   return r.chosen >= 0 ? 0 : 1;
 }
 

@@ -1,6 +1,8 @@
 #pragma once
 
-// `servecast default`: search deployments of a model on N GPUs and pick the best.
+// `servecast default`: search deployments of a model on N GPUs and pick the best;
+// with --backend auto, one search per engine and the best of them; with
+// --target-request-rate instead of --total-gpus, the fewest GPUs that serve it.
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
@@ -16,7 +18,9 @@ struct DefaultArgs {
   std::string model, system, engine = "trtllm", data;
   std::vector<std::string> data_roots;
   std::string database_mode = "silicon", transfer_policy = "aggressive";
-  int total_gpus = 0;
+  int total_gpus = 0;  // 0: found from --target-request-rate
+  double target_request_rate = 0;
+  int max_gpus = 64;  // with --target-request-rate: the largest count tried
   SlaArgs sla;
   std::int64_t prefix = 0;
   int top_n = 5;

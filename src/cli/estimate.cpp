@@ -81,8 +81,9 @@ void PrintPhase(const char* title, const serve::PhaseEstimate& p, bool with_deta
 
 CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
   auto* c = app.add_subcommand("estimate", "latency, throughput and memory of one deployment (static, agg or disagg)");
-  c->add_option("--model", a.model,
-                "HF id (bundled, an alias of models/aliases.yaml, or in the HF cache), a config.json or its folder")
+  c->add_option("--model,--model-path", a.model,
+                "HF id (bundled, an alias of models/aliases.yaml, or in the HF cache), a config.json or its folder "
+                "(--model-path: the same, AIC's spelling)")
       ->required();
   c->add_option("--system", a.system, "system (systems/<name>.yaml), e.g. h200_sxm")->required();
   c->add_option("--backend", a.engine, "serving engine modelled: trtllm, vllm or sglang")->capture_default_str();
@@ -91,7 +92,7 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
                 "cuda; newest version)");
   c->add_option("--data-root", a.data_roots, "data root (repeat; default: systems/data of the installation)");
   c->add_option("--database-mode", a.database_mode,
-                "silicon (tables; a miss is an error), hybrid (tables, then util-empirical), empirical, sol")
+                "silicon (tables; a miss is an error), hybrid (tables, then util-empirical), empirical, sol; any case")
       ->capture_default_str();
   c->add_option("--transfer-policy", a.transfer_policy, "hybrid / empirical: off, conservative, balanced, aggressive")
       ->capture_default_str();
@@ -262,8 +263,8 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
   if (disagg) configs.push_back(decode_par);
   const std::set<serve::TableNeed> needs = d.Needs(configs, oo);  // validates the parallel configs first
   const serve::DatabaseOptions dbo =
-      MakeDataOptions(a.data_roots, a.data, a.database_mode, a.transfer_policy, systems_dir);
-  const serve::Database* db = &d.OpenData(dbo, needs);
+      MakeDataOptions(a.data_roots, a.data, a.database_mode, a.transfer_policy, systems_dir, a.engine);
+  const serve::Database* db = &OpenDataNoted(d, dbo, needs);
   const model::ModelConfig& m = d.model();
   const model::OpList ops = d.Ops(prefill_par, oo);
   const model::OpList decode_ops = disagg ? d.Ops(decode_par, oo) : model::OpList{};

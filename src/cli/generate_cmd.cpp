@@ -12,6 +12,7 @@
 #include "perfdb/modes.h"
 #include "perfdb/perf_database.h"
 #include "report/generate.h"
+#include "report/html.h"
 #include "report/terminal.h"
 #include "search/search.h"
 #include "serve/database.h"
@@ -61,12 +62,13 @@ int RunGenerate(const GenerateArgs& a, const std::function<std::string(const std
   const serve::EngineProfile engine = serve::LoadEngineProfileByName(s.engines_dir, engine_kind);
 
   std::optional<search::Point> agg, disagg;
+  std::optional<search::SearchResult> searched;  // kept for report.html
+  const serve::Database* db = nullptr;
   std::string origin, fallback_reason;
   bool agg_meets = false, disagg_meets = false;
   try {
-    const serve::Database* db =
-        &s.deployment.OpenData(DataOptions(a.plan, s.systems_dir), search::SearchNeeds(s.deployment, in));
-    const search::SearchResult r = search::RunSearch(s.model(), *db, engine, in);
+    db = &OpenDataNoted(s.deployment, DataOptions(a.plan, s.systems_dir), search::SearchNeeds(s.deployment, in));
+    const search::SearchResult& r = searched.emplace(search::RunSearch(s.model(), *db, engine, in));
     for (const search::ModeResult& mr : r.modes) {
       if (mr.best.empty()) continue;
       const search::Point& p = mr.points[mr.best.front()];
@@ -133,6 +135,21 @@ int RunGenerate(const GenerateArgs& a, const std::function<std::string(const std
   summary["disagg"] = disagg ? report::PointJson(*disagg) : nlohmann::ordered_json(nullptr);
   if (disagg) summary["disagg"]["meets_limits"] = disagg_meets;
   files.push_back({"summary.json", summary.dump(2) + "\n"});
+  if (c.predicted && searched) {
+    // The search's HTML report (as `default --save-dir` writes it), linking the files above.
+    report::ReportContext ctx;
+    ctx.model = &s.model();
+    ctx.system = s.spec().name;
+    ctx.device = s.spec().gpu.device_name;
+    ctx.engine = model::EngineName(engine_kind);
+    ctx.data = db->source();
+    ctx.database_mode = perfdb::DatabaseModeName(db->mode());
+    ctx.inputs = in;
+    if (const search::Point* chosen = search::ChosenPoint(*searched))
+      ctx.data_notes = search::DataNotes(*chosen, s.model(), *db, in);
+    for (const auto& f : files) ctx.launch_files.push_back(f.path);
+    files.push_back({"report.html", report::HtmlReport(*searched, ctx)});
+  }
 
   std::vector<std::string> written;
   for (const auto& f : files) {

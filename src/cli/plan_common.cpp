@@ -13,14 +13,16 @@ namespace servecast::cli {
 
 void AddPlanFlags(CLI::App* c, PlanArgs& a, const std::string& default_mode) {
   if (!default_mode.empty()) a.database_mode = default_mode;
-  c->add_option("--model", a.model,
-                "HF id (bundled, an alias of models/aliases.yaml, or in the HF cache), a config.json or its folder")
+  c->add_option("--model,--model-path", a.model,
+                "HF id (bundled, an alias of models/aliases.yaml, or in the HF cache), a config.json or its folder "
+                "(--model-path: the same, AIC's spelling)")
       ->required();
   c->add_option("--system", a.system, "system (systems/<name>.yaml), e.g. h200_sxm")->required();
   c->add_option("--data", a.data, "perf-data source BACKEND[/VERSION] (default: the system's only source, else cuda)");
   c->add_option("--data-root", a.data_roots, "data root (repeat; default: systems/data of the installation)");
   if (!default_mode.empty())
-    c->add_option("--database-mode", a.database_mode, "silicon, hybrid, empirical or sol")->capture_default_str();
+    c->add_option("--database-mode", a.database_mode, "silicon, hybrid, empirical or sol (any case: SILICON)")
+        ->capture_default_str();
   c->add_option("--transfer-policy", a.transfer_policy, "hybrid / empirical: off, conservative, balanced, aggressive")
       ->capture_default_str();
   c->add_flag("--json", a.json, "print one JSON document and nothing else");
@@ -43,6 +45,9 @@ void AddSlaFlags(CLI::App* c, SlaArgs& a) {
   c->add_option("--mtp-accepted", a.mtp_accepted, "mean accepted draft tokens per step (with --nextn)")
       ->capture_default_str()
       ->check(NumberIn(0, 16));
+  c->add_flag("--strict-sla", a.strict_sla,
+              "the limits must hold: drop points over the TPOT / request-latency limit before the frontier and the "
+              "pick (default: judged at pick time, the nearest shown when none meets them)");
 }
 
 model::ModelConfig LoadModelNoted(const std::string& spec, const std::string& models_dir) {
@@ -63,9 +68,10 @@ PlanSetup LoadPlan(const PlanArgs& a, const std::function<std::string(const std:
 
 serve::DatabaseOptions MakeDataOptions(const std::vector<std::string>& roots, const std::string& data,
                                        const std::string& database_mode, const std::string& transfer_policy,
-                                       const std::string& systems_dir) {
+                                       const std::string& systems_dir, const std::string& engine) {
   serve::DatabaseOptions dbo;
   dbo.roots = roots;
+  dbo.engine = engine;
   if (dbo.roots.empty()) dbo.roots.push_back((std::filesystem::path(systems_dir) / "data").string());
   if (!data.empty()) {
     const auto slash = data.find('/');
@@ -78,7 +84,14 @@ serve::DatabaseOptions MakeDataOptions(const std::vector<std::string>& roots, co
 }
 
 serve::DatabaseOptions DataOptions(const PlanArgs& a, const std::string& systems_dir) {
-  return MakeDataOptions(a.data_roots, a.data, a.database_mode, a.transfer_policy, systems_dir);
+  return MakeDataOptions(a.data_roots, a.data, a.database_mode, a.transfer_policy, systems_dir, a.engine);
+}
+
+const serve::Database& OpenDataNoted(serve::Deployment& d, const serve::DatabaseOptions& options,
+                                     const std::set<serve::TableNeed>& needs) {
+  const serve::Database& db = d.OpenData(options, needs);
+  if (!db.source_note().empty()) std::fprintf(stderr, "note: %s\n", db.source_note().c_str());
+  return db;
 }
 
 search::SearchInputs SearchInputsFrom(const SlaArgs& s, model::Engine e, int total_gpus) {
@@ -92,6 +105,7 @@ search::SearchInputs SearchInputsFrom(const SlaArgs& s, model::Engine e, int tot
   in.request_latency_ms = s.request_latency;
   in.nextn = s.nextn;
   in.mtp_accepted = s.mtp_accepted;
+  in.strict_sla = s.strict_sla;
   if (in.mtp_accepted > in.nextn) throw UsageError("--mtp-accepted must lie in [0, nextn]");
   in.agg = in.disagg = false;
   std::stringstream ss(s.modes);

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,13 +30,14 @@ struct PlanArgs {
 // --model, --system, --data, --data-root, --database-mode (left out when
 // `default_mode` is ""), --transfer-policy, --systems, --models, --engines, --json.
 void AddPlanFlags(CLI::App* c, PlanArgs& a, const std::string& default_mode);
-// --isl, --osl, --ttft, --tpot, --request-latency, --modes.
+// --isl, --osl, --ttft, --tpot, --request-latency, --modes, --nextn, --mtp-accepted, --strict-sla.
 struct SlaArgs {
   std::int64_t isl = 4000, osl = 1000;
   double ttft = 2000, tpot = 30, request_latency = 0;
   std::string modes = "agg,disagg";
   int nextn = 0;            // MTP draft tokens per decode step
   double mtp_accepted = 0;  // mean accepted draft tokens per step
+  bool strict_sla = false;  // search::SearchInputs::strict_sla
 };
 void AddSlaFlags(CLI::App* c, SlaArgs& a);
 
@@ -55,11 +57,17 @@ struct PlanSetup {
 PlanSetup LoadPlan(const PlanArgs& a, const std::function<std::string(const std::string&)>& find);
 
 // Database options from the data flags: --data BACKEND[/VERSION], --data-root
-// (default: <systems_dir>/data), --database-mode, --transfer-policy.
+// (default: <systems_dir>/data), --database-mode, --transfer-policy; `engine`
+// (--backend) picks its own engine's source when --data names none.
 serve::DatabaseOptions MakeDataOptions(const std::vector<std::string>& roots, const std::string& data,
                                        const std::string& database_mode, const std::string& transfer_policy,
-                                       const std::string& systems_dir);
+                                       const std::string& systems_dir, const std::string& engine);
 serve::DatabaseOptions DataOptions(const PlanArgs& a, const std::string& systems_dir);
+
+// Deployment::OpenData, then the database's source note on stderr ("note: engine
+// trtllm reads vllm data, ..."), so that the choice of data is never silent.
+const serve::Database& OpenDataNoted(serve::Deployment& d, const serve::DatabaseOptions& options,
+                                     const std::set<serve::TableNeed>& needs);
 
 // Search inputs from the SLA flags (validated; UsageError naming the flag).
 search::SearchInputs SearchInputsFrom(const SlaArgs& s, model::Engine e, int total_gpus);

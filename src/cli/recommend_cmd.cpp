@@ -29,6 +29,9 @@ CLI::App* AddRecommendCommand(CLI::App& app, RecommendArgs& a) {
   c->add_option("--max-gpus", a.max_gpus, "largest GPU count tried (ladder 1, 2, 4, 8, 16, 24, ...)")
       ->capture_default_str()
       ->check(IntIn(1, kMaxGpus));
+  c->add_flag("--every-gpu-count", a.every_gpu_count,
+              "try every count 1, 2, 3, ... up to --max-gpus instead of the ladder (the answer can be 6 or 12; "
+              "one search per count)");
   return c;
 }
 
@@ -63,8 +66,9 @@ int RunRecommend(const RecommendArgs& a, const std::function<std::string(const s
   PlanSetup s = LoadPlan(a.plan, find);
   const model::Engine engine_kind = model::ParseEngine(a.plan.engine);
   search::SearchInputs in = SearchInputsFrom(a.sla, engine_kind, a.max_gpus);
-  const std::vector<int> ladder = search::GpuLadder(a.max_gpus);
-  const serve::Database* db = &s.deployment.OpenData(DataOptions(a.plan, s.systems_dir), search::SearchNeeds(s.deployment, in));
+  const std::vector<int> ladder = a.every_gpu_count ? search::EveryGpuCount(a.max_gpus) : search::GpuLadder(a.max_gpus);
+  const serve::Database* db =
+      &OpenDataNoted(s.deployment, DataOptions(a.plan, s.systems_dir), search::SearchNeeds(s.deployment, in));
   const serve::EngineProfile engine = serve::LoadEngineProfileByName(s.engines_dir, engine_kind);
 
   auto run = [&](int gpus) {
@@ -101,28 +105,14 @@ int RunRecommend(const RecommendArgs& a, const std::function<std::string(const s
     } else {
       j["deployment"] = nullptr;
     }
-    auto& steps = j["steps"] = nlohmann::ordered_json::array();
-    for (const auto& st : r.steps)
-      steps.push_back({{"gpus", st.gpus},
-                       {"meets_limits", st.any_meets_sla},
-                       {"best_request_rate", st.best_request_rate},
-                       {"best_concurrency", st.best_concurrency},
-                       {"meets_target", st.meets_target},
-                       {"note", st.note}});
+    j["steps"] = report::RecommendStepsJson(r);
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("servecast recommend: %s on %s (%s), data %s (%s)\n", s.model().name.c_str(), s.spec().name.c_str(),
                 model::EngineName(engine_kind), db->source().c_str(), perfdb::DatabaseModeName(db->mode()));
     std::printf("target: %s at %s (isl %lld, osl %lld)\n\n", target_text.c_str(), limits.c_str(),
                 static_cast<long long>(in.isl), static_cast<long long>(in.osl));
-    std::printf("  %5s  %-12s  %15s  %16s  %s\n", "GPUs", "meets limits", "best requests/s", "best concurrency",
-                "meets target");
-    for (const auto& st : r.steps) {
-      std::printf("  %5d  %-12s  %15s  %16s  %s%s\n", st.gpus, st.any_meets_sla ? "yes" : "no",
-                  st.any_meets_sla ? Fmt(st.best_request_rate, 3).c_str() : "-",
-                  st.any_meets_sla ? std::to_string(st.best_concurrency).c_str() : "-", st.meets_target ? "yes" : "no",
-                  st.note.empty() ? "" : ("  (" + st.note + ")").c_str());
-    }
+    std::printf("%s", report::RecommendStepsTable(r).c_str());
     std::printf("\n");
     if (r.found) {
       const search::Point& p = r.point;

@@ -18,6 +18,7 @@ struct RecommendArgs {
   double target_request_rate = 0;
   std::int64_t target_concurrency = 0;
   int max_gpus = 512;
+  bool every_gpu_count = false;  // try 1, 2, 3, ... instead of the ladder
 };
 
 CLI::App* AddRecommendCommand(CLI::App& app, RecommendArgs& args);

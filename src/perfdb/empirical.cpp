@@ -1,6 +1,7 @@
 #include "perfdb/empirical.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -31,12 +32,15 @@ const char* TransferRungName(TransferRung rung) {
   return "?";
 }
 
-TransferPolicy ParseTransferPolicy(std::string_view name) {
+TransferPolicy ParseTransferPolicy(std::string_view given) {
+  std::string name(given);  // any case, as for the database modes
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   if (name == "off") return TransferPolicy::kOff;
   if (name == "conservative") return TransferPolicy::kConservative;
   if (name == "balanced") return TransferPolicy::kBalanced;
   if (name == "aggressive" || name == "all") return TransferPolicy::kAggressive;
-  throw UsageError("unknown transfer policy '" + std::string(name) +
+  throw UsageError("unknown transfer policy '" + std::string(given) +
                    "'; expected one of: off, conservative, balanced, aggressive, all");
 }
 

@@ -1,6 +1,7 @@
 #include "perfdb/modes.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <functional>
 #include <iomanip>
@@ -320,7 +321,10 @@ UtilGrid GridUtils(const Grid& g) {
 
 }  // namespace
 
-DatabaseMode ParseDatabaseMode(std::string_view name) {
+DatabaseMode ParseDatabaseMode(std::string_view given) {
+  std::string name(given);  // AIC spells the modes in capitals (SILICON): any case is accepted
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   if (name == "silicon") return DatabaseMode::kSilicon;
   if (name == "hybrid") return DatabaseMode::kHybrid;
   if (name == "empirical") return DatabaseMode::kEmpirical;
@@ -329,7 +333,7 @@ DatabaseMode ParseDatabaseMode(std::string_view name) {
     throw UsageError("database mode 'sol_full' is retired; expected one of: " + std::string(kModeList) +
                      " ('sol' is the pure roofline)");
   }
-  throw UsageError("unknown database mode '" + std::string(name) + "'; expected one of: " + kModeList);
+  throw UsageError("unknown database mode '" + std::string(given) + "'; expected one of: " + kModeList);
 }
 
 const char* DatabaseModeName(DatabaseMode mode) {

@@ -245,6 +245,41 @@ std::string TrtllmExtraConfig(const LaunchContext& c, const model::ParallelConfi
   return s;
 }
 
+std::string BenchScript(const LaunchContext& c, const search::Point& p) {
+  const std::int64_t concurrency = std::max<std::int64_t>(1, p.concurrency * p.replicas);
+  const std::int64_t prompts = std::max<std::int64_t>(100, 10 * concurrency);
+  std::string s = "#!/usr/bin/env bash\n" +
+                  Header(c, p, std::string("Benchmark of the ") + search::ModeName(p.mode) + " deployment beside it");
+  s += "# Sends the planned workload (random prompts of isl " + I(c.isl) + " tokens, " + I(c.osl) +
+       " output tokens each, end of sequence ignored)\n"
+       "# at the deployment's concurrency over the cluster (" +
+       I(p.concurrency) + " per replica x " + I(p.replicas) + " replica(s) = " + I(concurrency) + "), " + I(prompts) +
+       " requests (10 x the concurrency,\n"
+       "# at least 100). The client is vLLM's serving benchmark (`pip install vllm`; it speaks to any\n"
+       "# OpenAI-compatible endpoint); point BASE_URL at the router or the Dynamo frontend in front of the replicas.\n";
+  if (c.predicted)
+    s += "# Compare its mean TTFT, mean TPOT and request throughput with the prediction above: TTFT " +
+         Num(p.ttft_ms, 1) + " ms, TPOT " + Num(p.tpot_ms, 2) + " ms,\n# " + Num(p.seq_per_s * p.replicas, 3) +
+         " requests/s.\n";
+  else
+    s += "# No prediction was made (weights-fit rule): the run measures the deployment, there is nothing to compare.\n";
+  s += "set -euo pipefail\n";
+  s += "BASE_URL=${BASE_URL:-http://localhost:8000}\n";
+  const std::vector<std::string> args = {"vllm bench serve",
+                                         "--backend openai",
+                                         "--base-url \"$BASE_URL\"",
+                                         "--endpoint /v1/completions",
+                                         "--model " + c.model_id,
+                                         "--dataset-name random",
+                                         "--random-input-len " + I(c.isl),
+                                         "--random-output-len " + I(c.osl),
+                                         "--ignore-eos",
+                                         "--max-concurrency " + I(concurrency),
+                                         "--num-prompts " + I(prompts),
+                                         "--percentile-metrics ttft,tpot,e2el"};
+  return s + Join(args, " \\\n  ") + "\n";
+}
+
 std::vector<GeneratedFile> LaunchFiles(const LaunchContext& context, const search::Point& p) {
   LaunchContext c = context;
   c.nextn = p.nextn;  // the chosen point's MTP setting (the search may drop MTP)
@@ -263,6 +298,7 @@ std::vector<GeneratedFile> LaunchFiles(const LaunchContext& context, const searc
         WorkerService(c, "Worker", p.replicas, p.par.GpusPerWorker(),
                       DynamoArgs(c, p.par, p.batch, tokens, "", cfg), trt);
     out.push_back({"agg/k8s_deploy.yaml", Manifest(c, p, K8sName(c.model_id, p.mode), svc)});
+    out.push_back({"agg/bench.sh", BenchScript(c, p)});
     return out;
   }
   const int prefill_copies = p.prefill_workers * p.replicas;
@@ -288,6 +324,7 @@ std::vector<GeneratedFile> LaunchFiles(const LaunchContext& context, const searc
   svc += WorkerService(c, "DecodeWorker", decode_copies, p.decode_par.GpusPerWorker(),
                        DynamoArgs(c, p.decode_par, p.batch, decode_tokens, "decode", dcfg), trt);
   out.push_back({"disagg/k8s_deploy.yaml", Manifest(c, p, K8sName(c.model_id, p.mode), svc)});
+  out.push_back({"disagg/bench.sh", BenchScript(c, p)});
   return out;
 }
 

@@ -39,8 +39,16 @@ struct GeneratedFile {
 
 // The files of one deployment: agg -> agg/launch.sh (+ agg/extra_llm_api_config.yaml
 // for TRT-LLM) and agg/k8s_deploy.yaml; disagg -> disagg/prefill_launch.sh,
-// disagg/decode_launch.sh (+ their YAMLs for TRT-LLM) and disagg/k8s_deploy.yaml.
+// disagg/decode_launch.sh (+ their YAMLs for TRT-LLM) and disagg/k8s_deploy.yaml;
+// each mode also gets <mode>/bench.sh (BenchScript).
 std::vector<GeneratedFile> LaunchFiles(const LaunchContext& c, const search::Point& p);
+
+// The benchmark beside a deployment's launch files: `vllm bench serve` against an
+// OpenAI-compatible endpoint ($BASE_URL, default http://localhost:8000) with the
+// planned isl / osl, at the deployment's cluster concurrency (per replica x
+// replicas), 10 x that many requests (at least 100), and the predicted TTFT,
+// TPOT and requests/s to compare with in its header.
+std::string BenchScript(const LaunchContext& c, const search::Point& p);
 
 // The engine command line of one worker (no header), one flag per line joined by
 // " \\\n  ". `prefill` / `decode` mark the disaggregated roles ("" = aggregated).

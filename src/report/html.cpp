@@ -64,8 +64,8 @@ std::string LimitsText(const search::SearchInputs& in) {
 
 std::string TopTable(const ModeResult& m) {
   const bool agg = m.mode == Mode::kAgg;
-  std::vector<std::string> head = {"#",          "tokens/s/GPU", "tokens/s/user", "TTFT ms",     "TPOT ms",
-                                   "request ms", "concurrency",  "replicas",      "GPUs/replica"};
+  std::vector<std::string> head = {"#",          "tokens/s per GPU", "tokens/s per user", "TTFT ms",         "TPOT ms",
+                                   "request ms", "concur&shy;rency", "repli&shy;cas",     "GPUs per replica"};
   if (agg)
     head.insert(head.end(), {"parallel", "batch", "ctx tokens"});
   else
@@ -97,7 +97,10 @@ std::string TopTable(const ModeResult& m) {
       rest = {std::to_string(p.prefill_workers) + " &times; " + ParallelOf(p.par), std::to_string(p.prefill_batch),
               std::to_string(p.decode_workers) + " &times; " + ParallelOf(p.decode_par), std::to_string(p.batch)};
     rest.push_back(Fmt("%.1f", p.memory_gib));
-    for (const auto& v : rest) out += "<td>" + v + "</td>";
+    for (std::size_t k = 0; k < rest.size(); ++k) {
+      const bool par = k == 0 || (!agg && k == 2);  // the parallel layouts, the widest cells
+      out += std::string(par ? "<td class=\"par\">" : "<td>") + rest[k] + "</td>";
+    }
     out += "</tr>\n";
   }
   return out + "</tbody></table>\n";
@@ -114,6 +117,7 @@ h2 { font-size: 17px; margin: 0 0 10px; }
 section { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 16px 20px; margin: 0 0 16px; }
 .facts { display: grid; grid-template-columns: repeat(auto-fill, minmax(220px, 1fr)); gap: 8px 24px; margin: 0; }
 .facts div { min-width: 0; }
+.facts div.wide { grid-column: 1 / -1; }
 .facts dt { color: var(--muted); font-size: 12px; text-transform: uppercase; letter-spacing: .04em; }
 .facts dd { margin: 0; font-weight: 600; overflow-wrap: anywhere; }
 .chosen-box { border-left: 5px solid var(--ink); }
@@ -129,8 +133,9 @@ section { background: #fff; border: 1px solid var(--line); border-radius: 8px; p
 .chart svg { width: 100%; height: auto; max-width: 1100px; display: block; }
 .tablewrap { overflow-x: auto; }
 table.top { border-collapse: collapse; font-size: 13px; white-space: nowrap; }
-table.top th, table.top td { padding: 4px 8px; border-bottom: 1px solid var(--line); text-align: left; }
-table.top th { background: #eef1f5; font-weight: 600; vertical-align: bottom; }
+table.top th, table.top td { padding: 4px 6px; border-bottom: 1px solid var(--line); text-align: left; }
+table.top th { background: #eef1f5; font-weight: 600; vertical-align: bottom; white-space: normal; }
+table.top td.par { font-size: 12px; }
 table.top .num { text-align: right; font-variant-numeric: tabular-nums; }
 table.top tbody tr:first-child { font-weight: 600; }
 table.top tr.miss td { color: #b42318; }
@@ -372,8 +377,8 @@ std::string HtmlReport(const SearchResult& r, const ReportContext& c) {
        " &middot; data " + HtmlEscape(c.data) + " (" + HtmlEscape(c.database_mode) + ")</p>\n";
 
   // Inputs.
-  auto fact = [](const std::string& k, const std::string& v) {
-    return "<div><dt>" + k + "</dt><dd>" + v + "</dd></div>";
+  auto fact = [](const std::string& k, const std::string& v, bool wide = false) {
+    return std::string(wide ? "<div class=\"wide\">" : "<div>") + "<dt>" + k + "</dt><dd>" + v + "</dd></div>";
   };
   h += "<section class=\"inputs\"><h2>Search</h2><dl class=\"facts\">";
   if (c.model) {
@@ -423,7 +428,8 @@ std::string HtmlReport(const SearchResult& r, const ReportContext& c) {
     h += fact("Memory", Fmt("%.1f GiB per GPU", p->memory_gib));
     std::string data;
     for (const auto& n : c.data_notes) data += (data.empty() ? "" : "<br>") + HtmlEscape(n);
-    h += fact("Data", data.empty() ? std::string("every op cost from measured or interpolated rows") : data);
+    // A full row: the notes are sentences, too long for one grid cell.
+    h += fact("Data", data.empty() ? std::string("every op cost from measured or interpolated rows") : data, true);
     h += "</dl>\n<p class=\"verdict\">";
     const ModeResult* other = nullptr;
     for (const ModeResult& m : r.modes)
@@ -476,10 +482,23 @@ std::string HtmlReport(const SearchResult& r, const ReportContext& c) {
     }
     if (!m.skipped.empty()) {
       h += "<ul class=\"skips\">";
-      for (const auto& [why, n] : m.skipped) h += "<li>skipped " + std::to_string(n) + ": " + HtmlEscape(why) + "</li>";
+      for (const SkipGroup& g : GroupSkips(m.skipped)) {
+        h += "<li>skipped " + std::to_string(g.count) + ": " + HtmlEscape(g.reason);
+        if (g.keys > 1)
+          h += " (" + std::to_string(g.keys) + " keys, each in summary.json), e.g. " +
+               HtmlEscape(g.example.substr(g.example.find(": ") + 2));
+        h += "</li>";
+      }
       h += "</ul>\n";
     }
     h += "</section>\n";
+  }
+  if (!c.launch_files.empty()) {
+    h += "<section class=\"launch\"><h2>Launch files</h2><p class=\"stats\">Written beside this report by "
+         "servecast generate: launch commands, manifests and a benchmark per mode (bench.sh) that checks the "
+         "prediction on your cluster.</p><ul>";
+    for (const auto& f : c.launch_files) h += "<li><a href=\"" + HtmlEscape(f) + "\">" + HtmlEscape(f) + "</a></li>";
+    h += "</ul></section>\n";
   }
   h += "<footer>servecast " + HtmlEscape(BuildVersion()) + " (commit " + HtmlEscape(BuildCommit()) + ") &middot; " +
        Fmt("searched in %.2f s", r.seconds) + Fmt(" + %.2f s loading", c.load_seconds) +

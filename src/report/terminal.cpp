@@ -144,7 +144,8 @@ std::string TerminalReport(const SearchResult& r, const ReportContext& c) {
       out += std::string(i == 0 ? "    data         " : "                 ") + c.data_notes[i] + "\n";
     out += "\n";
   } else {
-    out += "  no deployment could be estimated (see the skip counts below)\n\n";
+    out += in.strict_sla ? "  no deployment meets the limits (--strict-sla; see the skip counts below)\n\n"
+                         : "  no deployment could be estimated (see the skip counts below)\n\n";
   }
   out += AsciiPareto(r);
   for (const ModeResult& m : r.modes) {
@@ -152,10 +153,68 @@ std::string TerminalReport(const SearchResult& r, const ReportContext& c) {
            " parallel configs, " + std::to_string(m.evaluated) + " estimates, " + std::to_string(m.points.size()) +
            " feasible points, " + std::to_string(m.frontier.size()) + " on the frontier\n";
     if (!m.best.empty()) out += Table(m, in);
-    for (const auto& [why, n] : m.skipped) out += "  skipped " + std::to_string(n) + ": " + why + "\n";
+    for (const SkipGroup& g : GroupSkips(m.skipped)) {
+      out += "  skipped " + std::to_string(g.count) + ": " + g.reason;
+      if (g.keys > 1)
+        out += " (" + std::to_string(g.keys) + " keys, each in --json), e.g.\n      " +
+               g.example.substr(g.example.find(": ") + 2);
+      out += "\n";
+    }
   }
   out += Fmt("\nsearched in %.3f s", r.seconds) + Fmt(" (+ %.3f s loading)\n", c.load_seconds);
   return out;
+}
+
+std::vector<SkipGroup> GroupSkips(const std::map<std::string, std::size_t>& skipped) {
+  std::vector<SkipGroup> out;
+  std::map<std::string, std::size_t> index;  // group name -> position in out
+  for (const auto& [why, n] : skipped) {
+    // "<class>: <table> {<key>} <rest>": the class and table name the group.
+    const auto colon = why.find(": ");
+    const auto brace = why.find(" {");
+    if (colon == std::string::npos || brace == std::string::npos || brace < colon) {
+      out.push_back(SkipGroup{why, n, 1, why});
+      continue;
+    }
+    const std::string name = why.substr(0, brace);
+    const auto it = index.find(name);
+    if (it == index.end()) {
+      index.emplace(name, out.size());
+      out.push_back(SkipGroup{why, n, 1, why});
+      continue;
+    }
+    SkipGroup& g = out[it->second];
+    g.reason = name;
+    g.count += n;
+    ++g.keys;
+  }
+  return out;
+}
+
+std::string RecommendStepsTable(const search::RecommendResult& r) {
+  char line[512];
+  std::snprintf(line, sizeof line, "  %5s  %-12s  %15s  %16s  %s\n", "GPUs", "meets limits", "best requests/s",
+                "best concurrency", "meets target");
+  std::string out = line;
+  for (const auto& st : r.steps) {
+    std::snprintf(line, sizeof line, "  %5d  %-12s  %15s  %16s  %s", st.gpus, st.any_meets_sla ? "yes" : "no",
+                  st.any_meets_sla ? Fmt("%.3f", st.best_request_rate).c_str() : "-",
+                  st.any_meets_sla ? std::to_string(st.best_concurrency).c_str() : "-", st.meets_target ? "yes" : "no");
+    out += line + (st.note.empty() ? std::string() : "  (" + st.note + ")") + "\n";
+  }
+  return out;
+}
+
+nlohmann::ordered_json RecommendStepsJson(const search::RecommendResult& r) {
+  nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+  for (const auto& st : r.steps)
+    steps.push_back({{"gpus", st.gpus},
+                     {"meets_limits", st.any_meets_sla},
+                     {"best_request_rate", st.best_request_rate},
+                     {"best_concurrency", st.best_concurrency},
+                     {"meets_target", st.meets_target},
+                     {"note", st.note}});
+  return steps;
 }
 
 nlohmann::ordered_json PointJson(const Point& p) {

@@ -15,6 +15,12 @@ std::vector<int> GpuLadder(int cap) {
   return out;
 }
 
+std::vector<int> EveryGpuCount(int cap) {
+  std::vector<int> out;
+  for (int g = 1; g <= cap; ++g) out.push_back(g);
+  return out;
+}
+
 double ClusterRequestRate(const Point& p) { return p.seq_per_s * p.replicas; }
 std::int64_t ClusterConcurrency(const Point& p) { return p.concurrency * p.replicas; }
 

@@ -23,6 +23,9 @@ struct RecommendTarget {
 // GPU counts tried: 1, 2, 4, 8, then every multiple of 8 up to `cap` (a cap that
 // is not on the ladder ends it). cap < 1 -> empty.
 std::vector<int> GpuLadder(int cap);
+// Every count 1, 2, 3, ..., cap (recommend --every-gpu-count): the answer can be
+// a count off the ladder (6, 12), at up to cap searches.
+std::vector<int> EveryGpuCount(int cap);
 
 // What one deployment delivers over the whole cluster: the replica's figure
 // times the replicas.

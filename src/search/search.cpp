@@ -466,6 +466,18 @@ SearchResult RunSearch(const model::ModelConfig& m, const serve::Database& db, c
   double best = -1, second = -1;
   for (std::size_t i = 0; i < res.modes.size(); ++i) {
     ModeResult& r = res.modes[i];
+    if (in.strict_sla) {
+      const std::string why = in.request_latency_ms > 0 ? "request latency over the limit (--strict-sla)"
+                                                        : "TPOT over the limit (--strict-sla)";
+      std::vector<Point> kept;
+      for (Point& p : r.points) {
+        if (p.meets_sla)
+          kept.push_back(std::move(p));
+        else
+          ++r.skipped[why];
+      }
+      r.points = std::move(kept);
+    }
     r.frontier = ParetoFrontier(r.points);
     Pick(r, in);
     const double v = r.best.empty() ? -1 : r.points[r.best.front()].tokens_per_s_gpu_cluster;

@@ -32,6 +32,11 @@ struct SearchInputs {
   std::string moe_distribution;
   int nextn = 0;
   double mtp_accepted = 0;
+  // The limits must hold: points over the TPOT (or request-latency) limit are
+  // dropped before the frontier and the pick (counted as skips), so the frontier,
+  // the tables and the choice hold only points within the limits, and a mode with
+  // none has no best (no nearest shown). Off: TPOT is judged at pick time.
+  bool strict_sla = false;
 };
 
 enum class Mode { kAgg, kDisagg };

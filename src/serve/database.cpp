@@ -14,14 +14,30 @@ namespace servecast::serve {
 
 namespace {
 
-// The data source backend when none is named: the only one the system has
-// (NCCL's system-wide tables aside), else "cuda" when present.
-std::string DefaultBackend(const perfdb::DataTree& tree, const std::string& system) {
+bool IsEngineName(const std::string& b) {
+  return b == "trtllm" || b == "vllm" || b == "sglang";
+}
+
+// The data source backend when none is named (NCCL's system-wide tables aside):
+// the one named after `engine` (an AIC tree holds trtllm/, vllm/ and sglang/
+// sources side by side), else the only one the system has, else "cuda" when
+// present. `note` says so when the engine reads another engine's data.
+std::string DefaultBackend(const perfdb::DataTree& tree, const std::string& system, const std::string& engine,
+                           std::string& note) {
   std::vector<std::string> backends;
   for (const auto& b : tree.Backends(system))
     if (b != "nccl" && b != "oneccl") backends.push_back(b);
-  if (backends.size() == 1) return backends.front();
-  if (std::find(backends.begin(), backends.end(), "cuda") != backends.end()) return "cuda";
+  const auto has = [&](const std::string& b) {
+    return std::find(backends.begin(), backends.end(), b) != backends.end();
+  };
+  if (!engine.empty() && has(engine)) return engine;
+  if (backends.size() == 1) {
+    if (!engine.empty() && IsEngineName(backends.front()))
+      note = "engine " + engine + " reads " + backends.front() + " data, the only source for " + system +
+             " (--data names another)";
+    return backends.front();
+  }
+  if (has("cuda")) return "cuda";
   std::string have;
   for (const auto& b : backends) have += (have.empty() ? "" : ", ") + b;
   if (backends.empty())
@@ -90,7 +106,7 @@ std::unique_ptr<Database> Database::Open(systems::SystemSpec spec, const Databas
     const std::string system = d->sol_->spec().name;
     std::string backend = options.backend;
     auto tree = std::make_shared<const perfdb::DataTree>(perfdb::DataTree::Scan(options.roots));
-    if (backend.empty()) backend = DefaultBackend(*tree, system);
+    if (backend.empty()) backend = DefaultBackend(*tree, system, options.engine, d->source_note_);
     d->options_.backend = backend;
     d->db_.emplace(perfdb::PerfDatabase::Open(std::move(tree), system, backend, options.version, open));
     const perfdb::PerfDatabase& db = *d->db_;

@@ -60,7 +60,11 @@ std::set<TableNeed> AllTableNeeds();
 
 struct DatabaseOptions {
   std::vector<std::string> roots;  // data roots holding <system>/<family>/<backend>/<version>/
-  std::string backend;             // data source backend ("cuda", "trtllm", ...); "" = the only/newest one present
+  std::string backend;             // data source backend ("cuda", "trtllm", ...); "" = chosen as below
+  // The serving engine modelled ("trtllm", "vllm", "sglang"; "" = none). With no
+  // `backend`, a source named after the engine is read first; else the system's
+  // only source, else "cuda".
+  std::string engine;
   std::string version;             // "" = newest
   perfdb::DatabaseMode mode = perfdb::DatabaseMode::kSilicon;
   perfdb::TransferPolicy policy = perfdb::TransferPolicy::kAggressive;
@@ -93,6 +97,9 @@ class Database {
   const perfdb::DeclaredTable* declared(const std::string& table) const;
   // "cuda/13.0-cublaslt13.1-cudnn9.14-nccl2.28" (or "sol" when no data was read).
   std::string source() const;
+  // How the source was chosen when that is worth saying (the engine reads another
+  // engine's data because it is the system's only source); "" otherwise.
+  const std::string& source_note() const { return source_note_; }
   // Tables asked for that the source does not have (names), for reports.
   const std::vector<std::string>& absent_tables() const { return absent_; }
 
@@ -117,6 +124,7 @@ class Database {
   std::map<std::string, std::optional<perfdb::DeclaredTable>> declared_;
   std::unique_ptr<perfdb::OpEstimator> estimator_;
   std::vector<std::string> absent_;
+  std::string source_note_;
   std::vector<std::exception_ptr> load_errors_;  // unreadable tables, rethrown by Open
 };
 

@@ -73,7 +73,7 @@ TEST(GenerateFiles, VllmAggCommandAndHeader) {
   LaunchContext c = Ctx(model::Engine::kVllm);
   c.kv_fp8 = true;
   const auto files = ByPath(LaunchFiles(c, AggPoint()));
-  ASSERT_EQ(files.size(), 2u);
+  ASSERT_EQ(files.size(), 3u);  // launch.sh, k8s_deploy.yaml, bench.sh
   const std::string& sh = files.at("agg/launch.sh");
   EXPECT_EQ(sh.rfind("#!/usr/bin/env bash\n", 0), 0u);
   EXPECT_TRUE(Has(sh, "STARTING POINT"));
@@ -98,9 +98,26 @@ TEST(GenerateFiles, VllmAggCommandAndHeader) {
   EXPECT_TRUE(Has(k8s, "- \"--tensor-parallel-size\"\n            - \"2\""));
 }
 
+TEST(GenerateFiles, BenchScriptRunsThePlannedLoad) {
+  const auto files = ByPath(LaunchFiles(Ctx(model::Engine::kVllm), AggPoint()));
+  const std::string& b = files.at("agg/bench.sh");
+  EXPECT_EQ(b.rfind("#!/usr/bin/env bash\n", 0), 0u);
+  EXPECT_TRUE(Has(b, "vllm bench serve \\\n  --backend openai \\\n"));
+  EXPECT_TRUE(Has(b, "--model Qwen/Qwen3-32B \\"));
+  EXPECT_TRUE(Has(b, "--random-input-len 4000 \\"));
+  EXPECT_TRUE(Has(b, "--random-output-len 1000 \\"));
+  // 48 per replica x 4 replicas; 10 x that many requests.
+  EXPECT_TRUE(Has(b, "48 per replica x 4 replica(s) = 192"));
+  EXPECT_TRUE(Has(b, "--max-concurrency 192 \\"));
+  EXPECT_TRUE(Has(b, "--num-prompts 1920 \\"));
+  // The prediction to compare with: TTFT, TPOT, cluster requests/s (1.75 x 4).
+  EXPECT_TRUE(Has(b, "TTFT 812.2 ms, TPOT 24.50 ms,\n# 7.000 requests/s."));
+  EXPECT_TRUE(Has(b, "BASE_URL=${BASE_URL:-http://localhost:8000}"));
+}
+
 TEST(GenerateFiles, SglangDisaggWithAttentionDp) {
   const auto files = ByPath(LaunchFiles(Ctx(model::Engine::kSglang), DisaggMoePoint()));
-  ASSERT_EQ(files.size(), 3u);
+  ASSERT_EQ(files.size(), 4u);
   const std::string& dec = files.at("disagg/decode_launch.sh");
   EXPECT_TRUE(Has(dec, "python -m sglang.launch_server"));
   EXPECT_TRUE(Has(dec, "--model-path Qwen/Qwen3-32B"));
@@ -126,7 +143,7 @@ TEST(GenerateFiles, TrtllmCommandAndExtraConfig) {
   LaunchContext c = Ctx(model::Engine::kTrtllm);
   c.kv_fp8 = true;
   const auto files = ByPath(LaunchFiles(c, DisaggMoePoint()));
-  ASSERT_EQ(files.size(), 5u);
+  ASSERT_EQ(files.size(), 6u);
   const std::string& dec = files.at("disagg/decode_launch.sh");
   EXPECT_TRUE(Has(dec, "trtllm-serve Qwen/Qwen3-32B"));
   EXPECT_TRUE(Has(dec, "--tp_size 4"));

@@ -28,6 +28,8 @@ TEST(RecommendLadder, PowersOfTwoThenMultiplesOfEight) {
   EXPECT_EQ(big.size(), 4u + 63u);  // 1 2 4 8, then 16 .. 512 by 8
   EXPECT_EQ(big.back(), 512);
   EXPECT_TRUE(GpuLadder(0).empty());
+  EXPECT_EQ(EveryGpuCount(6), (std::vector<int>{1, 2, 3, 4, 5, 6}));
+  EXPECT_TRUE(EveryGpuCount(0).empty());
 }
 
 // The real search behind Recommend: RunSearch in SOL mode (rooflines, no perf data
