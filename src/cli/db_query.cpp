@@ -256,6 +256,15 @@ perfdb::OpEstimate QueryDeclared(const Query& q, const tables::TableSpec& spec) 
   for (const std::string& c : needed)
     if (!key.Has(c)) missing += (missing.empty() ? "" : ", ") + c;
   if (!missing.empty()) throw UsageError("db query --op " + spec.name + " needs --key for " + missing);
+  // The key's physics first: a value the declaration's roofline refuses (an unknown
+  // op_name or dtype) is the user's mistake, not a missing row.
+  try {
+    spec.Roofline(key);
+  } catch (const perfdb::MissingDataError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError("db query --op " + spec.name + " --key: " + e.what());
+  }
   std::optional<perfdb::DeclaredTable> t;
   if (q.need_tables) t.emplace(perfdb::DeclaredTable::FromLoaded(q.db.Table(spec.name), q.sol));
   collect::Json shape = collect::Json::object();

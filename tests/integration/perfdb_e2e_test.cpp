@@ -187,5 +187,33 @@ TEST(PerfdbE2E, QueryAnswersFromAicTablesWithItsSource) {
   EXPECT_EQ(nlohmann::json::parse(n.out)["source"], "silicon");
 }
 
+// A declared table's --key values the declaration refuses (an op_name or a dtype the
+// roofline does not know) are the user's mistake: exit 2 naming them, in every mode,
+// never "internal error" (exit 1), and never a miss.
+TEST(PerfdbE2E, QueryOfADeclaredTableRefusesAKeyItsRooflineDoesNotKnow) {
+  const std::vector<std::string> base = {kBin, "db", "query", "--systems-path", kSystems + "/data", "--system",
+                                         "h200_sxm", "--backend", "cuda", "--systems", kSystems,
+                                         "--op", "mla_bmm_perf", "--key", "num_heads=16", "--key", "num_tokens=64"};
+  for (const std::string mode : {"silicon", "sol"}) {
+    auto bad = base;
+    bad.insert(bad.end(), {"--key", "op_name=mla_gen_mid", "--key", "bmm_dtype=fp8", "--database-mode", mode});
+    auto r = RunProcess(bad);
+    EXPECT_EQ(r.exit_code, 2) << mode << Describe(r);
+    EXPECT_NE(r.err.find("unknown op_name 'mla_gen_mid'"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+  }
+  auto dtype = base;
+  dtype.insert(dtype.end(), {"--key", "op_name=mla_gen_pre", "--key", "bmm_dtype=fp4"});
+  auto r = RunProcess(dtype);
+  EXPECT_EQ(r.exit_code, 2) << Describe(r);
+  EXPECT_NE(r.err.find("'fp4'"), std::string::npos) << r.err;
+  // A known key answers from the shipped H200 row.
+  auto good = base;
+  good.insert(good.end(), {"--key", "op_name=mla_gen_pre", "--key", "bmm_dtype=fp8", "--json"});
+  auto ok = RunProcess(good);
+  ASSERT_EQ(ok.exit_code, 0) << Describe(ok);
+  EXPECT_EQ(nlohmann::json::parse(ok.out)["source"], "silicon");
+}
+
 }  // namespace
 }  // namespace servecast::testing
