@@ -206,7 +206,13 @@ void CheckVersionDir(const std::string& dir, const CheckOptions& opt, const Plan
       if (dups) errors.push_back(std::to_string(dups) + " duplicate keys");
       if (beats) errors.push_back(std::to_string(beats) + " rows faster than physics allows");
       if (noisy) warnings.push_back(std::to_string(noisy) + " rows with rsd > " + FormatDouble(opt.rsd_warn));
-      if (throttled) warnings.push_back(std::to_string(throttled) + " rows measured while throttled");
+      if (throttled) {
+        // The share, as finalize writes it into collection_meta.yaml (throttled_share).
+        const double share = std::round(1000.0 * static_cast<double>(throttled) / static_cast<double>(t.num_rows())) / 10.0;
+        warnings.push_back(std::to_string(throttled) + " rows (" + FormatDouble(share) + "% of " +
+                           std::to_string(t.num_rows()) + ") measured while throttled");
+        tj["throttled_rows"] = throttled;
+      }
       if (!examples.empty()) tj["examples"] = examples;
 
       // Collected vs planned. A run narrowed on purpose (--smoke, --limit, --model,

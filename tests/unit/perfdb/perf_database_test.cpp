@@ -162,6 +162,8 @@ TEST(PerfDatabaseTest, SlicesPartitionTheMergedTable) {
     };
     put("s/gemm/vllm/0.22.0", std::string(kGemmHeader) + "fp8,1,1,1,0.5\nbf16,1,1,1,1.0\nbf16,2,1,1,1.0\nbf16,2,1,1,9.0\n");
     put("s/gemm/vllm/0.19.0", std::string(kGemmHeader) + "bf16,2,1,1,7.0\nbf16,3,1,1,7.0\nint8,3,1,1,2.0\n");
+    // Another collector's meta (AIC's shape): the repeated bf16 key of 0.22.0 is kept-first.
+    Put(root.File("s/gemm/vllm/0.22.0/collection_meta.yaml"), "schema_version: 1\nprovenance: collected\n");
     PerfDatabase db = PerfDatabase::Open({root.path()}, "s", "vllm", "0.22.0");
     const LoadedTable& whole = db.Table("gemm_perf");
     EXPECT_EQ(db.SliceValues("gemm_perf", "gemm_dtype"), (std::vector<std::string>{"fp8", "bf16", "int8"}));
@@ -410,9 +412,30 @@ TEST(PerfDatabaseTest, NonKeyColumnAbsentFromASourceReadsAsNaN) {
   EXPECT_TRUE(std::isnan(t.table.GetDouble(1, cp)));
 }
 
-TEST(PerfDatabaseTest, DuplicateKeysInOneFileKeepTheFirst) {
+// A key repeated inside one file is an error (file, both lines, the key) unless
+// the folder's collection_meta.yaml was written by another collector (AIC's
+// trees repeat keys; the first row wins there, as in AIC).
+TEST(PerfDatabaseTest, DuplicateKeysInOneFileAreRefused) {
+  TempDir root;
+  Put(root.File("s/gemm/be/1.0/gemm_perf.csv"), GemmRows({{2, 1.0}, {1, 1.0}, {1, 3.0}}));
+  PerfDatabase db = PerfDatabase::Open({root.path()}, "s", "be");
+  const std::string msg = ThrownMessage<DataError>([&] { db.Table("gemm_perf"); });
+  EXPECT_TRUE(HasText(msg, root.File("s/gemm/be/1.0/gemm_perf.csv") + ":4: duplicate key gemm_dtype=bf16, m=1, n=1, k=1"))
+      << msg;
+  EXPECT_TRUE(HasText(msg, "lines 3 and 4")) << msg;
+  // The same in a slice, numbered in the whole file.
+  const std::string sliced = ThrownMessage<DataError>([&] { db.Table("gemm_perf", RowSlice{"gemm_dtype", "bf16"}); });
+  EXPECT_TRUE(HasText(sliced, "lines 3 and 4")) << sliced;
+  // servecast's own meta: still refused.
+  Put(root.File("s/gemm/be/1.0/collection_meta.yaml"), "schema_version: 1\nservecast:\n  version: 0.1.0\n");
+  EXPECT_TRUE(HasText(ThrownMessage<DataError>([&] { PerfDatabase::Open({root.path()}, "s", "be").Table("gemm_perf"); }),
+                      "duplicate key"));
+}
+
+TEST(PerfDatabaseTest, DuplicateKeysOfAnotherCollectorKeepTheFirst) {
   TempDir root;
   Put(root.File("s/gemm/be/1.0/gemm_perf.csv"), GemmRows({{1, 1.0}, {1, 3.0}}));
+  Put(root.File("s/gemm/be/1.0/collection_meta.yaml"), "schema_version: 1\nprovenance: collected\n");
   PerfDatabase db = PerfDatabase::Open({root.path()}, "s", "be");
   const LoadedTable& t = db.Table("gemm_perf");
   EXPECT_EQ(t.table.num_rows(), 1u);
