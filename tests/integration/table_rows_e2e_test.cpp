@@ -2,6 +2,8 @@
 // exits 2 naming the file, the line and the column (a negative latency gave a
 // negative TTFT with exit 0 before).
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -125,6 +127,33 @@ TEST(TableRowsE2E, ADuplicateKeyInOneFileStopsTheEstimateWithBothLines) {
   EXPECT_EQ(foreign.exit_code, 0) << Describe(foreign);
   EXPECT_NE(foreign.out.find("TTFT"), std::string::npos) << foreign.out;
   fs::remove_all(root);
+}
+
+// `check` names the rows timed while throttled with their share of the table and
+// their clocks (issue 28 item 10), counted here from the table's CSV form.
+TEST(TableRowsE2E, CheckGivesTheThrottledShareOfATable) {
+  const std::string dir = kSource + "/systems/data/h200_sxm/mla_bmm/cuda/13.0-cublaslt13.1-cudnn9.14-nccl2.28";
+  const std::string tmp = MakeTempDir("sc_rows_thr_");
+  auto conv = RunProcess({kBin, "db", "convert", dir + "/mla_bmm_perf.parquet", tmp + "/t.csv"});
+  ASSERT_EQ(conv.exit_code, 0) << Describe(conv);
+  const std::string text = ReadFile(tmp + "/t.csv");
+  std::size_t rows = 0, throttled = 0;
+  for (std::size_t a = text.find('\n') + 1, b; a < text.size(); a = b + 1) {
+    b = text.find('\n', a);
+    if (b == std::string::npos) b = text.size();
+    ++rows;
+    throttled += text.compare(b - 2, 2, ",1") == 0;  // throttled is the last column
+  }
+  ASSERT_GT(throttled, 0u);
+  const ProcessResult r = RunProcess({kBin, "check", dir});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  char share[32];
+  std::snprintf(share, sizeof share, "%g", std::round(1000.0 * throttled / rows) / 10);
+  EXPECT_NE(r.out.find(std::to_string(throttled) + " rows (" + share + "% of " + std::to_string(rows) +
+                       ") measured while throttled (SM clock after timing: median "),
+            std::string::npos)
+      << r.out;
+  fs::remove_all(tmp);
 }
 
 }  // namespace
