@@ -219,13 +219,14 @@ void CheckKeyValues(const Op& op, const Params& params, const std::string& file,
   }
 }
 
-// Every parameter a plan gives an op is one the op declares (its required
-// parameters and its table's key columns): a misspelt or foreign name would
+// Every parameter a plan gives an op is one the op declares (its required and
+// optional parameters and its table's key columns): a misspelt or foreign name would
 // otherwise ride along in the case id, unread. ConfigError with the file, the
 // line of the first unknown name and the name.
 void RefuseUnknownParams(const Op& op, const std::string& file, const KeyLines& lines) {
   std::set<std::string> known;
   for (const auto& p : op.required_params()) known.insert(p);
+  for (const auto& p : op.optional_params()) known.insert(p);
   for (const auto& c : op.table().KeyColumnNames()) known.insert(c);
   const std::pair<const std::string, int>* first = nullptr;
   for (const auto& kv : lines)
