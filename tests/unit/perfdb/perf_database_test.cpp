@@ -415,6 +415,17 @@ TEST(PerfDatabaseTest, NonKeyColumnAbsentFromASourceReadsAsNaN) {
 // A key repeated inside one file is an error (file, both lines, the key) unless
 // the folder's collection_meta.yaml was written by another collector (AIC's
 // trees repeat keys; the first row wins there, as in AIC).
+// The 1-based row of `file` (as written, in its row groups' order) holding bf16,
+// m, latency.
+std::size_t RowOf(const std::string& file, double latency, std::int64_t m) {
+  const Table t = LoadTableFile(file);
+  for (std::size_t r = 0; r < t.num_rows(); ++r)
+    if (t.GetString(r, t.ColumnIndex("gemm_dtype")) == "bf16" && t.GetInt(r, t.ColumnIndex("m")) == m &&
+        t.GetDouble(r, t.ColumnIndex("latency")) == latency)
+      return r + 1;
+  return 0;
+}
+
 TEST(PerfDatabaseTest, DuplicateKeysInOneFileAreRefused) {
   TempDir root;
   Put(root.File("s/gemm/be/1.0/gemm_perf.csv"), GemmRows({{2, 1.0}, {1, 1.0}, {1, 3.0}}));
@@ -430,6 +441,28 @@ TEST(PerfDatabaseTest, DuplicateKeysInOneFileAreRefused) {
   Put(root.File("s/gemm/be/1.0/collection_meta.yaml"), "schema_version: 1\nservecast:\n  version: 0.1.0\n");
   EXPECT_TRUE(HasText(ThrownMessage<DataError>([&] { PerfDatabase::Open({root.path()}, "s", "be").Table("gemm_perf"); }),
                       "duplicate key"));
+}
+
+// In Parquet the rows are named by their index in the file, a slice's too (the
+// row groups it skips count).
+TEST(PerfDatabaseTest, DuplicateKeysInAParquetSliceNameTheFileRows) {
+  TempDir root;
+  Put(root.File("t.csv"), std::string(kGemmHeader) + "fp8,1,1,1,0.5\nbf16,1,1,1,1.0\nbf16,2,1,1,1.0\nfp8,2,1,1,0.5\n"
+                                                      "bf16,2,1,1,9.0\n");
+  TableWriteOptions o;
+  o.parquet.group_by = {"gemm_dtype"};
+  WriteTableFile(Table::ReadCsv(root.File("t.csv")), root.File("s/gemm/be/1.0/gemm_perf.parquet"), o);
+  PerfDatabase db = PerfDatabase::Open({root.path()}, "s", "be");
+  const std::string whole = ThrownMessage<DataError>([&] { db.Table("gemm_perf"); });
+  EXPECT_TRUE(HasText(whole, "gemm_perf.parquet: duplicate key gemm_dtype=bf16, m=2, n=1, k=1")) << whole;
+  const std::string sliced = ThrownMessage<DataError>([&] { db.Table("gemm_perf", RowSlice{"gemm_dtype", "bf16"}); });
+  EXPECT_TRUE(HasText(sliced, "rows " + std::to_string(RowOf(root.File("s/gemm/be/1.0/gemm_perf.parquet"), 1.0, 2)) +
+                                  " and " +
+                                  std::to_string(RowOf(root.File("s/gemm/be/1.0/gemm_perf.parquet"), 9.0, 2))))
+      << sliced;
+  EXPECT_EQ(HasText(whole, "rows "), true) << whole;
+  // The fp8 slice has no repeat: it loads.
+  EXPECT_EQ(db.Table("gemm_perf", RowSlice{"gemm_dtype", "fp8"}).table.num_rows(), 2u);
 }
 
 TEST(PerfDatabaseTest, DuplicateKeysOfAnotherCollectorKeepTheFirst) {
