@@ -155,6 +155,24 @@ const LoadedTable& PerfDatabase::Cached(const std::string& cache_key, const std:
   return *slot->table;
 }
 
+std::vector<std::pair<std::string, const LoadedTable*>> PerfDatabase::Loaded() const {
+  std::vector<std::pair<std::string, Slot*>> slots;
+  {
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    for (const auto& [key, slot] : cache_->tables) slots.emplace_back(key, slot.get());
+  }
+  std::vector<std::pair<std::string, const LoadedTable*>> out;
+  for (const auto& [key, slot] : slots) {
+    std::lock_guard<std::mutex> lock(slot->mu);
+    if (!slot->table) continue;
+    std::string label = key;  // "name" or "name\n<len>:column=value" (see Table(name, slice))
+    if (const std::size_t nl = key.find('\n'); nl != std::string::npos)
+      label = key.substr(0, nl) + "{" + key.substr(key.find(':', nl) + 1) + "}";
+    out.emplace_back(std::move(label), slot->table.get());
+  }
+  return out;
+}
+
 std::vector<std::string> PerfDatabase::SliceValues(const std::string& table_name, const std::string& column) const {
   std::string family;
   std::vector<TableSource> sources = Sources(table_name, family);

@@ -74,6 +74,8 @@ class Database {
   const perfdb::MlaBmmTable* mla_bmm() const { return mla_bmm_ ? &*mla_bmm_ : nullptr; }
   // "cuda/13.0-cublaslt13.1-cudnn9.14-nccl2.28" (or "sol" when no data was read).
   std::string source() const;
+  // The perf tables behind the estimates (nullptr in SOL mode), for reports.
+  const perfdb::PerfDatabase* perf_database() const { return db_ ? &*db_ : nullptr; }
   // Tables asked for that the source does not have (names), for reports.
   const std::vector<std::string>& absent_tables() const { return absent_; }
 
