@@ -77,6 +77,25 @@ void PrintPhase(const char* title, const serve::PhaseEstimate& p, bool with_deta
   }
 }
 
+// --detail source: the rows of the tables this estimate read that came from
+// another version or source than the database's own (perfdb merges reuse donors
+// and older versions in, first source wins a key), per table or slice, so that
+// figures resting on them are marked as such.
+void PrintMergedRows(const serve::Database& db) {
+  const perfdb::PerfDatabase* pdb = db.perf_database();
+  if (!pdb) return;
+  bool any = false;
+  for (const auto& [label, t] : pdb->Loaded())
+    for (const auto& s : t->sources) {
+      if (s.kind == perfdb::SourceKind::kPrimary || s.rows_used == 0) continue;
+      if (!any) std::printf("\nrows merged from other versions or sources (data %s):\n", db.source().c_str());
+      any = true;
+      std::printf("  %-40s %zu of %zu rows from %s/%s (%s%s%s)\n", label.c_str(), s.rows_used, t->table.num_rows(),
+                  s.backend.c_str(), s.version.c_str(), perfdb::SourceKindName(s.kind), s.reason.empty() ? "" : ": ",
+                  s.reason.c_str());
+    }
+}
+
 }  // namespace
 
 CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
@@ -144,7 +163,7 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
   c->add_option("--moe-distribution", a.moe_distribution,
                 "expert load: balanced, power_law_1.01, power_law_1.2 (default power_law_1.2)")
       ->check(ExpertLoad());
-  c->add_option("--detail", a.detail, "comma list: time (per-op table), memory (breakdown), source (how each op was costed), all");
+  c->add_option("--detail", a.detail, "comma list: time (per-op table), memory (breakdown), source (how each op was costed, and the rows of other versions or sources merged into the tables read), all");
   c->add_flag("--json", a.json, "print one JSON document and nothing else");
   c->add_option("--systems", a.systems_dir, "system spec folder (default: systems/ of the installation)");
   c->add_option("--models", a.models_dir, "bundled model folder (default: models/ of the installation)");
@@ -341,6 +360,7 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
       PrintPhase("mixed step (prefill chunk + decode rows)", r.mixed, detail.source, "");
       if (!r.decode.ops.empty()) PrintPhase("decode-only step", r.decode, detail.source, "");
     }
+    if (detail.source) PrintMergedRows(*db);
     return 0;
   }
 
@@ -397,6 +417,7 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
       PrintPhase("prefill pass (x prefill correction)", r.prefill.context, detail.source, "");
       PrintPhase("decode phase (x decode correction)", r.decode.generation, detail.source, "");
     }
+    if (detail.source) PrintMergedRows(*db);
     return 0;
   }
 
@@ -439,6 +460,7 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
                   static_cast<long long>(w.osl - 1), static_cast<long long>(r.decode_steps_evaluated), w.stride);
     PrintPhase("generation (all decode steps)", r.generation, detail.source, note);
   }
+  if (detail.source) PrintMergedRows(*db);
   return 0;
 }
 

@@ -168,6 +168,8 @@ void CheckVersionDir(const std::string& dir, const CheckOptions& opt, const Plan
       Json examples = Json::array();
       auto rsd_col = t.FindColumn("rsd");
       auto thr_col = t.FindColumn("throttled");
+      auto clock_col = t.FindColumn("clock_mhz_after");
+      std::vector<double> throttled_clocks;  // clock_mhz_after of the throttled rows
       // Index of a string `l2` column (cold / warm), or npos when the table has none.
       std::size_t l2_col = std::string::npos;
       if (auto c = t.FindColumn("l2"); c && t.columns()[*c].type == ValueType::kString) l2_col = *c;
@@ -200,13 +202,28 @@ void CheckVersionDir(const std::string& dir, const CheckOptions& opt, const Plan
           break;
         }
         if (rsd_col && t.GetDouble(r, *rsd_col) > opt.rsd_warn) ++noisy;
-        if (thr_col && t.GetDouble(r, *thr_col) != 0) ++throttled;
+        if (thr_col && t.GetDouble(r, *thr_col) != 0) {
+          ++throttled;
+          if (clock_col) throttled_clocks.push_back(t.GetDouble(r, *clock_col));
+        }
       }
       if (bad_latency) errors.push_back(std::to_string(bad_latency) + " rows with non-finite, negative or zero latency");
       if (dups) errors.push_back(std::to_string(dups) + " duplicate keys");
       if (beats) errors.push_back(std::to_string(beats) + " rows faster than physics allows");
       if (noisy) warnings.push_back(std::to_string(noisy) + " rows with rsd > " + FormatDouble(opt.rsd_warn));
-      if (throttled) warnings.push_back(std::to_string(throttled) + " rows measured while throttled");
+      if (throttled) {
+        // The share, as finalize writes it into collection_meta.yaml (throttled_share).
+        const double share = std::round(1000.0 * static_cast<double>(throttled) / static_cast<double>(t.num_rows())) / 10.0;
+        std::string clocks;
+        if (!throttled_clocks.empty()) {
+          std::sort(throttled_clocks.begin(), throttled_clocks.end());
+          clocks = " (SM clock after timing: median " + FormatDouble(throttled_clocks[throttled_clocks.size() / 2]) +
+                   " MHz, lowest " + FormatDouble(throttled_clocks.front()) + " MHz)";
+        }
+        warnings.push_back(std::to_string(throttled) + " rows (" + FormatDouble(share) + "% of " +
+                           std::to_string(t.num_rows()) + ") measured while throttled" + clocks);
+        tj["throttled_rows"] = throttled;
+      }
       if (!examples.empty()) tj["examples"] = examples;
 
       // Collected vs planned. A run narrowed on purpose (--smoke, --limit, --model,

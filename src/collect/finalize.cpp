@@ -1,6 +1,7 @@
 #include "collect/finalize.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 #include <unordered_map>
@@ -302,6 +303,23 @@ void CountMissing(const std::map<std::string, const PlanFile::Entry*>& keys,
   }
 }
 
+// The share of the written rows flagged throttled, rounded to 0.001 (so a meta
+// diffs cleanly run to run); 0 for an empty table.
+double ThrottledShare(const TableOutcome& outcome) {
+  if (outcome.rows_after == 0) return 0;
+  return std::round(1000.0 * static_cast<double>(outcome.throttled_rows) / static_cast<double>(outcome.rows_after)) /
+         1000.0;
+}
+
+// Rows of `t` whose `throttled` column is set (0 when the table has none).
+std::size_t CountThrottled(const Table& t) {
+  const auto col = t.FindColumn("throttled");
+  if (!col) return 0;
+  std::size_t n = 0;
+  for (std::size_t r = 0; r < t.num_rows(); ++r) n += t.GetDouble(r, *col) != 0;
+  return n;
+}
+
 // collection_meta.yaml beside the tables: merges this table's entry.
 void UpdateCollectionMeta(const TableTarget& target, const std::string& table_name, const Shards& shards,
                           bool partial_selection, const std::map<std::string, std::size_t>& counts,
@@ -361,6 +379,10 @@ void UpdateCollectionMeta(const TableTarget& target, const std::string& table_na
   for (const auto& [status, n] : counts) cases[status] = static_cast<long long>(n);
   t["cases"] = cases;
   t["status"] = outcome.status;
+  // How much of the table was timed at a reduced clock: a sustained-serving
+  // estimate built on throttled rows reads slower-clocked kernels.
+  t["throttled_rows"] = static_cast<long long>(outcome.throttled_rows);
+  t["throttled_share"] = ThrottledShare(outcome);
   if (partial_selection && outcome.status == "partial")
     t["note"] = "the run was narrowed by --limit/--smoke/--model/--case-filter; the table does not cover the full plan";
   // A table with cases still to re-run names the rerun even when the
@@ -495,6 +517,7 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
     CountMissing(keys, by_key, outcome);
     Table merged = SortedTable(*spec, cols, by_key);
     outcome.rows_after = merged.num_rows();
+    outcome.throttled_rows = CountThrottled(merged);
     outcome.status = outcome.missing == 0 ? "complete" : "partial";
     if (outcome.rows_after == 0) {
       log::Warn(table_name + ": no rows collected; table not written");

@@ -48,6 +48,9 @@ struct TableOutcome {
   // not passed (a re-run that now fails or is skipped): not a current measurement.
   std::size_t stale_rows = 0;
   std::string stale_example;  // one such case id and its status
+  // Rows of the written table flagged `throttled` (the clock fell below 90% of
+  // its start, or the driver reported a slowdown, while the row was timed).
+  std::size_t throttled_rows = 0;
   std::string status;  // complete | partial
 };
 

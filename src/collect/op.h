@@ -96,6 +96,10 @@ class Op {
   virtual const TableSpec& table() const = 0;
   // Parameters every case of this op must carry (validated when the plan loads).
   virtual std::vector<std::string> required_params() const = 0;
+  // Parameters a case may carry besides the required ones and its table's key
+  // columns: invocation choices that do not enter the table key (an algorithm,
+  // a scale). A plan naming any other parameter is refused when it loads.
+  virtual std::vector<std::string> optional_params() const { return {}; }
   virtual double default_timeout_s() const { return 120; }
   virtual std::vector<Requirement> requirements() const { return {}; }
   // Maturity: an unverified op is skipped unless --include-unverified is given.

@@ -41,8 +41,16 @@ std::vector<Value> ValueList(const std::string& file, const YAML::Node& n, const
 
 // One correlated tuple of structural parameters.
 using Profile = std::vector<std::pair<std::string, Value>>;
+// The parameter names a sweep or a model's op gives, each with the line of its
+// first mention (checked against the op's declaration when the plan is built).
+using KeyLines = std::map<std::string, int>;
 
-std::vector<Profile> ReadProfiles(const std::string& file, const YAML::Node& n, const std::string& key) {
+void NoteKey(KeyLines& lines, const std::string& file, const YAML::Node& key_node, const std::string& name) {
+  lines.emplace(name, YamlWhere(file, key_node).line);
+}
+
+std::vector<Profile> ReadProfiles(const std::string& file, const YAML::Node& n, const std::string& key,
+                                  KeyLines& lines) {
   std::vector<Profile> out;
   if (!n.IsDefined() || n.IsNull()) return out;
   if (!n.IsSequence()) throw ConfigError(YamlWhere(file, n, key), "not a list", "a list of mappings");
@@ -51,6 +59,7 @@ std::vector<Profile> ReadProfiles(const std::string& file, const YAML::Node& n, 
     Profile p;
     for (const auto& kv : item) {
       std::string name = kv.first.as<std::string>();
+      NoteKey(lines, file, kv.first, name);
       p.emplace_back(name, ScalarValue(file, kv.second, key + "." + name));
     }
     out.push_back(std::move(p));
@@ -68,6 +77,7 @@ struct Sweep {
   Profile fixed;
   std::vector<Expr> where;
   bool model_shapes = false;
+  KeyLines key_lines;  // of axes, profiles and fixed
 };
 
 struct ModelShapes {
@@ -75,6 +85,7 @@ struct ModelShapes {
   std::string model;
   std::vector<std::string> aliases;
   std::map<std::string, std::vector<Profile>> profiles;  // op -> profiles
+  std::map<std::string, KeyLines> key_lines;              // op -> its profiles' names
 };
 
 std::vector<std::string> SortedYamlFiles(const std::string& dir) {
@@ -111,14 +122,16 @@ std::vector<Sweep> LoadBaseOps(const std::string& dir) {
       if (s.Has("axes")) {
         for (const auto& kv : sn["axes"]) {
           std::string name = kv.first.as<std::string>();
+          NoteKey(sw.key_lines, file, kv.first, name);
           sw.axes.emplace_back(name, ValueList(file, kv.second, path + ".axes." + name));
         }
       }
-      sw.profiles = ReadProfiles(file, sn["profiles"], path + ".profiles");
+      sw.profiles = ReadProfiles(file, sn["profiles"], path + ".profiles", sw.key_lines);
       if (s.Has("fixed")) {
         if (!sn["fixed"].IsMap()) throw ConfigError(s.Where("fixed"), "not a mapping", "{name: value}");
         for (const auto& kv : sn["fixed"]) {
           std::string name = kv.first.as<std::string>();
+          NoteKey(sw.key_lines, file, kv.first, name);
           sw.fixed.emplace_back(name, ScalarValue(file, kv.second, path + ".fixed." + name));
         }
       }
@@ -152,7 +165,7 @@ std::vector<ModelShapes> LoadModels(const std::string& dir) {
       std::string op = kv.first.as<std::string>();
       YamlReader o(file, kv.second, "ops." + op);
       o.AllowOnlyKeys({"profiles"});
-      m.profiles[op] = ReadProfiles(file, kv.second["profiles"], "ops." + op + ".profiles");
+      m.profiles[op] = ReadProfiles(file, kv.second["profiles"], "ops." + op + ".profiles", m.key_lines[op]);
     }
     models.push_back(std::move(m));
   }
@@ -204,6 +217,25 @@ void CheckKeyValues(const Op& op, const Params& params, const std::string& file,
         fail("'" + got + "' is not a finite number", "a finite number");
     }
   }
+}
+
+// Every parameter a plan gives an op is one the op declares (its required and
+// optional parameters and its table's key columns): a misspelt or foreign name would
+// otherwise ride along in the case id, unread. ConfigError with the file, the
+// line of the first unknown name and the name.
+void RefuseUnknownParams(const Op& op, const std::string& file, const KeyLines& lines) {
+  std::set<std::string> known;
+  for (const auto& p : op.required_params()) known.insert(p);
+  for (const auto& p : op.optional_params()) known.insert(p);
+  for (const auto& c : op.table().KeyColumnNames()) known.insert(c);
+  const std::pair<const std::string, int>* first = nullptr;
+  for (const auto& kv : lines)
+    if (!known.count(kv.first) && (!first || kv.second < first->second)) first = &kv;
+  if (!first) return;
+  std::string have;
+  for (const auto& k : known) have += (have.empty() ? "" : ", ") + k;
+  throw ConfigError(SourceLocation{file, first->second, first->first},
+                    "op '" + op.name() + "' has no parameter '" + first->first + "'", "one of: " + have);
 }
 
 // Expands a sweep, crossed with the given profiles, into cases.
@@ -364,6 +396,7 @@ Plan BuildPlan(const Registry& registry, const PlanOptions& opt, const RuntimeIn
       bool any = false;
       for (const auto& b : registry.BackendNames()) any = any || registry.FindOp(b, op);
       if (!any) throw ConfigError(SourceLocation{m.file, 0, "ops." + op}, "no backend registers op '" + op + "'", "a known op");
+      if (const Op* o = registry.FindOp(opt.backend, op)) RefuseUnknownParams(*o, m.file, m.key_lines.at(op));
     }
 
   // Stage 1: raw grid = base sweeps plus model shapes, per op.
@@ -390,6 +423,7 @@ Plan BuildPlan(const Registry& registry, const PlanOptions& opt, const RuntimeIn
     if (!op)  // checked for every sweep of this backend, wanted or not: a typo in op: is found on any run
       throw ConfigError(SourceLocation{sw.file, sw.line, "backends"},
                         "backend '" + opt.backend + "' has no op '" + sw.op + "'", "an op the backend registers");
+    RefuseUnknownParams(*op, sw.file, sw.key_lines);
     if (!wanted.count(sw.op)) continue;
     std::string owner = fs::path(sw.file).filename().string() + ":" + std::to_string(sw.line);
     Expand(sw, *op, sw.profiles, owner, "", raw[sw.op]);

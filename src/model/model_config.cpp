@@ -101,6 +101,18 @@ json ParseJson(const std::string& text, const std::string& file) {
     throw ConfigError(SourceLocation{file, line, ""}, "malformed JSON at line " + std::to_string(line) + ", column " +
                                                           std::to_string(stop - line_start + 1) + " (byte " +
                                                           std::to_string(e.byte) + "): " + detail);
+  } catch (const json::out_of_range& e) {
+    // A number beyond a double's range (1e99999): the parser names the token but
+    // not where it is; its first occurrence gives the line.
+    std::string detail = e.what();
+    if (const std::size_t b = detail.find("] "); b != std::string::npos) detail = detail.substr(b + 2);
+    int line = 0;
+    const std::size_t q1 = detail.find('\''), q2 = detail.rfind('\'');
+    if (q1 != std::string::npos && q2 > q1) {
+      const std::size_t at = text.find(detail.substr(q1 + 1, q2 - q1 - 1));
+      if (at != std::string::npos) line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + at, '\n'));
+    }
+    throw ConfigError(SourceLocation{file, line, ""}, detail, "numbers within a double's range (about 1.8e308)");
   }
 }
 

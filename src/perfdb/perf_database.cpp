@@ -6,8 +6,11 @@
 #include <string_view>
 #include <cstring>
 #include <cmath>
+#include <filesystem>
 #include <set>
 #include <unordered_map>
+
+#include <yaml-cpp/yaml.h>
 
 namespace servecast::perfdb {
 namespace {
@@ -150,6 +153,24 @@ const LoadedTable& PerfDatabase::Cached(const std::string& cache_key, const std:
   std::lock_guard<std::mutex> lock(slot->mu);
   if (!slot->table) slot->table = Load(table_name, slice);  // a throw leaves the slot empty: the next call retries
   return *slot->table;
+}
+
+std::vector<std::pair<std::string, const LoadedTable*>> PerfDatabase::Loaded() const {
+  std::vector<std::pair<std::string, Slot*>> slots;
+  {
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    for (const auto& [key, slot] : cache_->tables) slots.emplace_back(key, slot.get());
+  }
+  std::vector<std::pair<std::string, const LoadedTable*>> out;
+  for (const auto& [key, slot] : slots) {
+    std::lock_guard<std::mutex> lock(slot->mu);
+    if (!slot->table) continue;
+    std::string label = key;  // "name" or "name\n<len>:column=value" (see Table(name, slice))
+    if (const std::size_t nl = key.find('\n'); nl != std::string::npos)
+      label = key.substr(0, nl) + "{" + key.substr(key.find(':', nl) + 1) + "}";
+    out.emplace_back(std::move(label), slot->table.get());
+  }
+  return out;
 }
 
 std::vector<std::string> PerfDatabase::SliceValues(const std::string& table_name, const std::string& column) const {
@@ -454,17 +475,27 @@ class RowKeys {
   std::vector<std::vector<Field>> fields_;
 };
 
+// The first key a source repeats: the rows (0-based, in the source as read) of
+// its first occurrence and of the repeat.
+struct RepeatedKey {
+  std::size_t first_row = 0;
+  std::size_t row = 0;
+};
+
 // Which rows of each source supply a new key (first source, first row wins),
 // through an open-addressing table of row hashes: no per-row allocation.
-// Counts the rows dropped into `out`.
+// Counts the rows dropped into `out`; `repeats[si]` is the first key source si
+// repeats within itself.
 std::vector<std::vector<std::size_t>> FirstRowPerKey(const std::vector<servecast::Table>& loaded, const RowKeys& keys,
-                                                     LoadedTable& out) {
+                                                     LoadedTable& out,
+                                                     std::vector<std::optional<RepeatedKey>>& repeats) {
   struct Slot {
     std::uint64_t hash = 0;
     std::uint32_t source_plus1 = 0;  // 0: empty
     std::uint32_t row = 0;
   };
   std::vector<std::vector<std::size_t>> keep(loaded.size());
+  repeats.assign(loaded.size(), std::nullopt);
   std::size_t total_rows = 0;
   for (const auto& t : loaded) total_rows += t.num_rows();
   std::size_t capacity = 16;
@@ -480,7 +511,9 @@ std::vector<std::vector<std::size_t>> FirstRowPerKey(const std::vector<servecast
       while (slots[pos].source_plus1 != 0) {
         const Slot& s = slots[pos];
         if (s.hash == h && keys.Same(s.source_plus1 - 1, s.row, si, r)) {
-          ++(s.source_plus1 - 1 == si ? out.duplicate_rows_dropped : out.shadowed_rows);
+          const bool same_source = s.source_plus1 - 1 == si;
+          ++(same_source ? out.duplicate_rows_dropped : out.shadowed_rows);
+          if (same_source && !repeats[si]) repeats[si] = RepeatedKey{s.row, r};
           duplicate = true;
           break;
         }
@@ -534,6 +567,61 @@ servecast::Table CopyKeptRows(const std::string& table_name, const std::vector<C
   return merged;
 }
 
+// Whether `file` may repeat a key: only a file whose folder holds a
+// collection_meta.yaml written by another collector (one without servecast's
+// `servecast:` section, as AIC's: its files repeat thousands of keys with
+// different latencies and AIC's loader takes the first). A table servecast
+// collected, or one with no meta at all, holds each key once, as `servecast
+// check` demands of it.
+bool MayRepeatKeys(const std::string& file) {
+  const std::filesystem::path meta = std::filesystem::path(file).parent_path() / "collection_meta.yaml";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(meta, ec)) return false;
+  try {
+    const YAML::Node n = YAML::LoadFile(meta.string());
+    return n.IsMap() && !n["servecast"];
+  } catch (const YAML::Exception&) {
+    return false;  // an unreadable meta is not another collector's
+  }
+}
+
+std::string RowKeyText(const std::string& table_name, const servecast::Table& t, std::size_t row,
+                       const std::vector<std::string>& key_columns, const std::string& file) {
+  std::string out;
+  for (const auto& k : key_columns) {
+    const ColumnRef ref = Resolve(table_name, t, k, file);
+    out += (out.empty() ? "" : ", ") + k + "=" + ToString(ref.index ? t.Get(row, *ref.index) : ref.fallback);
+  }
+  return out;
+}
+
+// A key repeated inside one file that must hold each key once is a DataError
+// naming the file, both lines (CSV) or rows (Parquet) and the key. Rows of a
+// slice are numbered in the whole file.
+void RefuseRepeatedKeys(const std::string& table_name, const std::vector<servecast::Table>& loaded,
+                        const std::vector<TableSource>& sources, const std::vector<std::string>& key_columns,
+                        const std::vector<std::optional<RepeatedKey>>& repeats, const RowSlice* slice) {
+  for (std::size_t si = 0; si < loaded.size(); ++si) {
+    if (!repeats[si] || MayRepeatKeys(sources[si].file)) continue;
+    const std::string& file = sources[si].file;
+    std::size_t first = repeats[si]->first_row, again = repeats[si]->row;
+    const std::string key = RowKeyText(table_name, loaded[si], again, key_columns, file);
+    if (slice) {
+      const std::vector<std::size_t> rows = LoadTableFile(file).RowsOf(*slice, file);
+      first = rows.at(first);
+      again = rows.at(again);
+    }
+    const bool csv = IsCsv(file);
+    const std::string where =
+        csv ? "lines " + std::to_string(servecast::Table::CsvLineOfRow(file, first)) + " and " +
+                  std::to_string(servecast::Table::CsvLineOfRow(file, again))
+            : "rows " + std::to_string(first + 1) + " and " + std::to_string(again + 1);
+    throw DataError(SourceLocation{file, csv ? servecast::Table::CsvLineOfRow(file, again) : 0, ""},
+                    "duplicate key " + key + " (table " + table_name + "): " + where + " hold it",
+                    "each key once in a file (servecast check refuses it too)");
+  }
+}
+
 }  // namespace
 
 std::vector<servecast::Table> PerfDatabase::ReadSources(const std::string& table_name,
@@ -558,7 +646,9 @@ std::unique_ptr<LoadedTable> PerfDatabase::Load(const std::string& table_name, c
   const std::map<std::string, Value> fill = UnifyColumnTypes(cols, loaded, out->key_columns);
   RequireKeySlice(table_name, slice, out->key_columns);
   const RowKeys keys(table_name, loaded, sources, out->key_columns);
-  const std::vector<std::vector<std::size_t>> keep = FirstRowPerKey(loaded, keys, *out);
+  std::vector<std::optional<RepeatedKey>> repeats;
+  const std::vector<std::vector<std::size_t>> keep = FirstRowPerKey(loaded, keys, *out, repeats);
+  RefuseRepeatedKeys(table_name, loaded, sources, out->key_columns, repeats, slice);
   out->table = CopyKeptRows(table_name, cols, fill, loaded, keep, sources, *out);
   out->sources = std::move(sources);
   return out;

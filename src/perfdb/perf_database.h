@@ -115,6 +115,10 @@ class PerfDatabase {
   // order the merged table first holds them (Parquet: read from the row groups'
   // statistics, nothing decoded, when each row group holds one value).
   std::vector<std::string> SliceValues(const std::string& table_name, const std::string& column) const;
+  // The tables and slices loaded so far, in name order, each labelled
+  // "gemm_perf" or "gemm_perf{gemm_dtype=bfloat16}": where their rows came from,
+  // for reports. Call it when no load is in flight.
+  std::vector<std::pair<std::string, const LoadedTable*>> Loaded() const;
 
  private:
   // One slot per table with its own lock, so that different tables load in

@@ -100,6 +100,8 @@ class Database {
   // How the source was chosen when that is worth saying (the engine reads another
   // engine's data because it is the system's only source); "" otherwise.
   const std::string& source_note() const { return source_note_; }
+  // The perf tables behind the estimates (nullptr in SOL mode), for reports.
+  const perfdb::PerfDatabase* perf_database() const { return db_ ? &*db_ : nullptr; }
   // Tables asked for that the source does not have (names), for reports.
   const std::vector<std::string>& absent_tables() const { return absent_; }
 

@@ -3,8 +3,8 @@
 // head dims 64 / 128 / 256, bf16 and fp8 KV, split and unsplit decode, every A/B
 // variant of the tensor-core decode kernel, fp8 KV on the tensor-core kernel and
 // forced onto the CUDA-core one; fp8 context FMHA (cuDNN's fp8 SDPA); the
-// not_supported paths; perturbed references that must fail; and (printed, never
-// asserted) the achieved rates at one large shape of each op.
+// not_supported paths; perturbed references that must fail. The achieved rates at
+// large shapes are benchmarks/bench_op_rates.cpp's.
 
 #include <cuda_runtime.h>
 
@@ -507,83 +507,6 @@ TEST(AttentionContext, Fp8FmhaWrongOutputsOnAttn3ShapesAreCaught) {
                 only ? std::min<std::size_t>(2, cases.size()) : cases.size());
   }
   if (variants_run == 0) ADD_FAILURE() << "SERVECAST_FP8FMHA_ONLY='" << only << "' names no variant";
-}
-
-// Printed, never asserted: fp8 context FMHA against bf16 FMHA (both over an fp8 KV
-// cache) at two large shapes; the rows include the KV-cache write and, for fp8, the
-// Q/K/V quantization.
-TEST(AttentionRates, PrintFp8ContextShapes) {
-  SC_REQUIRE_GPU();
-  collect::RunContext ctx = testing::QuickContext();
-  ctx.timing.min_samples = 10;
-  ctx.timing.budget_s = 0.5;
-  for (const AttnCase& shape : std::vector<AttnCase>{{1, 16384, 32, 8, 128, 0, 0}, {4, 4096, 32, 8, 128, 0, 0}}) {
-    for (const char* attn : {"bfloat16", "fp8"}) {
-      AttnCase a = shape;
-      a.attn_dtype = attn;
-      a.kv_dtype = "fp8";
-      collect::CaseResult r = MakeAttentionContextOp()->Run(MakeCase("attention_context", a), ctx);
-      if (r.disposition == Disposition::kPassed) {
-        const double flops = 4.0 * a.batch * a.heads * a.head_dim * (a.isl * (a.isl + 1) / 2.0);
-        std::printf("[rate] context b=%lld s=%lld h=32/8 d=128 attn=%s kv=fp8: %.3f ms, %.1f TFLOP/s (%s)\n",
-                    static_cast<long long>(a.batch), static_cast<long long>(a.isl), attn, Latency(r),
-                    flops / (Latency(r) * 1e-3) / 1e12, std::get<std::string>(r.rows[0].Get("kernel_source")).c_str());
-      } else {
-        std::printf("[rate] context attn=%s: %s\n", attn, Describe(r).c_str());
-      }
-    }
-  }
-}
-
-// Printed, never asserted: the rates at the target shapes.
-TEST(AttentionRates, PrintLargeShapes) {
-  SC_REQUIRE_GPU();
-  collect::RunContext ctx = testing::QuickContext();
-  ctx.timing.min_samples = 10;
-  ctx.timing.budget_s = 0.5;
-  for (const AttnCase& a : std::vector<AttnCase>{{1, 16384, 32, 8, 128, 0, 0},
-                                                 {4, 4096, 32, 8, 128, 0, 0},
-                                                 {1, 16384, 16, 2, 64, 0, 0},
-                                                 {1, 16384, 8, 4, 256, 0, 0},
-                                                 {1, 16384, 16, 2, 64, 128, 0}}) {
-    collect::CaseResult r = MakeAttentionContextOp()->Run(MakeCase("attention_context", a), ctx);
-    if (r.disposition == Disposition::kPassed) {
-      const double w = static_cast<double>(a.window > 0 ? std::min(a.window, a.isl) : a.isl);
-      const double pairs = a.window > 0 ? a.isl * w - w * (w - 1) / 2 : a.isl * (a.isl + 1) / 2.0;
-      const double flops = 4.0 * a.batch * a.heads * a.head_dim * pairs;
-      std::printf("[rate] context b=%lld s=%lld h=%lld/%lld d=%lld w=%lld bf16 causal: %.3f ms, %.1f TFLOP/s (%s)\n",
-                  static_cast<long long>(a.batch), static_cast<long long>(a.isl), static_cast<long long>(a.heads),
-                  static_cast<long long>(a.kv_heads), static_cast<long long>(a.head_dim),
-                  static_cast<long long>(a.window), Latency(r), flops / (Latency(r) * 1e-3) / 1e12,
-                  std::get<std::string>(r.rows[0].Get("kernel_source")).c_str());
-    } else {
-      std::printf("[rate] context: %s\n", Describe(r).c_str());
-    }
-  }
-  for (bool tensor_cores : {true, false}) {
-    PagedDecodeTuning tuning;
-    tuning.tensor_cores = tensor_cores;
-    for (const auto& [b, step, kv] :
-         std::vector<std::tuple<std::int64_t, std::int64_t, std::string>>{{1, 16383, "bfloat16"},
-                                                                          {1, 131071, "bfloat16"},
-                                                                          {16, 16383, "bfloat16"},
-                                                                          {128, 8191, "bfloat16"},
-                                                                          {256, 16383, "bfloat16"},
-                                                                          {64, 131071, "bfloat16"},
-                                                                          {256, 16383, "fp8"},
-                                                                          {64, 131071, "fp8"}}) {
-      AttnCase a{b, 1, 32, 8, 128, 0, step, "bfloat16", kv};
-      collect::CaseResult r = MakeAttentionGenerationOp(1.0, tuning)->Run(MakeCase("attention_generation", a), ctx);
-      if (r.disposition == Disposition::kPassed) {
-        const double bytes = 2.0 * b * (step + 1) * 8 * 128 * (kv == "fp8" ? 1 : 2);
-        std::printf("[rate] decode b=%lld kv_len=%lld h=32/8 d=128 kv=%s: %.4f ms, %.2f TB/s KV read (%s)\n",
-                    static_cast<long long>(b), static_cast<long long>(step + 1), kv.c_str(), Latency(r),
-                    bytes / (Latency(r) * 1e-3) / 1e12, std::get<std::string>(r.rows[0].Get("kernel_source")).c_str());
-      } else {
-        std::printf("[rate] decode b=%lld: %s\n", static_cast<long long>(b), Describe(r).c_str());
-      }
-    }
-  }
 }
 
 }  // namespace

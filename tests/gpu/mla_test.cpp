@@ -3,8 +3,8 @@
 // local heads, and head counts that leave rows of a tile empty), split and unsplit
 // KV, partial last pages (their tail poisoned), bf16 and fp8 latent caches; the
 // prefill's cache write and cuDNN SDPA at q/k 192, v 128; the per-head BMMs in bf16
-// and fp8; the not_supported paths; perturbed references that must fail; and
-// (printed, never asserted) the decode kernel's rates at large shapes.
+// and fp8; the not_supported paths; perturbed references that must fail. The
+// decode kernel's rates at large shapes are benchmarks/bench_op_rates.cpp's.
 
 #include <cuda_runtime.h>
 
@@ -177,28 +177,6 @@ TEST(MlaBmm, SmallShapesMatchReference) {
     std::unique_ptr<collect::Op> wrong = MakeMlaBmmOp(pre, 1.05);
     collect::CaseResult r = wrong->Run(MakeBmmCase(name, "bfloat16", 64, 8), ctx);
     EXPECT_EQ(r.disposition, Disposition::kIncorrect) << Describe(r);
-  }
-}
-
-// Printed, not asserted: the decode kernel's achieved latent-read rate and math rate
-// at large shapes (the full timing budget; docs/kernels.md records the table's).
-TEST(MlaGeneration, PrintsRatesAtLargeShapes) {
-  SC_REQUIRE_GPU();
-  collect::RunContext ctx = testing::QuickContext();
-  ctx.timing.budget_s = 0.5;
-  std::unique_ptr<collect::Op> op = MakeMlaGenerationOp();
-  for (const MlaCase& m : {MlaCase{128, 1, 16, 16383}, MlaCase{128, 1, 16, 16383, "fp8"}, MlaCase{64, 1, 128, 16383},
-                           MlaCase{64, 1, 128, 16383, "fp8"}, MlaCase{512, 1, 8, 4095}}) {
-    collect::Case c = MakeMlaCase("mla_generation", m);
-    collect::CaseResult r = op->Run(c, ctx);
-    ASSERT_EQ(r.disposition, Disposition::kPassed) << Describe(r);
-    const double ms = AsDouble(r.rows[0].Get("latency"));
-    const double tokens = static_cast<double>(m.batch) * (m.step + 1);
-    const double bytes = tokens * 576 * (m.kv_dtype == "fp8" ? 1 : 2);
-    const double flops = 2.0 * tokens * m.heads * (576 + 512);
-    std::printf("[mla decode] b=%lld heads=%lld tokens=%lld kv=%s: %.4f ms, %.2f TB/s latent, %.1f TFLOP/s (%s)\n",
-                static_cast<long long>(m.batch), static_cast<long long>(m.heads), static_cast<long long>(m.step + 1),
-                m.kv_dtype.c_str(), ms, bytes / ms / 1e9, flops / ms / 1e9, Source(r).c_str());
   }
 }
 

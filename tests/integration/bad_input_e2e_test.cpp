@@ -145,6 +145,40 @@ TEST(BadInputE2E, CasePlansAreCheckedWhenTheyLoad) {
   fs::remove_all(dir);
 }
 
+// A parameter the op does not declare (not one of its required parameters or
+// its table's key columns) is refused when the plan loads, with the file, the
+// line of the name and the name, in a sweep's axes, fixed or profiles and in a
+// model file's profiles (it rode along unread in the case id before).
+TEST(BadInputE2E, UnknownParametersInCasePlansAreRefused) {
+  const std::string dir = MakeTempDir("sc_badparam_");
+  auto plan = [&](const std::string& yaml, const std::string& model) {
+    fs::remove_all(dir + "/cases");
+    WriteText(dir + "/cases/skips.yaml", "skips: []\n");
+    WriteText(dir + "/cases/base_ops/rmsnorm.yaml", yaml);
+    if (!model.empty()) WriteText(dir + "/cases/models/m.yaml", model);
+    return RunProcess(CollectArgs(kBin, {"--ops", "rmsnorm", "--plan-only"}, dir + "/cases"));
+  };
+  const std::string head = "op: rmsnorm\nsweeps:\n  - backends: [cpu]\n    model_shapes: true\n";
+  const std::string axes = "    axes:\n      dtype: [float32]\n      num_tokens: [16]\n";
+  for (const auto& [yaml, says] : std::vector<std::pair<std::string, std::string>>{
+           {head + axes + "      hiden_size: [1024]\n", "rmsnorm.yaml:8: key 'hiden_size'"},
+           {head + axes + "    fixed:\n      hidden_size: 1024\n      eps: 0.00001\n", "rmsnorm.yaml:10: key 'eps'"},
+           {head + axes + "    profiles:\n      - {hidden_size: 1024, layers: 32}\n", "rmsnorm.yaml:9: key 'layers'"}}) {
+    auto r = plan(yaml, "");
+    EXPECT_EQ(r.exit_code, 2) << yaml << "\n" << Describe(r);
+    EXPECT_NE(r.err.find(says + ": op 'rmsnorm' has no parameter"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("expected one of: dtype, hidden_size, num_tokens"), std::string::npos) << r.err;
+  }
+  const std::string good = head + axes + "      hidden_size: [1024]\n";
+  auto model = plan(good, "model: m\nops:\n  rmsnorm:\n    profiles:\n      - {hidden_size: 4096}\n      - {hidden: 8192}\n");
+  EXPECT_EQ(model.exit_code, 2) << Describe(model);
+  EXPECT_NE(model.err.find("models/m.yaml:6: key 'hidden': op 'rmsnorm' has no parameter 'hidden'"), std::string::npos)
+      << model.err;
+  auto ok = plan(good, "model: m\nops:\n  rmsnorm:\n    profiles:\n      - {hidden_size: 4096}\n");
+  EXPECT_EQ(ok.exit_code, 0) << Describe(ok);
+  fs::remove_all(dir);
+}
+
 TEST(BadInputE2E, CorruptJournalNamesFileAndLine) {
   std::string dir = MakeTempDir("sc_corrupt_");
   std::vector<std::string> base = {"--ops", "rmsnorm", "--limit", "3", "--timing-budget-s", "0.02",

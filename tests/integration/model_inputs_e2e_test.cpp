@@ -69,6 +69,16 @@ TEST(ModelInputsE2E, AbsurdSizeIsRefusedNotOverflowed) {
   fs::remove_all(dir);
 }
 
+// A number beyond a double's range was an "internal error" (exit 1) before; found
+// by the fuzz run (FuzzE2E.ModelConfigJson).
+TEST(ModelInputsE2E, ANumberBeyondADoubleIsRefusedWithItsLine) {
+  const std::string dir = MakeTempDir("sc_model_huge_");
+  const ProcessResult r = Estimate(TinyModel(dir + "/m", "\n\"hidden_size\": 1e99999, "));
+  ExpectRefused(r, {dir + "/m/config.json:2: number overflow parsing '1e99999'; expected numbers within a double's range"});
+  EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
 TEST(ModelInputsE2E, UnknownWeightDtypeIsRefused) {
   const std::string dir = MakeTempDir("sc_model_dtype_");
   ExpectRefused(Estimate(TinyModel(dir + "/m", R"("hidden_size": 512, "torch_dtype": "int3", )")),

@@ -6,6 +6,7 @@
 
 #include "core/table_file.h"
 #include "e2e_common.h"
+#include "shared_data.h"
 #include "tables/table_spec.h"
 
 namespace servecast::testing {
@@ -130,6 +131,27 @@ TEST(PerfdbE2E, ConvertInPlaceMovesProvenanceAndCollectKeepsTheFormat) {
   EXPECT_EQ(meta["tables"]["elementwise_perf"]["file"].as<std::string>(), "elementwise_perf.parquet");
   EXPECT_FALSE(meta["tables"]["elementwise_perf"]["converted"]);
   fs::remove_all(dir);
+}
+
+// --detail source marks the rows a table read took from another version or
+// source (issue 28 item 10): AIC's vllm 0.22.0 on H200 borrows from 0.24.0
+// through reuse.yaml. Without --detail source nothing of it is printed.
+TEST(PerfdbE2E, DetailSourceNamesRowsMergedFromOtherVersions) {
+  const std::string root = kSource + "/../shared/reference/aic-parquet";
+  SERVECAST_NEED_SHARED(fs::exists(root + "/h200_sxm"), "no reference tree at " + root);
+  std::vector<std::string> argv = {kBin,        "estimate",    "--model", "Qwen/Qwen3-32B", "--system",
+                                   "h200_sxm",  "--backend",   "vllm",    "--data",         "vllm/0.22.0",
+                                   "--data-root", root,        "--systems", kSystems,       "--mode",
+                                   "static"};
+  const ProcessResult plain = RunProcess(argv);
+  ASSERT_EQ(plain.exit_code, 0) << Describe(plain);
+  EXPECT_EQ(plain.out.find("rows merged from other versions"), std::string::npos) << plain.out;
+  argv.insert(argv.end(), {"--detail", "source"});
+  const ProcessResult r = RunProcess(argv);
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  const std::size_t head = r.out.find("\nrows merged from other versions or sources (data vllm/0.22.0):\n");
+  ASSERT_NE(head, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" rows from vllm/0.24.0 (reuse: ", head), std::string::npos) << r.out.substr(head);
 }
 
 TEST(PerfdbE2E, QueryAnswersFromAicTablesWithItsSource) {

@@ -1,6 +1,9 @@
 // Perf rows the table declarations refuse never reach an answer: the real binary
 // exits 2 naming the file, the line and the column (a negative latency gave a
 // negative TTFT with exit 0 before).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -76,6 +79,81 @@ TEST(TableRowsE2E, ATextLatencyIsNamedAtItsLine) {
   EXPECT_NE(r.err.find(file + ":4: column 'latency' is 'abc', not a number (table gemm_perf)"), std::string::npos)
       << r.err;
   fs::remove_all(root);
+}
+
+// A key repeated inside one table file is refused when the table loads, as
+// `servecast check` refuses it: exit 2 naming the file, both lines and the key
+// (the loader kept the first row silently before). A folder whose
+// collection_meta.yaml another collector wrote (AIC's trees repeat thousands of
+// keys) keeps the first row, as AIC does.
+TEST(TableRowsE2E, ADuplicateKeyInOneFileStopsTheEstimateWithBothLines) {
+  const std::string version = "13.0-cublaslt13.1-cudnn9.14-nccl2.28";
+  const std::string root = MakeTempDir("sc_rows_dup_");
+  fs::copy(kSource + "/systems/data/h200_sxm", root + "/h200_sxm", fs::copy_options::recursive);
+  const std::string dir = root + "/h200_sxm/gemm/cuda/" + version;
+  auto conv = RunProcess({kBin, "db", "convert", dir + "/gemm_perf.parquet", root + "/gemm_perf.csv"});
+  ASSERT_EQ(conv.exit_code, 0) << Describe(conv);
+  fs::remove(dir + "/gemm_perf.parquet");
+  std::string text = ReadFile(root + "/gemm_perf.csv");
+  // The first data row (a bf16 row) again as line 3, its key unchanged.
+  const std::size_t row2 = text.find('\n') + 1, end2 = text.find('\n', row2);
+  const std::string line = text.substr(row2, end2 - row2);
+  ASSERT_NE(line.find(",bfloat16,"), std::string::npos) << line;
+  std::ofstream(dir + "/gemm_perf.csv") << text.substr(0, end2 + 1) + line + "\n" + text.substr(end2 + 1);
+  fs::remove(root + "/gemm_perf.csv");
+  const std::vector<std::string> estimate = {kBin,     "estimate", "--model",     "meta-llama/Meta-Llama-3.1-8B",
+                                             "--system", "h200_sxm", "--mode",      "agg",
+                                             "--batch",  "32",       "--data-root", root,
+                                             "--systems", kSystems};
+  const ProcessResult r = RunProcess(estimate);
+  EXPECT_EQ(r.exit_code, 2) << Describe(r);
+  // The key of that row: gemm_dtype, m, n, k, the cells from ",bfloat16," on (the
+  // kernel_source before them is quoted and holds commas).
+  const std::string tail = line.substr(line.find(",bfloat16,") + 1);
+  std::vector<std::string> cells;
+  for (std::size_t a = 0, b; a <= tail.size() && cells.size() < 4; a = b + 1) {
+    b = std::min(tail.find(',', a), tail.size());
+    cells.push_back(tail.substr(a, b - a));
+  }
+  ASSERT_EQ(cells.size(), 4u);
+  const std::string key = "gemm_dtype=" + cells[0] + ", m=" + cells[1] + ", n=" + cells[2] + ", k=" + cells[3];
+  EXPECT_NE(r.err.find(dir + "/gemm_perf.csv:3: duplicate key " + key + " (table gemm_perf): lines 2 and 3 hold it"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("TTFT"), std::string::npos) << r.out;
+  // The same file under another collector's meta: the first row wins, exit 0.
+  std::ofstream(dir + "/collection_meta.yaml") << "schema_version: 1\nprovenance: collected\n";
+  const ProcessResult foreign = RunProcess(estimate);
+  EXPECT_EQ(foreign.exit_code, 0) << Describe(foreign);
+  EXPECT_NE(foreign.out.find("TTFT"), std::string::npos) << foreign.out;
+  fs::remove_all(root);
+}
+
+// `check` names the rows timed while throttled with their share of the table and
+// their clocks (issue 28 item 10), counted here from the table's CSV form.
+TEST(TableRowsE2E, CheckGivesTheThrottledShareOfATable) {
+  const std::string dir = kSource + "/systems/data/h200_sxm/mla_bmm/cuda/13.0-cublaslt13.1-cudnn9.14-nccl2.28";
+  const std::string tmp = MakeTempDir("sc_rows_thr_");
+  auto conv = RunProcess({kBin, "db", "convert", dir + "/mla_bmm_perf.parquet", tmp + "/t.csv"});
+  ASSERT_EQ(conv.exit_code, 0) << Describe(conv);
+  const std::string text = ReadFile(tmp + "/t.csv");
+  std::size_t rows = 0, throttled = 0;
+  for (std::size_t a = text.find('\n') + 1, b; a < text.size(); a = b + 1) {
+    b = text.find('\n', a);
+    if (b == std::string::npos) b = text.size();
+    ++rows;
+    throttled += text.compare(b - 2, 2, ",1") == 0;  // throttled is the last column
+  }
+  ASSERT_GT(throttled, 0u);
+  const ProcessResult r = RunProcess({kBin, "check", dir});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  char share[32];
+  std::snprintf(share, sizeof share, "%g", std::round(1000.0 * throttled / rows) / 10);
+  EXPECT_NE(r.out.find(std::to_string(throttled) + " rows (" + share + "% of " + std::to_string(rows) +
+                       ") measured while throttled (SM clock after timing: median "),
+            std::string::npos)
+      << r.out;
+  fs::remove_all(tmp);
 }
 
 }  // namespace

@@ -55,6 +55,8 @@ class TestOp : public Op {
   std::string name() const override { return name_; }
   const TableSpec& table() const override { return *FindTableSpec("gemm_perf"); }
   std::vector<std::string> required_params() const override { return {"gemm_dtype", "m", "n", "k"}; }
+  // Invocation parameters the plan tests give it (they do not enter the key).
+  std::vector<std::string> optional_params() const override { return {"algo", "alpha", "scale", "zeta"}; }
   std::vector<Requirement> requirements() const override { return requirements_; }
   bool unverified() const override { return unverified_; }
   CaseResult Run(const Case&, const RunContext&) override {

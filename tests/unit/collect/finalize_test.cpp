@@ -179,6 +179,24 @@ TEST_F(FinalizeTest, WritesTheTableSortedWithAllColumnsAndCompleteMeta) {
   EXPECT_FALSE(tm["note"].IsDefined());
 }
 
+// The rows timed while throttled, and their share of the written table, are in
+// the meta (issue 28 item 10: 68% of the bundled GEMM rows are flagged).
+TEST_F(FinalizeTest, MetaCountsThrottledRowsAndTheirShare) {
+  JournalRecord hot = Pass(2, 2.0);
+  hot.rows[0].Set("throttled", std::int64_t{1});
+  std::string run = RunDir("run1", {Pass(10, 3.0), Pass(1, 1.0), hot});
+  FinalizeResult res = Finalize({run}, out_.path());
+  EXPECT_EQ(res.tables.at("gemm_perf").throttled_rows, 1u);
+  YAML::Node tm = Meta()["tables"]["gemm_perf"];
+  EXPECT_EQ(tm["throttled_rows"].as<int>(), 1);
+  EXPECT_DOUBLE_EQ(tm["throttled_share"].as<double>(), 0.333);
+  // Re-measured unthrottled: the share follows the written table.
+  std::string again = RunDir("run2", {Pass(2, 2.0)});
+  Finalize({again}, out_.path());
+  EXPECT_EQ(Meta()["tables"]["gemm_perf"]["throttled_rows"].as<int>(), 0);
+  EXPECT_DOUBLE_EQ(Meta()["tables"]["gemm_perf"]["throttled_share"].as<double>(), 0);
+}
+
 // A resumed run names the collector of every row: the commit of each call that
 // wrote the newest records (journal session lines; for journals from before
 // them, the calls collector.log names), not the commit that finalizes.

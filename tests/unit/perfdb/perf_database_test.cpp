@@ -162,6 +162,8 @@ TEST(PerfDatabaseTest, SlicesPartitionTheMergedTable) {
     };
     put("s/gemm/vllm/0.22.0", std::string(kGemmHeader) + "fp8,1,1,1,0.5\nbf16,1,1,1,1.0\nbf16,2,1,1,1.0\nbf16,2,1,1,9.0\n");
     put("s/gemm/vllm/0.19.0", std::string(kGemmHeader) + "bf16,2,1,1,7.0\nbf16,3,1,1,7.0\nint8,3,1,1,2.0\n");
+    // Another collector's meta (AIC's shape): the repeated bf16 key of 0.22.0 is kept-first.
+    Put(root.File("s/gemm/vllm/0.22.0/collection_meta.yaml"), "schema_version: 1\nprovenance: collected\n");
     PerfDatabase db = PerfDatabase::Open({root.path()}, "s", "vllm", "0.22.0");
     const LoadedTable& whole = db.Table("gemm_perf");
     EXPECT_EQ(db.SliceValues("gemm_perf", "gemm_dtype"), (std::vector<std::string>{"fp8", "bf16", "int8"}));
@@ -410,9 +412,63 @@ TEST(PerfDatabaseTest, NonKeyColumnAbsentFromASourceReadsAsNaN) {
   EXPECT_TRUE(std::isnan(t.table.GetDouble(1, cp)));
 }
 
-TEST(PerfDatabaseTest, DuplicateKeysInOneFileKeepTheFirst) {
+// A key repeated inside one file is an error (file, both lines, the key) unless
+// the folder's collection_meta.yaml was written by another collector (AIC's
+// trees repeat keys; the first row wins there, as in AIC).
+// The 1-based row of `file` (as written, in its row groups' order) holding bf16,
+// m, latency.
+std::size_t RowOf(const std::string& file, double latency, std::int64_t m) {
+  const Table t = LoadTableFile(file);
+  for (std::size_t r = 0; r < t.num_rows(); ++r)
+    if (t.GetString(r, t.ColumnIndex("gemm_dtype")) == "bf16" && t.GetInt(r, t.ColumnIndex("m")) == m &&
+        t.GetDouble(r, t.ColumnIndex("latency")) == latency)
+      return r + 1;
+  return 0;
+}
+
+TEST(PerfDatabaseTest, DuplicateKeysInOneFileAreRefused) {
+  TempDir root;
+  Put(root.File("s/gemm/be/1.0/gemm_perf.csv"), GemmRows({{2, 1.0}, {1, 1.0}, {1, 3.0}}));
+  PerfDatabase db = PerfDatabase::Open({root.path()}, "s", "be");
+  const std::string msg = ThrownMessage<DataError>([&] { db.Table("gemm_perf"); });
+  EXPECT_TRUE(HasText(msg, root.File("s/gemm/be/1.0/gemm_perf.csv") + ":4: duplicate key gemm_dtype=bf16, m=1, n=1, k=1"))
+      << msg;
+  EXPECT_TRUE(HasText(msg, "lines 3 and 4")) << msg;
+  // The same in a slice, numbered in the whole file.
+  const std::string sliced = ThrownMessage<DataError>([&] { db.Table("gemm_perf", RowSlice{"gemm_dtype", "bf16"}); });
+  EXPECT_TRUE(HasText(sliced, "lines 3 and 4")) << sliced;
+  // servecast's own meta: still refused.
+  Put(root.File("s/gemm/be/1.0/collection_meta.yaml"), "schema_version: 1\nservecast:\n  version: 0.1.0\n");
+  EXPECT_TRUE(HasText(ThrownMessage<DataError>([&] { PerfDatabase::Open({root.path()}, "s", "be").Table("gemm_perf"); }),
+                      "duplicate key"));
+}
+
+// In Parquet the rows are named by their index in the file, a slice's too (the
+// row groups it skips count).
+TEST(PerfDatabaseTest, DuplicateKeysInAParquetSliceNameTheFileRows) {
+  TempDir root;
+  Put(root.File("t.csv"), std::string(kGemmHeader) + "fp8,1,1,1,0.5\nbf16,1,1,1,1.0\nbf16,2,1,1,1.0\nfp8,2,1,1,0.5\n"
+                                                      "bf16,2,1,1,9.0\n");
+  TableWriteOptions o;
+  o.parquet.group_by = {"gemm_dtype"};
+  WriteTableFile(Table::ReadCsv(root.File("t.csv")), root.File("s/gemm/be/1.0/gemm_perf.parquet"), o);
+  PerfDatabase db = PerfDatabase::Open({root.path()}, "s", "be");
+  const std::string whole = ThrownMessage<DataError>([&] { db.Table("gemm_perf"); });
+  EXPECT_TRUE(HasText(whole, "gemm_perf.parquet: duplicate key gemm_dtype=bf16, m=2, n=1, k=1")) << whole;
+  const std::string sliced = ThrownMessage<DataError>([&] { db.Table("gemm_perf", RowSlice{"gemm_dtype", "bf16"}); });
+  EXPECT_TRUE(HasText(sliced, "rows " + std::to_string(RowOf(root.File("s/gemm/be/1.0/gemm_perf.parquet"), 1.0, 2)) +
+                                  " and " +
+                                  std::to_string(RowOf(root.File("s/gemm/be/1.0/gemm_perf.parquet"), 9.0, 2))))
+      << sliced;
+  EXPECT_EQ(HasText(whole, "rows "), true) << whole;
+  // The fp8 slice has no repeat: it loads.
+  EXPECT_EQ(db.Table("gemm_perf", RowSlice{"gemm_dtype", "fp8"}).table.num_rows(), 2u);
+}
+
+TEST(PerfDatabaseTest, DuplicateKeysOfAnotherCollectorKeepTheFirst) {
   TempDir root;
   Put(root.File("s/gemm/be/1.0/gemm_perf.csv"), GemmRows({{1, 1.0}, {1, 3.0}}));
+  Put(root.File("s/gemm/be/1.0/collection_meta.yaml"), "schema_version: 1\nprovenance: collected\n");
   PerfDatabase db = PerfDatabase::Open({root.path()}, "s", "be");
   const LoadedTable& t = db.Table("gemm_perf");
   EXPECT_EQ(t.table.num_rows(), 1u);
