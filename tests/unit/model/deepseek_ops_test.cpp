@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "model/family.h"
 #include "model/model_config.h"
+#include "op_list_util.h"
 #include "model/ops.h"
 #include "shared_data.h"
 
@@ -19,25 +20,10 @@ namespace servecast::model {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kModels = std::string(SERVECAST_SOURCE_DIR) + "/models";
-
-const Op& Find(const std::vector<Op>& ops, const std::string& name) {
-  for (const Op& op : ops)
-    if (op.name == name) return op;
-  throw std::runtime_error("no op " + name);
-}
-bool Has(const std::vector<Op>& ops, const std::string& name) {
-  for (const Op& op : ops)
-    if (op.name == name) return true;
-  return false;
-}
-
-OpList Build(const ModelConfig& m, ParallelConfig p, Engine e = Engine::kTrtllm, int nextn = 0) {
-  OpListOptions o;
-  o.engine = e;
-  o.nextn = nextn;
-  return BuildOpList(m, p, o);
-}
+using oplist_test::Build;
+using oplist_test::Find;
+using oplist_test::Has;
+using oplist_test::kModels;
 
 class DeepSeekTp : public ::testing::TestWithParam<int> {};
 
