@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
@@ -26,7 +27,7 @@ namespace {
 
 using servecast::bench::HaveGpu;
 
-// args: type (0 bf16, 1 fp8, 2 fp8_block), experts, rows per expert, n, k, bt, kernel (0 mma.sync, 1 wgmma)
+// args: type (0 bf16, 1 fp8, 2 fp8_block, 3 w4 mxfp4, 4 w4 int4), experts, rows per expert, n, k, bt, kernel (0 mma.sync, 1 wgmma)
 void BM_MoeGroupedGemm(benchmark::State& state) {
   if (!HaveGpu()) {
     state.SkipWithError("no GPU");
@@ -41,8 +42,11 @@ void BM_MoeGroupedGemm(benchmark::State& state) {
     state.SkipWithError("shape, bt or kernel not supported");
     return;
   }
-  const std::int64_t esz = type == sc::MoeGemmType::kBf16 ? 2 : 1;
-  const std::int64_t w_bytes = (n * k * esz + 255) / 256 * 256;  // per expert
+  const bool w4 = sc::IsW4(type);
+  const std::int64_t esz = type == sc::MoeGemmType::kFp8 || type == sc::MoeGemmType::kFp8Block ? 1 : 2;  // activations
+  // Weight bytes per expert as the kernel reads them (4-bit types: codes and group scales).
+  const std::int64_t w_read = w4 ? sc::MoeW4LayoutOf(type, n, k).Bytes() : n * k * esz;
+  const std::int64_t w_bytes = (w_read + 255) / 256 * 256;
   const int copies = static_cast<int>(
       std::clamp<std::int64_t>((256LL << 20) / std::max<std::int64_t>(experts * w_bytes, 1) + 1, 1, 8));
   cudaStream_t st = nullptr;
@@ -53,7 +57,8 @@ void BM_MoeGroupedGemm(benchmark::State& state) {
   for (int c = 0; c < copies; ++c) w.emplace_back(static_cast<std::size_t>(experts * w_bytes));
   // Random bytes: bf16 in [-1, 1]; for the fp8 types the same bits read as e4m3 are
   // finite numbers of every magnitude except the NaN codes 0x7f/0xff, which occur in
-  // under 1% of bytes and only change the arithmetic's values, not its speed.
+  // under 1% of bytes and only change the arithmetic's values, not its speed. The 4-bit
+  // types read them as codes and scales (some scales overflow to inf: values, not speed).
   sc::FillUniformBf16(a.get(), a.bytes() / 2, 1, 1.0f, st);
   for (int c = 0; c < copies; ++c) sc::FillUniformBf16(w[c].get(), w[c].bytes() / 2, 2 + c, 0.05f, st);
   const std::int64_t kb = (k + 127) / 128, nb = (n + 127) / 128;
@@ -107,7 +112,7 @@ void BM_MoeGroupedGemm(benchmark::State& state) {
   cudaEventDestroy(e1);
   cudaStreamDestroy(st);
   const double flops = 2.0 * static_cast<double>(total_rows) * static_cast<double>(n) * static_cast<double>(k);
-  const double wbytes = static_cast<double>(experts) * static_cast<double>(n * k * esz);
+  const double wbytes = static_cast<double>(experts) * static_cast<double>(w_read);
   state.counters["TFLOPs"] = benchmark::Counter(flops / 1e12, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["TBps_w"] = benchmark::Counter(wbytes / 1e12, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["tiles"] = static_cast<double>(tiles.size());
@@ -129,6 +134,18 @@ void Shapes(benchmark::internal::Benchmark* b) {
           if ((rows >= 64 && bt < 32) || (rows >= 256 && bt < 64)) continue;
           for (int wgmma : {0, 1}) b->Args({type, s.experts, rows, s.n, s.k, bt, wgmma});
         }
+  // The weight-only 4-bit types (mma.sync only): gpt-oss-120b's gate+up (128 experts,
+  // 2880 -> 5760) and down (5760/2 -> 2880) at moe_tp 1, and Kimi-K2.5's gate+up at ep 8
+  // (48 experts, 7168 -> 4096), int4.
+  const std::vector<std::pair<int, S>> w4_shapes = {
+      {3, {128, 5760, 2880}}, {3, {128, 2880, 2880}}, {4, {48, 4096, 7168}}};
+  for (const auto& [type, s] : w4_shapes)
+    for (std::int64_t rows : {4, 64, 256})
+      for (int bt : {8, 16, 32, 64, 128}) {
+        if (bt > 2 * rows && bt > 8) continue;
+        if ((rows >= 64 && bt < 32) || (rows >= 256 && bt < 64)) continue;
+        b->Args({type, s.experts, rows, s.n, s.k, bt, 0});
+      }
 }
 
 }  // namespace

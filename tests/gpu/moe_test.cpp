@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/moe_grouped_gemm.h"
@@ -67,10 +68,11 @@ TEST_P(MoeMatchesReference, OnSmallLayers) {
   SC_REQUIRE_GPU();
   const auto& [dtype, distribution, layer] = GetParam();
   const Layer& l = Layers()[static_cast<std::size_t>(layer)];
-  const std::int64_t inter = l.inter / l.tp, esz = dtype == "bfloat16" ? 2 : 1;
+  const bool w4 = dtype == "w4a16_mxfp4" || dtype == "int4_wo", fp8 = dtype == "fp8" || dtype == "fp8_block";
+  const std::int64_t inter = l.inter / l.tp, esz = fp8 ? 1 : 2;
   const bool block_ok = l.hidden % 128 == 0 && inter % 128 == 0;
   const bool grouped_ok = (l.hidden * esz) % 16 == 0 && (inter * esz) % 16 == 0 && l.hidden % 8 == 0 &&
-                          (dtype != "fp8_block" || block_ok);
+                          (dtype != "fp8_block" || block_ok) && (!w4 || l.hidden % 16 == 0);
   // cuBLASLt per expert, the mma.sync grouped kernel at 8 .. 128 rows per tile, the
   // wgmma one (Hopper builds) at 8 / 64 / 128, and the autotuned choice.
   struct Path {
@@ -91,7 +93,13 @@ TEST_P(MoeMatchesReference, OnSmallLayers) {
       EXPECT_EQ(rep.result.disposition, Disposition::kNotSupported) << Describe(rep);
       continue;
     }
-    if (p.bt > 0 && (!grouped_ok || (p.wgmma && !wgmma_runs) || (!p.wgmma && dtype != "bfloat16" && p.bt > 64))) {
+    // The 4-bit weight-only types run on the mma.sync grouped kernel only: neither
+    // cuBLASLt nor the wgmma kernel takes them.
+    if (w4 && (p.bt == 0 || p.wgmma)) {
+      EXPECT_EQ(rep.result.disposition, Disposition::kNotSupported) << Describe(rep);
+      continue;
+    }
+    if (p.bt > 0 && (!grouped_ok || (p.wgmma && !wgmma_runs) || (!p.wgmma && fp8 && p.bt > 64))) {
       EXPECT_EQ(rep.result.disposition, Disposition::kNotSupported) << Describe(rep);
       continue;
     }
@@ -109,7 +117,8 @@ TEST_P(MoeMatchesReference, OnSmallLayers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDtypes, MoeMatchesReference,
-                         ::testing::Combine(::testing::Values("bfloat16", "fp8", "fp8_block"),
+                         ::testing::Combine(::testing::Values("bfloat16", "fp8", "fp8_block", "w4a16_mxfp4",
+                                                              "int4_wo"),
                                             ::testing::Values("balanced", "power_law_1.2"),
                                             ::testing::Values(0, 1, 2, 3, 4, 5)),
                          ParamName);
@@ -121,9 +130,11 @@ TEST_P(MoeCheckCatchesWrongResults, WhenTheReferenceDiffers) {
   const collect::Case c = MoeCase(GetParam(), Layers()[2], "power_law_1.01");
   MoeRunOptions opt;
   opt.time = false;
+  const bool w4 = GetParam() == "w4a16_mxfp4" || GetParam() == "int4_wo";
   for (int bt : {0, 16, 64}) {
+    if (w4 && bt == 0) continue;  // no cuBLASLt path for the 4-bit types
     opt.force_bt = bt;
-    opt.force_wgmma = bt == 64 && MoeGroupedWgmmaRuns();
+    opt.force_wgmma = bt == 64 && MoeGroupedWgmmaRuns() && !w4;
     opt.perturb_reference = 0.1;  // the reference output 10% larger than the layer's
     const MoeRunReport bad = RunMoeCase(c, QuickContext(), opt);
     EXPECT_EQ(bad.result.disposition, Disposition::kIncorrect) << Describe(bad);
@@ -134,7 +145,31 @@ TEST_P(MoeCheckCatchesWrongResults, WhenTheReferenceDiffers) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDtypes, MoeCheckCatchesWrongResults, ::testing::Values("bfloat16", "fp8", "fp8_block"));
+INSTANTIATE_TEST_SUITE_P(AllDtypes, MoeCheckCatchesWrongResults,
+                         ::testing::Values("bfloat16", "fp8", "fp8_block", "w4a16_mxfp4", "int4_wo"));
+
+// gpt-oss's expert shape at moe_tp 4 (hidden 2880, inter 2880 / 4 = 720: the down GEMM's
+// k is padded to 768 in the 4-bit layout, as engines pad it) and Kimi-K2.5's at moe_tp 8
+// (hidden 7168, inter 256), each autotuned and at 8 rows per tile.
+TEST(MoeW4, ModelShapesMatchTheReference) {
+  SC_REQUIRE_GPU();
+  const std::vector<std::pair<std::string, Layer>> cases = {
+      {"w4a16_mxfp4", {24, 2880, 2880, 4, 32, 4, 1}},
+      {"w4a16_mxfp4", {3, 2880, 2880, 4, 128, 1, 8}},
+      {"int4_wo", {20, 7168, 2048, 8, 64, 8, 1}},
+  };
+  for (const auto& [dtype, l] : cases)
+    for (int bt : {-1, 8}) {
+      MoeRunOptions opt;
+      opt.time = false;
+      opt.force_bt = bt;
+      const MoeRunReport rep = RunMoeCase(MoeCase(dtype, l, "power_law_1.2"), QuickContext(), opt);
+      std::printf("[moe %s hidden %lld inter/tp %lld bt %d] %s\n", dtype.c_str(), static_cast<long long>(l.hidden),
+                  static_cast<long long>(l.inter / l.tp), bt, Describe(rep).c_str());
+      EXPECT_EQ(rep.result.disposition, Disposition::kPassed) << Describe(rep);
+      EXPECT_EQ(rep.kernel_source.rfind(kMoeGroupedSourcePrefix, 0), 0u) << rep.kernel_source;
+    }
+}
 
 TEST(MoeOp, EmitsOneTimedRow) {
   SC_REQUIRE_GPU();

@@ -68,7 +68,24 @@ constexpr std::int64_t kCheckTokensWithout = 2;
 constexpr std::int64_t kCheckCols = 32;           // sampled gate/up and output columns
 constexpr double kL2Bound = 256.0 * 1024 * 1024;  // >= 2 x L2 of any current GPU (MemoryBytes bound)
 
-enum class Dtype { kBf16, kFp8, kFp8Block };
+enum class Dtype { kBf16, kFp8, kFp8Block, kW4Mxfp4, kW4Int4 };
+
+bool IsFp8(Dtype d) {
+  return d == Dtype::kFp8 || d == Dtype::kFp8Block;
+}
+bool IsW4(Dtype d) {
+  return d == Dtype::kW4Mxfp4 || d == Dtype::kW4Int4;
+}
+MoeGemmType GemmTypeOf(Dtype d) {
+  switch (d) {
+    case Dtype::kBf16: return MoeGemmType::kBf16;
+    case Dtype::kFp8: return MoeGemmType::kFp8;
+    case Dtype::kFp8Block: return MoeGemmType::kFp8Block;
+    case Dtype::kW4Mxfp4: return MoeGemmType::kW4Mxfp4;
+    case Dtype::kW4Int4: return MoeGemmType::kW4Int4;
+  }
+  return MoeGemmType::kBf16;
+}
 
 std::int64_t RoundUp(std::int64_t v, std::int64_t to) {
   return (v + to - 1) / to * to;
@@ -82,21 +99,33 @@ struct Shape {
   std::string distribution;
   int samples = 1;
   int align = 1;         // segment padding (rows)
-  std::int64_t esz = 2;  // bytes per GEMM input element
+  std::int64_t esz = 2;  // bytes per GEMM input (activation) element
   // fp8_block: 128x128 weight blocks (rows) and K blocks padded to 4 (scale leading dimension).
   std::int64_t nb13 = 0, kbp13 = 0, nb2 = 0, kbp2 = 0;
 
   std::int64_t W13Elems() const { return 2 * I * H; }
   std::int64_t W2Elems() const { return H * I; }
-  std::int64_t W13Stride() const { return RoundUp(W13Elems() * esz, 256); }  // bytes per expert
-  std::int64_t W2Stride() const { return RoundUp(W2Elems() * esz, 256); }
+  // Bytes of one expert matrix [rows x cols]: its elements at the weight dtype's width,
+  // for the 4-bit types codes and group scales (moe_grouped_gemm.h, MoeW4Layout).
+  std::int64_t MatrixBytes(std::int64_t rows, std::int64_t cols) const {
+    if (IsW4(dtype)) return MoeW4LayoutOf(GemmTypeOf(dtype), rows, cols).Bytes();
+    return rows * cols * esz;
+  }
+  std::int64_t W13Stride() const { return RoundUp(MatrixBytes(2 * I, H), 256); }  // bytes per expert
+  std::int64_t W2Stride() const { return RoundUp(MatrixBytes(H, I), 256); }
+  // Bytes of one weight row in the checkpoint layout the check reads (4-bit: codes and scales).
+  std::int64_t RowBytes(bool up) const {
+    const std::int64_t cols = up ? H : I;
+    if (IsW4(dtype)) return MoeW4LayoutOf(GemmTypeOf(dtype), up ? 2 * I : H, cols).RowBytes();
+    return cols * esz;
+  }
   // Scale floats per expert. A per-tensor fp8 scale takes 4 floats: cuBLASLt rejects
   // (CUBLAS_STATUS_NOT_SUPPORTED) scale pointers that are not 16-byte aligned.
   std::int64_t S13() const { return dtype == Dtype::kFp8Block ? nb13 * kbp13 : 4; }
   std::int64_t S2() const { return dtype == Dtype::kFp8Block ? nb2 * kbp2 : 4; }
   double ExpertBytes() const {
     return static_cast<double>(W13Stride() + W2Stride()) +
-           (dtype == Dtype::kBf16 ? 0.0 : 4.0 * static_cast<double>(S13() + S2()));
+           (IsFp8(dtype) ? 4.0 * static_cast<double>(S13() + S2()) : 0.0);
   }
 };
 
@@ -143,9 +172,13 @@ std::optional<CaseResult> ParseShape(const collect::Params& p, Shape& s) {
     s.dtype = Dtype::kFp8Block;
     s.esz = 1;
     s.align = 4;
+  } else if (s.dtype_name == "w4a16_mxfp4") {
+    s.dtype = Dtype::kW4Mxfp4;
+  } else if (s.dtype_name == "int4_wo") {
+    s.dtype = Dtype::kW4Int4;
   } else {
-    return NotSupported("UnsupportedDtype",
-                        "moe on cuda runs moe_dtype bfloat16, fp8 and fp8_block; got '" + s.dtype_name + "'");
+    return NotSupported("UnsupportedDtype", "moe on cuda runs moe_dtype bfloat16, fp8, fp8_block, w4a16_mxfp4 and "
+                                            "int4_wo; got '" + s.dtype_name + "'");
   }
   if (s.K > kMoeMaxTopk || s.E > kMoeMaxExperts)
     return NotSupported("ShapeTooLarge", "moe on cuda: topk <= " + std::to_string(kMoeMaxTopk) +
@@ -155,6 +188,11 @@ std::optional<CaseResult> ParseShape(const collect::Params& p, Shape& s) {
     return NotSupported("ShapeTooLarge",
                         "moe on cuda: num_tokens x topk, hidden_size and 2 x inter_size / "
                         "moe_tp_size must fit 32 bits");
+  if (IsW4(s.dtype) && (s.H % 16 != 0 || s.I % 8 != 0))
+    return NotSupported("W4Shape", "moe " + s.dtype_name +
+                                       " needs hidden_size a multiple of 16 and inter_size / moe_tp_size of 8 (the "
+                                       "4-bit kernel's 16-row weight blocks); got hidden " +
+                                       std::to_string(s.H) + ", inter " + std::to_string(s.I));
   if (s.dtype == Dtype::kFp8Block) {
     if (s.H % 128 != 0 || s.I % 128 != 0)
       return NotSupported("BlockShape",
@@ -232,7 +270,8 @@ struct Buffers {
   DeviceBuffer down;                  // bf16 [max_rows x H]
   DeviceBuffer out;                   // bf16 [T x H]
   DeviceBuffer scratch;               // reference amax, counters
-  std::vector<DeviceBuffer> w13, w2;  // per copy: touched experts' weights
+  std::vector<DeviceBuffer> w13, w2;  // per copy: touched experts' weights (4-bit types: tiled layout)
+  DeviceBuffer w13_plain, w2_plain;   // 4-bit types: the checkpoint layout the check reads
   DeviceBuffer w13_scale, w2_scale;   // per touched expert
   std::int64_t max_rows = 0;
 };
@@ -370,7 +409,7 @@ class MoeCase {
     }
     b_.gu = Alloc(R * 2 * s.I * 2);
     if (s.dtype != Dtype::kFp8Block) b_.h = Alloc(R * s.I * 2);
-    if (s.dtype != Dtype::kBf16) b_.hq = Alloc(R * s.I);
+    if (IsFp8(s.dtype)) b_.hq = Alloc(R * s.I);
     b_.down = Alloc(R * s.H * 2);
     b_.out = Alloc(TH * 2);
     b_.scratch = Alloc(256);
@@ -392,6 +431,9 @@ class MoeCase {
   // Builds every expert matmul and picks its algorithm; an outcome when cuBLASLt has none.
   std::optional<CaseResult> BuildGemms(cudaStream_t st) {
     const Shape& s = s_;
+    if (IsW4(s.dtype))
+      return NotSupported("NoCublasLtW4", "cuBLASLt has no weight-only 4-bit matmul (" + s.dtype_name +
+                                              "); the grouped kernel runs these experts");
     const DeviceContext& dc = Context();
     const std::string where_base = "moe_dtype=" + s.dtype_name + " hidden=" + std::to_string(s.H) +
                                    " inter/tp=" + std::to_string(s.I) + " (cuBLASLt " + gemm::CublasLtVersion() +
@@ -499,10 +541,7 @@ class MoeCase {
   // Runs each sample once on poisoned outputs and checks it; an incorrect outcome or nothing.
   std::optional<CaseResult> Check(const MoeRunOptions& opt, MoeRunReport& rep, cudaStream_t st);
 
-  MoeGemmType GemmType() const {
-    return s_.dtype == Dtype::kBf16 ? MoeGemmType::kBf16
-                                    : (s_.dtype == Dtype::kFp8 ? MoeGemmType::kFp8 : MoeGemmType::kFp8Block);
-  }
+  MoeGemmType GemmType() const { return GemmTypeOf(s_.dtype); }
 
   // The grouped kernel takes both expert GEMMs of this shape.
   bool GroupedSupported() const {
@@ -562,7 +601,7 @@ class MoeCase {
     for (const auto& smp : samples_)
       for (std::int64_t e = 0; e < s_.L; ++e)
         max_seg = std::max(max_seg, smp->offsets[static_cast<std::size_t>(e + 1)] - smp->offsets[static_cast<std::size_t>(e)]);
-    const bool wgmma = MoeGroupedWgmmaRuns();
+    const bool wgmma = MoeGroupedWgmmaRuns() && !IsW4(s_.dtype);  // the 4-bit types run on mma.sync only
     std::vector<int> bts;
     for (int bt : {8, 16, 32, 64, 128}) {
       if (!(wgmma ? MoeGroupedWgmmaValidBt(bt) : MoeGroupedGemmValidBt(GemmType(), bt))) break;
@@ -673,7 +712,7 @@ class MoeCase {
     return in.as<char>() + off * s_.H * s_.esz;
   }
   const void* GemmInDown(std::int64_t off) const {
-    const DeviceBuffer& in = s_.dtype == Dtype::kBf16 ? b_.h : b_.hq;
+    const DeviceBuffer& in = IsFp8(s_.dtype) ? b_.hq : b_.h;
     return in.as<char>() + off * s_.I * s_.esz;
   }
 
@@ -682,7 +721,11 @@ class MoeCase {
     const std::int64_t n = std::max<std::int64_t>(touched_, 1);
     b_.w13.push_back(Alloc(n * s.W13Stride()));
     b_.w2.push_back(Alloc(n * s.W2Stride()));
-    if (s.dtype != Dtype::kBf16) {
+    if (IsW4(s.dtype)) {
+      b_.w13_plain = Alloc(n * s.W13Stride());
+      b_.w2_plain = Alloc(n * s.W2Stride());
+    }
+    if (IsFp8(s.dtype)) {
       b_.w13_scale = Alloc(n * s.S13() * 4);
       b_.w2_scale = Alloc(n * s.S2() * 4);
       SC_CUDA_CHECK(cudaMemsetAsync(b_.w13_scale.get(), 0, b_.w13_scale.bytes(), st));
@@ -710,12 +753,18 @@ class MoeCase {
         } else if (s.dtype == Dtype::kFp8Block) {
           float* scale = up ? b_.w13_scale.as<float>() + w * s.S13() : b_.w2_scale.as<float>() + w * s.S2();
           QuantFp8Block128x128(bf, rows, cols, up ? s.kbp13 : s.kbp2, dst, scale, st);
+        } else if (IsW4(s.dtype)) {
+          // The checkpoint's layout first, then the load-time repack into the kernel's.
+          const MoeW4Layout layout = MoeW4LayoutOf(GemmType(), rows, cols);
+          char* plain = (up ? b_.w13_plain.as<char>() + w * s.W13Stride() : b_.w2_plain.as<char>() + w * s.W2Stride());
+          LaunchMoeW4Quantize(GemmType(), bf, layout, plain, st);
+          LaunchMoeW4Tile(plain, layout, dst, st);
         }
         if (s.dtype != Dtype::kBf16) SC_CUDA_CHECK(cudaStreamSynchronize(st));  // staging is reused
       }
     }
     SC_CUDA_CHECK(cudaStreamSynchronize(st));
-    if (s.dtype != Dtype::kBf16) {
+    if (IsFp8(s.dtype)) {
       w13_scale_host_ = Read<float>(b_.w13_scale.get(), 0, n * s.S13(), st);
       w2_scale_host_ = Read<float>(b_.w2_scale.get(), 0, n * s.S2(), st);
     }
@@ -766,6 +815,27 @@ class MoeCase {
       }
       return;
     }
+    if (IsW4(s.dtype)) {
+      // Checkpoint layout: kp / 2 code bytes (even k in the low nibble), then the scales.
+      const MoeW4Layout layout = MoeW4LayoutOf(GemmType(), up ? 2 * s.I : s.H, cols);
+      const std::uint8_t* scales = bytes + layout.kp / 2;
+      for (std::int64_t l = 0; l < cols; ++l) {
+        const unsigned code = (bytes[l / 2] >> (4 * (l & 1))) & 15u;
+        double v, scale;
+        if (s.dtype == Dtype::kW4Mxfp4) {
+          static constexpr double kE2m1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+          v = (code & 8u ? -1.0 : 1.0) * kE2m1[code & 7u];
+          scale = std::ldexp(1.0, static_cast<int>(scales[l / 32]) - 127);
+        } else {
+          v = static_cast<double>(static_cast<int>(code) - 8);
+          std::uint16_t b = 0;
+          std::memcpy(&b, scales + 2 * (l / 32), 2);
+          scale = Bf16ToF32(b);
+        }
+        out[static_cast<std::size_t>(l)] = v * scale;
+      }
+      return;
+    }
     const std::vector<float>& sc = up ? w13_scale_host_ : w2_scale_host_;
     for (std::int64_t l = 0; l < cols; ++l) {
       double scale;
@@ -779,7 +849,7 @@ class MoeCase {
   }
 
   std::int64_t WeightRowOffset(bool up, std::int64_t w, std::int64_t row) const {
-    return w * (up ? s_.W13Stride() : s_.W2Stride()) + row * (up ? s_.H : s_.I) * s_.esz;
+    return w * (up ? s_.W13Stride() : s_.W2Stride()) + row * s_.RowBytes(up);
   }
 
   using RowKey = std::tuple<bool, std::int64_t, std::int64_t>;  // (up, touched expert, row)
@@ -803,11 +873,13 @@ class MoeCase {
           offs.push_back(WeightRowOffset(up == 1, std::get<1>(key), std::get<2>(key)));
         }
       if (part.empty()) continue;
-      const std::int64_t row_bytes = (up ? s_.H : s_.I) * s_.esz, n = static_cast<std::int64_t>(part.size());
+      const std::int64_t row_bytes = s_.RowBytes(up == 1), n = static_cast<std::int64_t>(part.size());
       DeviceBuffer offs_dev = Alloc(n * 8), rows_dev = Alloc(n * row_bytes);
       SC_CUDA_CHECK(cudaMemcpyAsync(offs_dev.get(), offs.data(), offs.size() * 8, cudaMemcpyHostToDevice, st));
-      LaunchGatherRows((up ? b_.w13[0] : b_.w2[0]).get(), offs_dev.as<std::int64_t>(), n, row_bytes, rows_dev.get(),
-                       st);
+      // The 4-bit types read the checkpoint layout: the kernel's tiled copy is what the
+      // GEMM reads, so a wrong repack shows as a wrong GEMM output.
+      const DeviceBuffer& src = IsW4(s_.dtype) ? (up ? b_.w13_plain : b_.w2_plain) : (up ? b_.w13[0] : b_.w2[0]);
+      LaunchGatherRows(src.get(), offs_dev.as<std::int64_t>(), n, row_bytes, rows_dev.get(), st);
       const auto bytes = Read<std::uint8_t>(rows_dev.get(), 0, n * row_bytes, st);
       const std::size_t base = out.bytes.size();
       out.bytes.insert(out.bytes.end(), bytes.begin(), bytes.end());
@@ -924,7 +996,11 @@ std::optional<CaseResult> MoeCase::CheckSample(int sample, const MoeRunOptions& 
   // k = 14,336 on mma.sync before its per-128-k promotion, and one at k = 1,440 on
   // cuBLASLt: 1.1e-3·Σ|a·b| after the bf16 output rounding). The GPU tests prove the
   // check still catches a 10% wrong output.
-  const double eps = s.dtype == Dtype::kBf16 ? std::ldexp(1.0, -14) : std::ldexp(1.0, -9);
+  // The 4-bit types: mxfp4 weights (2 significant bits times a power of 2) are exact in
+  // bf16, so bf16's bound holds; int4's code · scale is rounded to bf16 in the kernel
+  // (as engines dequantize), half a bf16 step, 2^-9 relative per product.
+  const double eps =
+      s.dtype == Dtype::kBf16 || s.dtype == Dtype::kW4Mxfp4 ? std::ldexp(1.0, -14) : std::ldexp(1.0, -9);
   RefCheck routing_check, gather_check, quant_check, gu_check, h_check, down_check, combine_check, out_check;
   // Every weight row the sampled tokens' local picks need, read at once; a pick the
   // device routed elsewhere (caught by the routing check) reads its rows one by one.
@@ -1026,7 +1102,7 @@ std::optional<CaseResult> MoeCase::CheckSample(int sample, const MoeRunOptions& 
         for (std::int64_t l = 0; l < s.H; ++l)
           gather_check.Add(pr[static_cast<std::size_t>(l)], x_row[static_cast<std::size_t>(l)], 0.5,
                            [&] { return at + " col " + std::to_string(l) + " (bf16 bits)"; });
-        if (s.dtype == Dtype::kBf16) {
+        if (!IsFp8(s.dtype)) {
           for (std::int64_t l = 0; l < s.H; ++l)
             a[static_cast<std::size_t>(l)] = Bf16ToF32(pr[static_cast<std::size_t>(l)]);
         } else {
@@ -1231,7 +1307,8 @@ class MoePhases : public collect::CasePhases {
       candidates = {GemmPath{}};
     } else if (opt_.force_bt > 0) {
       const bool ok = mc_.GroupedSupported() &&
-                      (opt_.force_wgmma ? MoeGroupedWgmmaRuns() && MoeGroupedWgmmaValidBt(opt_.force_bt)
+                      (opt_.force_wgmma ? MoeGroupedWgmmaRuns() && MoeGroupedWgmmaValidBt(opt_.force_bt) &&
+                                              !IsW4(mc_.GemmType())
                                         : MoeGroupedGemmValidBt(mc_.GemmType(), opt_.force_bt));
       if (!ok)
         return NotSupported("GroupedShape", std::string("the grouped expert GEMM (") +
@@ -1316,6 +1393,7 @@ class MoeOp : public collect::Op {
     const double one = touched * s.ExpertBytes();
     double bytes = std::min(8 * one, one + kL2Bound);
     if (s.dtype != Dtype::kBf16) bytes += 2.0 * static_cast<double>(std::max(s.W13Elems(), s.W2Elems()));
+    if (IsW4(s.dtype)) bytes += one;  // the checkpoint-layout copy the check reads
     const double R = static_cast<double>(MaxRowsBound(s)), T = static_cast<double>(s.T);
     const double H = static_cast<double>(s.H), I = static_cast<double>(s.I);
     bytes += T * H * (2 + 1 + 2);                        // x, xq, out

@@ -92,8 +92,9 @@ __device__ __forceinline__ void StoreTile(const __nv_bfloat16* os, const MoeGemm
 
 // ---- host side: argument checks and the launch, shared by both kernels -------------
 
+// Bytes per element of the activations (the A rows; k_bytes = k · ElemBytes).
 inline int ElemBytes(MoeGemmType t) {
-  return t == MoeGemmType::kBf16 ? 2 : 1;
+  return t == MoeGemmType::kFp8 || t == MoeGemmType::kFp8Block ? 1 : 2;
 }
 
 // Throws Error when the arguments do not fit the kernels (`who` names the kernel);
@@ -102,7 +103,7 @@ inline bool ReadyToLaunch(const MoeGroupedGemmArgs& g, const char* who) {
   if (!MoeGroupedGemmSupported(g.type, g.n, g.k))
     throw Error(std::string(who) + ": shape n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
                 " is not supported (rows of k elements must be 16-byte multiples, n a multiple of 8; fp8_block: "
-                "k and n multiples of 128)");
+                "k and n multiples of 128; w4 types: n a multiple of 16)");
   if (g.type == MoeGemmType::kFp8Block && (g.w_scale_ld <= 0 || g.w_scale_ld > INT_MAX))
     throw Error(std::string(who) + ": fp8_block needs the weight scales' leading dimension");
   if (g.num_tiles < 0) throw Error(std::string(who) + ": negative tile count");

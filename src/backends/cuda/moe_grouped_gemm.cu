@@ -210,6 +210,318 @@ void LaunchTyped(const MoeGroupedGemmArgs& g, cudaStream_t stream) {
   moe_gemm::LaunchTiles(moe_grouped_gemm<BT, T>, configured, Cfg<BT, T>::kThreads, Cfg<BT, T>::kSmem, g, stream);
 }
 
+// ---- weight-only 4-bit experts (mxfp4, int4): dequantized to bf16 in registers ----
+//
+// The CTA and warp layout of the bf16 kernel above (4 warps along the tile's 128
+// weight rows, BT / kWarpTokens along its tokens). A stage holds the tile's 4-bit
+// codes for 64 k (8 chunks of 512 bytes, moe_grouped_gemm.h's tiled layout), their
+// group scales and the BT activation rows (bf16, 128 bytes each, swizzled as above).
+// Each lane reads its codes for both of its m16 tiles with two 16-byte shared loads
+// per stage and builds the A fragments of 4 k16 steps from them with shifts, masks and
+// one bf16 multiply per pair: weight memory is read at 4.25 (mxfp4) or 4.5 (int4)
+// bits per weight, the MMA runs on bf16. Stages are a quarter of the bf16 kernel's,
+// so the ring is twice as deep (8) for decode-sized tiles.
+constexpr int kW4Chunk = 512;                 // bytes of codes per (16 rows, 64 k) chunk
+constexpr int kW4StageCodes = kN / 16 * kW4Chunk;  // 4096
+
+template <int BT, MoeGemmType T>
+struct W4Cfg {
+  static constexpr int kWarpTokens = BT <= 32 ? (BT < 16 ? BT : 16) : 32;
+  static constexpr int kWarpsT = BT / kWarpTokens;
+  static constexpr int kThreads = 32 * 4 * kWarpsT;
+  static constexpr int kNt = kWarpTokens / 8;
+  static constexpr int kScaleBytes = T == MoeGemmType::kW4Int4 ? 2 : 1;
+  static constexpr int kChunkScales = 32 * kScaleBytes;  // 16 rows x 2 groups
+  static constexpr int kStageScales = kN / 16 * kChunkScales;
+  static constexpr int kStages = BT <= 32 ? 8 : 4;
+  static constexpr int kStageBytes = kW4StageCodes + kStageScales + BT * kTileK;
+  static constexpr int kSmem =
+      kStages * kStageBytes > BT * kOutStride * 2 ? kStages * kStageBytes : BT * kOutStride * 2;
+};
+
+// Lane register j (0..3) of a k16 step from its code word: low half from nibble j,
+// high half from nibble j + 4. mxfp4: the e2m1 code placed as a bf16 of value
+// code · 2^-126 (its exponent and mantissa bits land on bf16's lowest exponent bits and
+// top mantissa bit; the code's subnormal 0.5 becomes bf16's subnormal 2^-127), to be
+// multiplied by 2^(e - 1). int4: 128 + u as a bf16 (0x4300 | u), minus 136, times scale.
+template <int J>
+__device__ __forceinline__ unsigned W4Mx(unsigned w) {
+  constexpr int kMag = 6 - 4 * J;
+  const unsigned mag = (kMag >= 0 ? (w << (kMag >= 0 ? kMag : 0)) : (w >> (kMag < 0 ? -kMag : 0))) & 0x01C001C0u;
+  const unsigned sgn = (w << (12 - 4 * J)) & 0x80008000u;
+  return mag | sgn;
+}
+template <int J>
+__device__ __forceinline__ unsigned W4Int(unsigned w) {
+  return ((w >> (4 * J)) & 0x000F000Fu) | 0x43004300u;
+}
+__device__ __forceinline__ unsigned Bf2Mul(unsigned a, unsigned b) {
+  __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
+  return *reinterpret_cast<unsigned*>(&r);
+}
+__device__ __forceinline__ unsigned Bf2Sub(unsigned a, unsigned b) {
+  __nv_bfloat162 r = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
+  return *reinterpret_cast<unsigned*>(&r);
+}
+
+template <MoeGemmType T, int J>
+__device__ __forceinline__ unsigned W4Dequant(unsigned w, unsigned scale2) {
+  if constexpr (T == MoeGemmType::kW4Mxfp4) {
+    return Bf2Mul(W4Mx<J>(w), scale2);
+  } else {
+    constexpr unsigned k136 = 0x43084308u;  // bf16 136.0 in both halves
+    return Bf2Mul(Bf2Sub(W4Int<J>(w), k136), scale2);
+  }
+}
+
+// The bf16 pair (s, s) of one scale as stored: mxfp4 2^(e - 1) (bits (e + 126) << 7),
+// int4 the bf16 itself.
+template <MoeGemmType T>
+__device__ __forceinline__ unsigned W4Scale2(const unsigned char* p) {
+  unsigned bits;
+  if constexpr (T == MoeGemmType::kW4Mxfp4)
+    bits = (static_cast<unsigned>(*p) + 126u) << 7;
+  else
+    bits = *reinterpret_cast<const unsigned short*>(p);
+  return bits | (bits << 16);
+}
+
+template <int BT, MoeGemmType T>
+__global__ void __launch_bounds__(W4Cfg<BT, T>::kThreads)
+    moe_grouped_gemm_w4(const char* __restrict__ a, const char* __restrict__ w, bf16* __restrict__ d, int n,
+                        int k_bytes, const MoeGemmTile* __restrict__ tiles, const float* __restrict__,
+                        const float* __restrict__, int) {
+  using C = W4Cfg<BT, T>;
+  extern __shared__ __align__(128) char smem[];
+  const MoeGemmTile tile = tiles[blockIdx.x];
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int wn = warp & 3, wt = warp >> 2;
+  const char* wbase = w + tile.w_offset;
+  const int ktiles = (k_bytes + kTileK - 1) / kTileK;  // = kp / 64
+  const int rb0 = tile.n0 / 16, nrb = n / 16;
+  const char* sbase = wbase + static_cast<long long>(n) * ktiles * 32;  // scales after n x kp/2 code bytes
+
+  auto load = [&](int kt, int stage) {
+    char* cs = smem + stage * C::kStageBytes;
+    char* ss = cs + kW4StageCodes;
+    char* as = ss + C::kStageScales;
+    for (int i = tid; i < 8 * 32; i += C::kThreads) {
+      const int c = i >> 5, p = i & 31;
+      const bool ok = rb0 + c < nrb;
+      const char* src = ok ? wbase + (static_cast<long long>(rb0 + c) * ktiles + kt) * kW4Chunk + p * 16 : wbase;
+      moe_gemm::CpAsync16(SmemAddr(cs + c * kW4Chunk + p * 16), src, ok);
+    }
+    constexpr int kPieces = C::kChunkScales / 16;
+    for (int i = tid; i < 8 * kPieces; i += C::kThreads) {
+      const int c = i / kPieces, p = i % kPieces;
+      const bool ok = rb0 + c < nrb;
+      const char* src =
+          ok ? sbase + (static_cast<long long>(rb0 + c) * ktiles + kt) * C::kChunkScales + p * 16 : sbase;
+      moe_gemm::CpAsync16(SmemAddr(ss + c * C::kChunkScales + p * 16), src, ok);
+    }
+    const int kb0 = kt * kTileK;
+    for (int i = tid; i < BT * 8; i += C::kThreads) {
+      const int r = i >> 3, c = i & 7, gk = kb0 + c * 16;
+      const bool ok = r < tile.rows && gk < k_bytes;
+      const char* src = ok ? a + static_cast<long long>(tile.row0 + r) * k_bytes + gk : a;
+      moe_gemm::CpAsync16(SmemAddr(as + Swz(r, c)), src, ok);
+    }
+  };
+
+  float acc[2][C::kNt][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < C::kNt; ++nt)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[mt][nt][q] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < C::kStages - 1; ++s) {
+    if (s < ktiles) load(s, s);
+    CpAsyncCommit();
+  }
+
+  const int g = lane >> 2;
+  for (int kt = 0; kt < ktiles; ++kt) {
+    CpAsyncWait<C::kStages - 2>();
+    __syncthreads();
+    if (kt + C::kStages - 1 < ktiles) load(kt + C::kStages - 1, (kt + C::kStages - 1) % C::kStages);
+    CpAsyncCommit();
+
+    const char* cs = smem + (kt % C::kStages) * C::kStageBytes;
+    const unsigned char* ss = reinterpret_cast<const unsigned char*>(cs + kW4StageCodes);
+    const unsigned asa = SmemAddr(cs + kW4StageCodes + C::kStageScales);
+    uint4 code[2];
+    unsigned sc[2][2][2];  // [mt][group][row g, row g + 8]
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      const int chunk = wn * 2 + mt;
+      code[mt] = *reinterpret_cast<const uint4*>(cs + chunk * kW4Chunk + lane * 16);
+#pragma unroll
+      for (int q = 0; q < 2; ++q)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          sc[mt][q][h] = W4Scale2<T>(ss + chunk * C::kChunkScales + ((g + 8 * h) * 2 + q) * C::kScaleBytes);
+    }
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      unsigned af[2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        const unsigned word = ks == 0 ? code[mt].x : ks == 1 ? code[mt].y : ks == 2 ? code[mt].z : code[mt].w;
+        const int q = ks >> 1;
+        af[mt][0] = W4Dequant<T, 0>(word, sc[mt][q][0]);
+        af[mt][1] = W4Dequant<T, 1>(word, sc[mt][q][1]);
+        af[mt][2] = W4Dequant<T, 2>(word, sc[mt][q][0]);
+        af[mt][3] = W4Dequant<T, 3>(word, sc[mt][q][1]);
+      }
+      unsigned bfr[C::kNt][2];
+      if constexpr (C::kNt == 1) {
+        Ldsm2(bfr[0], asa + Swz(wt * C::kWarpTokens + (lane & 7), ks * 2 + ((lane >> 3) & 1)));
+      } else {
+#pragma unroll
+        for (int j = 0; j < C::kNt / 2; ++j) {
+          unsigned t4[4];
+          Ldsm4(t4, asa + Swz(wt * C::kWarpTokens + j * 16 + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)));
+          bfr[2 * j][0] = t4[0];
+          bfr[2 * j][1] = t4[1];
+          bfr[2 * j + 1][0] = t4[2];
+          bfr[2 * j + 1][1] = t4[3];
+        }
+      }
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < C::kNt; ++nt) Mma<MoeGemmType::kBf16>(acc[mt][nt], af[mt], bfr[nt][0], bfr[nt][1]);
+    }
+  }
+  CpAsyncWait<0>();
+  __syncthreads();
+
+  bf16* os = reinterpret_cast<bf16*>(smem);
+  const int tig = lane & 3;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < C::kNt; ++nt) {
+      const int nl = wn * kWarpRows + mt * 16 + g;
+      const int tk = wt * C::kWarpTokens + nt * 8 + 2 * tig;
+      os[tk * kOutStride + nl] = __float2bfloat16(acc[mt][nt][0]);
+      os[(tk + 1) * kOutStride + nl] = __float2bfloat16(acc[mt][nt][1]);
+      os[tk * kOutStride + nl + 8] = __float2bfloat16(acc[mt][nt][2]);
+      os[(tk + 1) * kOutStride + nl + 8] = __float2bfloat16(acc[mt][nt][3]);
+    }
+  __syncthreads();
+  StoreTile<BT, C::kThreads>(os, tile, d, n, tid);
+}
+
+template <int BT, MoeGemmType T>
+void LaunchW4Typed(const MoeGroupedGemmArgs& g, cudaStream_t stream) {
+  static unsigned configured = 0;
+  moe_gemm::LaunchTiles(moe_grouped_gemm_w4<BT, T>, configured, W4Cfg<BT, T>::kThreads, W4Cfg<BT, T>::kSmem, g,
+                        stream);
+}
+
+// ---- the 4-bit layouts: quantizer (bf16 -> plain) and the load-time repack (plain -> tiled) ----
+
+// e2m1 code (sign, 2 exponent bits, 1 mantissa bit) of x, rounded to nearest, ties to
+// the even code, saturated at ±6.
+__device__ __forceinline__ unsigned E2m1Code(float x) {
+  const unsigned sign = x < 0.f ? 8u : 0u;
+  const float m = fabsf(x);
+  unsigned c;
+  if (m <= 0.25f) c = 0;        // 0
+  else if (m < 0.75f) c = 1;    // 0.5
+  else if (m <= 1.25f) c = 2;   // 1
+  else if (m < 1.75f) c = 3;    // 1.5
+  else if (m <= 2.5f) c = 4;    // 2
+  else if (m < 3.5f) c = 5;     // 3
+  else if (m <= 5.f) c = 6;     // 4
+  else c = 7;                   // 6
+  return sign | c;
+}
+
+__global__ void moe_w4_quantize(const bf16* __restrict__ src, int n, int k, int kp, int int4,
+                                unsigned char* __restrict__ dst) {
+  const int groups = kp / 32;
+  const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= static_cast<long long>(n) * groups) return;
+  const int r = static_cast<int>(idx / groups), gr = static_cast<int>(idx % groups);
+  const long long row_bytes = kp / 2 + static_cast<long long>(groups) * (int4 ? 2 : 1);
+  unsigned char* out = dst + r * row_bytes;
+  float v[32];
+  float amax = 0.f;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int kk = gr * 32 + i;
+    v[i] = kk < k ? __bfloat162float(src[static_cast<long long>(r) * k + kk]) : 0.f;
+    amax = fmaxf(amax, fabsf(v[i]));
+  }
+  unsigned codes[32];
+  if (!int4) {
+    // OCP MX: shared exponent floor(log2(amax)) - emax(e2m1) = floor(log2(amax)) - 2;
+    // e8m0 = that + 127, kept in [0, 128] (the kernel's range; scales of real expert
+    // weights are far below 2).
+    int e = 0;
+    if (amax > 0.f) {
+      int ex = 0;
+      frexpf(amax, &ex);  // amax = f · 2^ex, f in [0.5, 1): floor(log2 amax) = ex - 1
+      e = ex - 1 - 2 + 127;
+      e = e < 0 ? 0 : (e > 128 ? 128 : e);
+    }
+    const float inv = ldexpf(1.f, 127 - e);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) codes[i] = E2m1Code(v[i] * inv);
+    out[kp / 2 + gr] = static_cast<unsigned char>(e);
+  } else {
+    const bf16 sb = __float2bfloat16(amax / 7.f);
+    const float s = __bfloat162float(sb);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      float q = s > 0.f ? rintf(v[i] / s) : 0.f;
+      q = fminf(fmaxf(q, -8.f), 7.f);
+      codes[i] = static_cast<unsigned>(static_cast<int>(q) + 8);
+    }
+    const unsigned short bits = *reinterpret_cast<const unsigned short*>(&sb);
+    out[kp / 2 + gr * 2] = static_cast<unsigned char>(bits & 0xff);
+    out[kp / 2 + gr * 2 + 1] = static_cast<unsigned char>(bits >> 8);
+  }
+#pragma unroll
+  for (int i = 0; i < 16; ++i) out[gr * 16 + i] = static_cast<unsigned char>(codes[2 * i] | (codes[2 * i + 1] << 4));
+}
+
+// One thread per 32-bit word of the tiled codes, then one per tiled scale.
+__global__ void moe_w4_tile(const unsigned char* __restrict__ src, int n, int kp, int sb,
+                            unsigned char* __restrict__ dst) {
+  const long long kb_n = kp / 64, row_bytes = kp / 2 + kp / 32 * sb;
+  const long long words = static_cast<long long>(n) * kp / 8;
+  const long long scales = static_cast<long long>(n) * (kp / 32);
+  const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx < words) {
+    const int i = static_cast<int>(idx & 3), lane = static_cast<int>((idx >> 2) & 31);
+    const long long chunk = idx >> 7, rb = chunk / kb_n, kb = chunk % kb_n;
+    const int g = lane >> 2, t = lane & 3;
+    unsigned word = 0;
+    for (int p = 0; p < 8; ++p) {
+      const int j = p & 3, h = p >> 2;
+      const long long row = rb * 16 + g + 8 * (j & 1);
+      const long long kk = kb * 64 + 16 * i + 2 * t + 8 * (j >> 1) + h;
+      const unsigned byte = src[row * row_bytes + kk / 2];
+      word |= ((kk & 1) ? (byte >> 4) : (byte & 15u)) << (4 * p);
+    }
+    *reinterpret_cast<unsigned*>(dst + chunk * kW4Chunk + lane * 16 + i * 4) = word;
+  } else if (idx < words + scales) {
+    const long long s = idx - words;
+    const int q = static_cast<int>(s & 1), rr = static_cast<int>((s >> 1) & 15);
+    const long long chunk = s >> 5, rb = chunk / kb_n, kb = chunk % kb_n;
+    const long long row = rb * 16 + rr, gr = kb * 2 + q;
+    const unsigned char* from = src + row * row_bytes + kp / 2 + gr * sb;
+    unsigned char* to = dst + static_cast<long long>(n) * kp / 2 + (chunk * 32 + rr * 2 + q) * sb;
+    for (int b = 0; b < sb; ++b) to[b] = from[b];
+  }
+}
+
 template <int BT>
 void LaunchBt(const MoeGroupedGemmArgs& g, cudaStream_t stream) {
   switch (g.type) {
@@ -220,6 +532,8 @@ void LaunchBt(const MoeGroupedGemmArgs& g, cudaStream_t stream) {
     case MoeGemmType::kFp8Block:
       if constexpr (BT <= 64) return LaunchTyped<BT, MoeGemmType::kFp8Block>(g, stream);
       break;
+    case MoeGemmType::kW4Mxfp4: return LaunchW4Typed<BT, MoeGemmType::kW4Mxfp4>(g, stream);
+    case MoeGemmType::kW4Int4: return LaunchW4Typed<BT, MoeGemmType::kW4Int4>(g, stream);
   }
   throw Error("moe grouped gemm: no kernel for this type with " + std::to_string(BT) + " rows per tile");
 }
@@ -231,7 +545,45 @@ bool MoeGroupedGemmSupported(MoeGemmType type, std::int64_t n, std::int64_t k) {
   if (n <= 0 || k <= 0 || n > INT_MAX || k * esz > INT_MAX) return false;
   if ((k * esz) % 16 != 0 || n % 8 != 0) return false;
   if (type == MoeGemmType::kFp8Block && (k % 128 != 0 || n % 128 != 0)) return false;
+  if (IsW4(type) && n % 16 != 0) return false;
   return true;
+}
+
+MoeW4Layout MoeW4LayoutOf(MoeGemmType type, std::int64_t n, std::int64_t k) {
+  if (!IsW4(type)) throw Error("moe w4 layout: not a weight-only 4-bit type");
+  if (n <= 0 || k <= 0 || n % 16 != 0)
+    throw Error("moe w4 layout: n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                " (n must be a positive multiple of 16, k positive)");
+  MoeW4Layout l;
+  l.n = n;
+  l.k = k;
+  l.kp = (k + 63) / 64 * 64;
+  l.scale_bytes = type == MoeGemmType::kW4Int4 ? 2 : 1;
+  return l;
+}
+
+void LaunchMoeW4Quantize(MoeGemmType type, const void* src, const MoeW4Layout& l, void* dst, cudaStream_t stream) {
+  if (!IsW4(type)) throw Error("moe w4 quantize: not a weight-only 4-bit type");
+  if (l.n > INT_MAX || l.kp > INT_MAX) throw Error("moe w4 quantize: matrix too large");
+  const long long threads = l.n * (l.kp / 32);
+  if (threads == 0) return;
+  const int block = 128;
+  moe_w4_quantize<<<static_cast<unsigned>((threads + block - 1) / block), block, 0, stream>>>(
+      static_cast<const bf16*>(src), static_cast<int>(l.n), static_cast<int>(l.k), static_cast<int>(l.kp),
+      type == MoeGemmType::kW4Int4 ? 1 : 0, static_cast<unsigned char*>(dst));
+  SC_CUDA_CHECK_LAUNCH();
+}
+
+void LaunchMoeW4Tile(const void* src, const MoeW4Layout& l, void* dst, cudaStream_t stream) {
+  if (l.n > INT_MAX || l.kp > INT_MAX || l.n % 16 != 0 || l.kp % 64 != 0)
+    throw Error("moe w4 tile: bad layout n=" + std::to_string(l.n) + " kp=" + std::to_string(l.kp));
+  const long long threads = l.n * l.kp / 8 + l.n * (l.kp / 32);
+  if (threads == 0) return;
+  const int block = 256;
+  moe_w4_tile<<<static_cast<unsigned>((threads + block - 1) / block), block, 0, stream>>>(
+      static_cast<const unsigned char*>(src), static_cast<int>(l.n), static_cast<int>(l.kp), l.scale_bytes,
+      static_cast<unsigned char*>(dst));
+  SC_CUDA_CHECK_LAUNCH();
 }
 
 std::vector<MoeGemmTile> MoeGemmTiles(const std::vector<MoeGemmSegment>& segments, std::int64_t n, int bt) {
@@ -260,7 +612,8 @@ std::vector<MoeGemmTile> MoeGemmTiles(const std::vector<MoeGemmSegment>& segment
 }
 
 bool MoeGroupedGemmValidBt(MoeGemmType type, int bt) {
-  return bt == 8 || bt == 16 || bt == 32 || bt == 64 || (bt == 128 && type == MoeGemmType::kBf16);
+  return bt == 8 || bt == 16 || bt == 32 || bt == 64 ||
+         (bt == 128 && (type == MoeGemmType::kBf16 || IsW4(type)));
 }
 
 void LaunchMoeGroupedGemm(const MoeGroupedGemmArgs& g, int bt, cudaStream_t stream) {
@@ -268,6 +621,8 @@ void LaunchMoeGroupedGemm(const MoeGroupedGemmArgs& g, int bt, cudaStream_t stre
   if (!MoeGroupedGemmValidBt(g.type, bt))
     throw Error("moe grouped gemm: rows per tile " + std::to_string(bt) +
                 "; expected 8, 16, 32, 64 or 128 (fp8 types: up to 64)");
+  if (IsW4(g.type) && (g.n % 16 != 0 || g.n * ((g.k + 63) / 64) * 32 > INT_MAX))
+    throw Error("moe grouped gemm: w4 weights need n a multiple of 16 and n x kp / 2 below 2^31 bytes");
   switch (bt) {
     case 8: return LaunchBt<8>(g, stream);
     case 16: return LaunchBt<16>(g, stream);

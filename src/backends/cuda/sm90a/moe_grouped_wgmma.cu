@@ -196,7 +196,10 @@ void LaunchBt(const MoeGroupedGemmArgs& g, cudaStream_t stream) {
     case MoeGemmType::kBf16: return LaunchTyped<BT, MoeGemmType::kBf16>(g, stream);
     case MoeGemmType::kFp8: return LaunchTyped<BT, MoeGemmType::kFp8>(g, stream);
     case MoeGemmType::kFp8Block: return LaunchTyped<BT, MoeGemmType::kFp8Block>(g, stream);
+    case MoeGemmType::kW4Mxfp4:
+    case MoeGemmType::kW4Int4: break;
   }
+  throw Error("moe grouped wgmma: the weight-only 4-bit types run on the mma.sync kernel only");
 }
 
 }  // namespace
