@@ -134,7 +134,7 @@ void Shapes(benchmark::internal::Benchmark* b) {
           if ((rows >= 64 && bt < 32) || (rows >= 256 && bt < 64)) continue;
           for (int wgmma : {0, 1}) b->Args({type, s.experts, rows, s.n, s.k, bt, wgmma});
         }
-  // The weight-only 4-bit types (mma.sync only): gpt-oss-120b's gate+up (128 experts,
+  // The weight-only 4-bit types: gpt-oss-120b's gate+up (128 experts,
   // 2880 -> 5760) and down (5760/2 -> 2880) at moe_tp 1, and Kimi-K2.5's gate+up at ep 8
   // (48 experts, 7168 -> 4096), int4.
   const std::vector<std::pair<int, S>> w4_shapes = {
@@ -144,7 +144,7 @@ void Shapes(benchmark::internal::Benchmark* b) {
       for (int bt : {8, 16, 32, 64, 128}) {
         if (bt > 2 * rows && bt > 8) continue;
         if ((rows >= 64 && bt < 32) || (rows >= 256 && bt < 64)) continue;
-        b->Args({type, s.experts, rows, s.n, s.k, bt, 0});
+        for (int wgmma : {0, 1}) b->Args({type, s.experts, rows, s.n, s.k, bt, wgmma});
       }
 }
 

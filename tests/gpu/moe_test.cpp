@@ -93,9 +93,8 @@ TEST_P(MoeMatchesReference, OnSmallLayers) {
       EXPECT_EQ(rep.result.disposition, Disposition::kNotSupported) << Describe(rep);
       continue;
     }
-    // The 4-bit weight-only types run on the mma.sync grouped kernel only: neither
-    // cuBLASLt nor the wgmma kernel takes them.
-    if (w4 && (p.bt == 0 || p.wgmma)) {
+    // cuBLASLt has no weight-only 4-bit matmul: the grouped kernels run those types.
+    if (w4 && p.bt == 0) {
       EXPECT_EQ(rep.result.disposition, Disposition::kNotSupported) << Describe(rep);
       continue;
     }
@@ -134,7 +133,7 @@ TEST_P(MoeCheckCatchesWrongResults, WhenTheReferenceDiffers) {
   for (int bt : {0, 16, 64}) {
     if (w4 && bt == 0) continue;  // no cuBLASLt path for the 4-bit types
     opt.force_bt = bt;
-    opt.force_wgmma = bt == 64 && MoeGroupedWgmmaRuns() && !w4;
+    opt.force_wgmma = bt == 64 && MoeGroupedWgmmaRuns();
     opt.perturb_reference = 0.1;  // the reference output 10% larger than the layer's
     const MoeRunReport bad = RunMoeCase(c, QuickContext(), opt);
     EXPECT_EQ(bad.result.disposition, Disposition::kIncorrect) << Describe(bad);
@@ -150,7 +149,8 @@ INSTANTIATE_TEST_SUITE_P(AllDtypes, MoeCheckCatchesWrongResults,
 
 // gpt-oss's expert shape at moe_tp 4 (hidden 2880, inter 2880 / 4 = 720: the down GEMM's
 // k is padded to 768 in the 4-bit layout, as engines pad it) and Kimi-K2.5's at moe_tp 8
-// (hidden 7168, inter 256), each autotuned and at 8 rows per tile.
+// (hidden 7168, inter 256), each autotuned, and at 8 and 64 rows per tile on both
+// grouped kernels.
 TEST(MoeW4, ModelShapesMatchTheReference) {
   SC_REQUIRE_GPU();
   const std::vector<std::pair<std::string, Layer>> cases = {
@@ -158,16 +158,22 @@ TEST(MoeW4, ModelShapesMatchTheReference) {
       {"w4a16_mxfp4", {3, 2880, 2880, 4, 128, 1, 8}},
       {"int4_wo", {20, 7168, 2048, 8, 64, 8, 1}},
   };
+  struct Path {
+    int bt;
+    bool wgmma;
+  };
   for (const auto& [dtype, l] : cases)
-    for (int bt : {-1, 8}) {
+    for (const Path& p : std::vector<Path>{{-1, false}, {8, false}, {64, false}, {8, true}, {64, true}}) {
+      if (p.wgmma && !MoeGroupedWgmmaRuns()) continue;
       MoeRunOptions opt;
       opt.time = false;
-      opt.force_bt = bt;
+      opt.force_bt = p.bt;
+      opt.force_wgmma = p.wgmma;
       const MoeRunReport rep = RunMoeCase(MoeCase(dtype, l, "power_law_1.2"), QuickContext(), opt);
-      std::printf("[moe %s hidden %lld inter/tp %lld bt %d] %s\n", dtype.c_str(), static_cast<long long>(l.hidden),
-                  static_cast<long long>(l.inter / l.tp), bt, Describe(rep).c_str());
+      std::printf("[moe %s hidden %lld inter/tp %lld bt %d%s] %s\n", dtype.c_str(), static_cast<long long>(l.hidden),
+                  static_cast<long long>(l.inter / l.tp), p.bt, p.wgmma ? " wgmma" : "", Describe(rep).c_str());
       EXPECT_EQ(rep.result.disposition, Disposition::kPassed) << Describe(rep);
-      EXPECT_EQ(rep.kernel_source.rfind(kMoeGroupedSourcePrefix, 0), 0u) << rep.kernel_source;
+      EXPECT_EQ(rep.kernel_source.rfind("servecast_moe:grouped_", 0), 0u) << rep.kernel_source;
     }
 }
 

@@ -601,7 +601,7 @@ class MoeCase {
     for (const auto& smp : samples_)
       for (std::int64_t e = 0; e < s_.L; ++e)
         max_seg = std::max(max_seg, smp->offsets[static_cast<std::size_t>(e + 1)] - smp->offsets[static_cast<std::size_t>(e)]);
-    const bool wgmma = MoeGroupedWgmmaRuns() && !IsW4(s_.dtype);  // the 4-bit types run on mma.sync only
+    const bool wgmma = MoeGroupedWgmmaRuns();
     std::vector<int> bts;
     for (int bt : {8, 16, 32, 64, 128}) {
       if (!(wgmma ? MoeGroupedWgmmaValidBt(bt) : MoeGroupedGemmValidBt(GemmType(), bt))) break;
@@ -1307,8 +1307,7 @@ class MoePhases : public collect::CasePhases {
       candidates = {GemmPath{}};
     } else if (opt_.force_bt > 0) {
       const bool ok = mc_.GroupedSupported() &&
-                      (opt_.force_wgmma ? MoeGroupedWgmmaRuns() && MoeGroupedWgmmaValidBt(opt_.force_bt) &&
-                                              !IsW4(mc_.GemmType())
+                      (opt_.force_wgmma ? MoeGroupedWgmmaRuns() && MoeGroupedWgmmaValidBt(opt_.force_bt)
                                         : MoeGroupedGemmValidBt(mc_.GemmType(), opt_.force_bt));
       if (!ok)
         return NotSupported("GroupedShape", std::string("the grouped expert GEMM (") +

@@ -90,6 +90,93 @@ __device__ __forceinline__ void StoreTile(const __nv_bfloat16* os, const MoeGemm
   }
 }
 
+// ---- the weight-only 4-bit types (moe_grouped_gemm.h's tiled layout) ----------------
+
+constexpr int kW4Chunk = 512;                      // bytes of codes per (16 rows, 64 k) chunk
+constexpr int kW4StageCodes = kN / 16 * kW4Chunk;  // a stage's codes: 8 chunks, 4096 bytes
+constexpr int W4ChunkScales(int scale_bytes) {     // a chunk's scales: 16 rows x 2 groups
+  return 32 * scale_bytes;
+}
+
+// Issues the cp.async loads of k tile `kt` (64 k) of `tile` for the 4-bit types: the
+// tile's 8 code chunks to `cs`, their scale chunks to `ss`, the BT activation rows
+// (bf16, 128 bytes each) to `as` in the swizzled layout of LoadStage. Row blocks past n
+// are zero-filled (codes 0 with scale 0 or 2^-1: value 0); so are rows past the tile's
+// and activation bytes past k.
+template <int BT, int Threads, int ScaleBytes>
+__device__ __forceinline__ void LoadStageW4(char* cs, char* ss, char* as, const MoeGemmTile& tile, const char* a,
+                                            const char* wbase, int n, int k_bytes, int ktiles, int kt, int tid) {
+  const int rb0 = tile.n0 / 16, nrb = n / 16;
+  for (int i = tid; i < 8 * 32; i += Threads) {
+    const int c = i >> 5, p = i & 31;
+    const bool ok = rb0 + c < nrb;
+    const char* src = ok ? wbase + (static_cast<long long>(rb0 + c) * ktiles + kt) * kW4Chunk + p * 16 : wbase;
+    CpAsync16(SmemAddr(cs + c * kW4Chunk + p * 16), src, ok);
+  }
+  constexpr int kChunkScales = W4ChunkScales(ScaleBytes), kPieces = kChunkScales / 16;
+  const char* sbase = wbase + static_cast<long long>(n) * ktiles * 32;  // the scales follow n x kp / 2 code bytes
+  for (int i = tid; i < 8 * kPieces; i += Threads) {
+    const int c = i / kPieces, p = i % kPieces;
+    const bool ok = rb0 + c < nrb;
+    const char* src = ok ? sbase + (static_cast<long long>(rb0 + c) * ktiles + kt) * kChunkScales + p * 16 : sbase;
+    CpAsync16(SmemAddr(ss + c * kChunkScales + p * 16), src, ok);
+  }
+  const int kb0 = kt * kTileK;
+  for (int i = tid; i < BT * 8; i += Threads) {
+    const int r = i >> 3, c = i & 7, gk = kb0 + c * 16;
+    const bool ok = r < tile.rows && gk < k_bytes;
+    const char* src = ok ? a + static_cast<long long>(tile.row0 + r) * k_bytes + gk : a;
+    CpAsync16(SmemAddr(as + Swz(r, c)), src, ok);
+  }
+}
+
+// Lane register j (0..3) of a k16 step from its code word: low half from nibble j,
+// high half from nibble j + 4. mxfp4: the e2m1 code placed as a bf16 of value
+// code · 2^-126 (its exponent and mantissa bits land on bf16's lowest exponent bits and
+// top mantissa bit; the code's subnormal 0.5 becomes bf16's subnormal 2^-127), to be
+// multiplied by 2^(e - 1). int4: 128 + u as a bf16 (0x4300 | u), minus 136, times scale.
+template <int J>
+__device__ __forceinline__ unsigned W4Mx(unsigned w) {
+  constexpr int kMag = 6 - 4 * J;
+  const unsigned mag = (kMag >= 0 ? (w << (kMag >= 0 ? kMag : 0)) : (w >> (kMag < 0 ? -kMag : 0))) & 0x01C001C0u;
+  const unsigned sgn = (w << (12 - 4 * J)) & 0x80008000u;
+  return mag | sgn;
+}
+template <int J>
+__device__ __forceinline__ unsigned W4Int(unsigned w) {
+  return ((w >> (4 * J)) & 0x000F000Fu) | 0x43004300u;
+}
+__device__ __forceinline__ unsigned Bf2Mul(unsigned a, unsigned b) {
+  __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
+  return *reinterpret_cast<unsigned*>(&r);
+}
+__device__ __forceinline__ unsigned Bf2Sub(unsigned a, unsigned b) {
+  __nv_bfloat162 r = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
+  return *reinterpret_cast<unsigned*>(&r);
+}
+
+template <MoeGemmType T, int J>
+__device__ __forceinline__ unsigned W4Dequant(unsigned w, unsigned scale2) {
+  if constexpr (T == MoeGemmType::kW4Mxfp4) {
+    return Bf2Mul(W4Mx<J>(w), scale2);
+  } else {
+    constexpr unsigned k136 = 0x43084308u;  // bf16 136.0 in both halves
+    return Bf2Mul(Bf2Sub(W4Int<J>(w), k136), scale2);
+  }
+}
+
+// The bf16 pair (s, s) of one scale as stored: mxfp4 2^(e - 1) (bits (e + 126) << 7),
+// int4 the bf16 itself.
+template <MoeGemmType T>
+__device__ __forceinline__ unsigned W4Scale2(const unsigned char* p) {
+  unsigned bits;
+  if constexpr (T == MoeGemmType::kW4Mxfp4)
+    bits = (static_cast<unsigned>(*p) + 126u) << 7;
+  else
+    bits = *reinterpret_cast<const unsigned short*>(p);
+  return bits | (bits << 16);
+}
+
 // ---- host side: argument checks and the launch, shared by both kernels -------------
 
 // Bytes per element of the activations (the A rows; k_bytes = k · ElemBytes).

@@ -221,8 +221,10 @@ void LaunchTyped(const MoeGroupedGemmArgs& g, cudaStream_t stream) {
 // one bf16 multiply per pair: weight memory is read at 4.25 (mxfp4) or 4.5 (int4)
 // bits per weight, the MMA runs on bf16. Stages are a quarter of the bf16 kernel's,
 // so the ring is twice as deep (8) for decode-sized tiles.
-constexpr int kW4Chunk = 512;                 // bytes of codes per (16 rows, 64 k) chunk
-constexpr int kW4StageCodes = kN / 16 * kW4Chunk;  // 4096
+using moe_gemm::kW4Chunk;
+using moe_gemm::kW4StageCodes;
+using moe_gemm::W4Dequant;
+using moe_gemm::W4Scale2;
 
 template <int BT, MoeGemmType T>
 struct W4Cfg {
@@ -231,60 +233,13 @@ struct W4Cfg {
   static constexpr int kThreads = 32 * 4 * kWarpsT;
   static constexpr int kNt = kWarpTokens / 8;
   static constexpr int kScaleBytes = T == MoeGemmType::kW4Int4 ? 2 : 1;
-  static constexpr int kChunkScales = 32 * kScaleBytes;  // 16 rows x 2 groups
+  static constexpr int kChunkScales = moe_gemm::W4ChunkScales(kScaleBytes);
   static constexpr int kStageScales = kN / 16 * kChunkScales;
   static constexpr int kStages = BT <= 32 ? 8 : 4;
   static constexpr int kStageBytes = kW4StageCodes + kStageScales + BT * kTileK;
   static constexpr int kSmem =
       kStages * kStageBytes > BT * kOutStride * 2 ? kStages * kStageBytes : BT * kOutStride * 2;
 };
-
-// Lane register j (0..3) of a k16 step from its code word: low half from nibble j,
-// high half from nibble j + 4. mxfp4: the e2m1 code placed as a bf16 of value
-// code · 2^-126 (its exponent and mantissa bits land on bf16's lowest exponent bits and
-// top mantissa bit; the code's subnormal 0.5 becomes bf16's subnormal 2^-127), to be
-// multiplied by 2^(e - 1). int4: 128 + u as a bf16 (0x4300 | u), minus 136, times scale.
-template <int J>
-__device__ __forceinline__ unsigned W4Mx(unsigned w) {
-  constexpr int kMag = 6 - 4 * J;
-  const unsigned mag = (kMag >= 0 ? (w << (kMag >= 0 ? kMag : 0)) : (w >> (kMag < 0 ? -kMag : 0))) & 0x01C001C0u;
-  const unsigned sgn = (w << (12 - 4 * J)) & 0x80008000u;
-  return mag | sgn;
-}
-template <int J>
-__device__ __forceinline__ unsigned W4Int(unsigned w) {
-  return ((w >> (4 * J)) & 0x000F000Fu) | 0x43004300u;
-}
-__device__ __forceinline__ unsigned Bf2Mul(unsigned a, unsigned b) {
-  __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
-  return *reinterpret_cast<unsigned*>(&r);
-}
-__device__ __forceinline__ unsigned Bf2Sub(unsigned a, unsigned b) {
-  __nv_bfloat162 r = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
-  return *reinterpret_cast<unsigned*>(&r);
-}
-
-template <MoeGemmType T, int J>
-__device__ __forceinline__ unsigned W4Dequant(unsigned w, unsigned scale2) {
-  if constexpr (T == MoeGemmType::kW4Mxfp4) {
-    return Bf2Mul(W4Mx<J>(w), scale2);
-  } else {
-    constexpr unsigned k136 = 0x43084308u;  // bf16 136.0 in both halves
-    return Bf2Mul(Bf2Sub(W4Int<J>(w), k136), scale2);
-  }
-}
-
-// The bf16 pair (s, s) of one scale as stored: mxfp4 2^(e - 1) (bits (e + 126) << 7),
-// int4 the bf16 itself.
-template <MoeGemmType T>
-__device__ __forceinline__ unsigned W4Scale2(const unsigned char* p) {
-  unsigned bits;
-  if constexpr (T == MoeGemmType::kW4Mxfp4)
-    bits = (static_cast<unsigned>(*p) + 126u) << 7;
-  else
-    bits = *reinterpret_cast<const unsigned short*>(p);
-  return bits | (bits << 16);
-}
 
 template <int BT, MoeGemmType T>
 __global__ void __launch_bounds__(W4Cfg<BT, T>::kThreads)
@@ -298,34 +253,11 @@ __global__ void __launch_bounds__(W4Cfg<BT, T>::kThreads)
   const int wn = warp & 3, wt = warp >> 2;
   const char* wbase = w + tile.w_offset;
   const int ktiles = (k_bytes + kTileK - 1) / kTileK;  // = kp / 64
-  const int rb0 = tile.n0 / 16, nrb = n / 16;
-  const char* sbase = wbase + static_cast<long long>(n) * ktiles * 32;  // scales after n x kp/2 code bytes
 
   auto load = [&](int kt, int stage) {
     char* cs = smem + stage * C::kStageBytes;
-    char* ss = cs + kW4StageCodes;
-    char* as = ss + C::kStageScales;
-    for (int i = tid; i < 8 * 32; i += C::kThreads) {
-      const int c = i >> 5, p = i & 31;
-      const bool ok = rb0 + c < nrb;
-      const char* src = ok ? wbase + (static_cast<long long>(rb0 + c) * ktiles + kt) * kW4Chunk + p * 16 : wbase;
-      moe_gemm::CpAsync16(SmemAddr(cs + c * kW4Chunk + p * 16), src, ok);
-    }
-    constexpr int kPieces = C::kChunkScales / 16;
-    for (int i = tid; i < 8 * kPieces; i += C::kThreads) {
-      const int c = i / kPieces, p = i % kPieces;
-      const bool ok = rb0 + c < nrb;
-      const char* src =
-          ok ? sbase + (static_cast<long long>(rb0 + c) * ktiles + kt) * C::kChunkScales + p * 16 : sbase;
-      moe_gemm::CpAsync16(SmemAddr(ss + c * C::kChunkScales + p * 16), src, ok);
-    }
-    const int kb0 = kt * kTileK;
-    for (int i = tid; i < BT * 8; i += C::kThreads) {
-      const int r = i >> 3, c = i & 7, gk = kb0 + c * 16;
-      const bool ok = r < tile.rows && gk < k_bytes;
-      const char* src = ok ? a + static_cast<long long>(tile.row0 + r) * k_bytes + gk : a;
-      moe_gemm::CpAsync16(SmemAddr(as + Swz(r, c)), src, ok);
-    }
+    moe_gemm::LoadStageW4<BT, C::kThreads, C::kScaleBytes>(cs, cs + kW4StageCodes, cs + kW4StageCodes + C::kStageScales,
+                                                          tile, a, wbase, n, k_bytes, ktiles, kt, tid);
   };
 
   float acc[2][C::kNt][4];

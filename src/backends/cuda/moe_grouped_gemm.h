@@ -125,8 +125,7 @@ struct MoeGroupedGemmArgs {
 bool MoeGroupedGemmSupported(MoeGemmType type, std::int64_t n, std::int64_t k);
 
 // The token-rows-per-tile variants of the mma.sync kernel: 8, 16, 32, 64, 128 (the fp8
-// types, which keep a second set of accumulators, up to 64). The w4 types run on
-// mma.sync only (the wgmma kernel takes bf16 and fp8 types).
+// types, which keep a second set of accumulators, up to 64).
 bool MoeGroupedGemmValidBt(MoeGemmType type, int bt);
 
 // Enqueues the grouped GEMM with `bt` rows per tile (tiles built for that bt). Throws
@@ -134,7 +133,7 @@ bool MoeGroupedGemmValidBt(MoeGemmType type, int bt);
 void LaunchMoeGroupedGemm(const MoeGroupedGemmArgs& args, int bt, cudaStream_t stream);
 
 // The same GEMM on Hopper's warpgroup MMA (sm90a/moe_grouped_wgmma.cu): same tiles,
-// arguments and results. It is compiled for sm_90a only, in builds whose CUDA
+// arguments and results (the 4-bit types with the weights as wgmma's register operand). It is compiled for sm_90a only, in builds whose CUDA
 // architectures include 90 (MoeGroupedWgmmaBuilt), and runs only on a compute
 // capability 9.0 device (MoeGroupedWgmmaRuns: built, and the current device is one);
 // elsewhere the launcher throws Error.

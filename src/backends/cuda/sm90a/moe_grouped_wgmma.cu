@@ -7,6 +7,9 @@
 // (moe_gemm_device.cuh), made visible to the async proxy by fence.proxy.async. Both
 // fp8 types fold each 128-wide k block's wgmma sums into fp32 registers (fp8_block
 // with its scales), as DeepGEMM does: Hopper's fp8 accumulation keeps fewer bits.
+// The weight-only 4-bit types (moe_grouped_gemm_w4_wgmma below) take the weights as
+// wgmma's A operand from registers, dequantized there from the tiled 4-bit codes; the
+// activations stay a shared-memory descriptor.
 #include <cuda_bf16.h>
 
 #include <climits>
@@ -80,8 +83,13 @@ __device__ __forceinline__ void FenceRegs(float* d) {
 template <int N, WgType T>
 __device__ __forceinline__ void Wgmma(float* d, std::uint64_t da, std::uint64_t db, int scale_d);
 
+// d[0 .. N/2) += A(64 x 16, registers) · B(N x 16)^T.
+template <int N>
+__device__ __forceinline__ void WgmmaRegA(float* d, const unsigned* a, std::uint64_t db);
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #include "backends/cuda/sm90a/wgmma_ops.inc"
+#include "backends/cuda/sm90a/wgmma_rega_ops.inc"
 #endif
 
 template <int BT, MoeGemmType T>
@@ -184,6 +192,121 @@ __global__ void __launch_bounds__(kThreads)
 #endif
 }
 
+
+// ---- the weight-only 4-bit types: A (weights) from registers ------------------------
+//
+// A stage: the BT activation rows (1024-aligned, SWIZZLE_128B as above), the tile's 8
+// code chunks (one per warp: warp w of warpgroup g holds rows 16 (4 g + w) .. + 15, the
+// 16-row block its A fragment covers) and their scales. Each thread reads its 16 bytes
+// of codes (4 k16 steps) with one shared load, dequantizes 16 registers (as the
+// mma.sync kernel does), and issues 4 wgmma with them.
+template <int BT, MoeGemmType T>
+struct WgW4Cfg {
+  static constexpr int kScaleBytes = T == MoeGemmType::kW4Int4 ? 2 : 1;
+  static constexpr int kChunkScales = moe_gemm::W4ChunkScales(kScaleBytes);
+  static constexpr int kStages = BT <= 32 ? 8 : 4;
+  static constexpr int kRaw = BT * kTileK + moe_gemm::kW4StageCodes + kN / 16 * kChunkScales;
+  static constexpr int kStageBytes = (kRaw + kAlign - 1) / kAlign * kAlign;
+  static constexpr int kBody =
+      kStages * kStageBytes > BT * kOutStride * 2 ? kStages * kStageBytes : BT * kOutStride * 2;
+  static constexpr int kSmem = kBody + kAlign;
+};
+
+template <int BT, MoeGemmType T>
+__global__ void __launch_bounds__(kThreads)
+    moe_grouped_wgmma_w4(const char* __restrict__ a, const char* __restrict__ w, bf16* __restrict__ d, int n,
+                         int k_bytes, const MoeGemmTile* __restrict__ tiles, const float* __restrict__,
+                         const float* __restrict__, int) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using C = WgW4Cfg<BT, T>;
+  constexpr int R = BT / 2;
+  extern __shared__ char smem_raw[];
+  char* smem = smem_raw + ((0u - SmemAddr(smem_raw)) & static_cast<unsigned>(kAlign - 1));
+  const MoeGemmTile tile = tiles[blockIdx.x];
+  const int tid = static_cast<int>(threadIdx.x), wg = tid >> 7, lane = tid & 31, warp_in_wg = (tid >> 5) & 3;
+  const int chunk = wg * 4 + warp_in_wg, g = lane >> 2;
+  const char* wbase = w + tile.w_offset;
+  const int ktiles = (k_bytes + kTileK - 1) / kTileK;
+
+  auto load = [&](int kt, int stage) {
+    char* as = smem + stage * C::kStageBytes;
+    char* cs = as + BT * kTileK;
+    moe_gemm::LoadStageW4<BT, kThreads, C::kScaleBytes>(cs, cs + moe_gemm::kW4StageCodes, as, tile, a, wbase, n,
+                                                         k_bytes, ktiles, kt, tid);
+  };
+
+  float acc[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) acc[i] = 0.f;
+#pragma unroll
+  for (int s = 0; s < C::kStages - 1; ++s) {
+    if (s < ktiles) load(s, s);
+    CpAsyncCommit();
+  }
+  for (int kt = 0; kt < ktiles; ++kt) {
+    CpAsyncWait<C::kStages - 2>();
+    FenceProxyAsync();
+    __syncthreads();
+    if (kt + C::kStages - 1 < ktiles) load(kt + C::kStages - 1, (kt + C::kStages - 1) % C::kStages);
+    CpAsyncCommit();
+
+    const char* as = smem + (kt % C::kStages) * C::kStageBytes;
+    const char* cs = as + BT * kTileK;
+    const unsigned char* ss = reinterpret_cast<const unsigned char*>(cs + moe_gemm::kW4StageCodes);
+    const unsigned ta = SmemAddr(as);
+    const uint4 code = *reinterpret_cast<const uint4*>(cs + chunk * moe_gemm::kW4Chunk + lane * 16);
+    unsigned sc[2][2];  // [group][row g, row g + 8]
+#pragma unroll
+    for (int q = 0; q < 2; ++q)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        sc[q][h] = moe_gemm::W4Scale2<T>(ss + chunk * C::kChunkScales + ((g + 8 * h) * 2 + q) * C::kScaleBytes);
+    unsigned af[4][4];
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      const unsigned word = ks == 0 ? code.x : ks == 1 ? code.y : ks == 2 ? code.z : code.w;
+      const int q = ks >> 1;
+      af[ks][0] = moe_gemm::W4Dequant<T, 0>(word, sc[q][0]);
+      af[ks][1] = moe_gemm::W4Dequant<T, 1>(word, sc[q][1]);
+      af[ks][2] = moe_gemm::W4Dequant<T, 2>(word, sc[q][0]);
+      af[ks][3] = moe_gemm::W4Dequant<T, 3>(word, sc[q][1]);
+    }
+    FenceRegs<R>(acc);
+    __syncwarp();
+    WgFence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) WgmmaRegA<BT>(acc, af[ks], Desc(ta + ks * 32));
+    WgCommit();
+    WgWait0();
+    FenceRegs<R>(acc);
+  }
+  CpAsyncWait<0>();
+  __syncthreads();
+
+  bf16* os = reinterpret_cast<bf16*>(smem);
+  const int tig = lane & 3;
+  const int nl = wg * 64 + warp_in_wg * 16 + g;
+#pragma unroll
+  for (int j = 0; j < BT / 8; ++j) {
+    const int tk = j * 8 + 2 * tig;
+    os[tk * kOutStride + nl] = __float2bfloat16(acc[4 * j + 0]);
+    os[(tk + 1) * kOutStride + nl] = __float2bfloat16(acc[4 * j + 1]);
+    os[tk * kOutStride + nl + 8] = __float2bfloat16(acc[4 * j + 2]);
+    os[(tk + 1) * kOutStride + nl + 8] = __float2bfloat16(acc[4 * j + 3]);
+  }
+  __syncthreads();
+  StoreTile<BT, kThreads>(os, tile, d, n, tid);
+#else
+  __trap();
+#endif
+}
+
+template <int BT, MoeGemmType T>
+void LaunchW4Typed(const MoeGroupedGemmArgs& g, cudaStream_t stream) {
+  static unsigned configured = 0;
+  moe_gemm::LaunchTiles(moe_grouped_wgmma_w4<BT, T>, configured, kThreads, WgW4Cfg<BT, T>::kSmem, g, stream);
+}
+
 template <int BT, MoeGemmType T>
 void LaunchTyped(const MoeGroupedGemmArgs& g, cudaStream_t stream) {
   static unsigned configured = 0;
@@ -196,10 +319,9 @@ void LaunchBt(const MoeGroupedGemmArgs& g, cudaStream_t stream) {
     case MoeGemmType::kBf16: return LaunchTyped<BT, MoeGemmType::kBf16>(g, stream);
     case MoeGemmType::kFp8: return LaunchTyped<BT, MoeGemmType::kFp8>(g, stream);
     case MoeGemmType::kFp8Block: return LaunchTyped<BT, MoeGemmType::kFp8Block>(g, stream);
-    case MoeGemmType::kW4Mxfp4:
-    case MoeGemmType::kW4Int4: break;
+    case MoeGemmType::kW4Mxfp4: return LaunchW4Typed<BT, MoeGemmType::kW4Mxfp4>(g, stream);
+    case MoeGemmType::kW4Int4: return LaunchW4Typed<BT, MoeGemmType::kW4Int4>(g, stream);
   }
-  throw Error("moe grouped wgmma: the weight-only 4-bit types run on the mma.sync kernel only");
 }
 
 }  // namespace
