@@ -609,13 +609,20 @@ class MoeCase {
       if (bt >= max_seg) break;
     }
     for (auto it = bts.rbegin(); it != bts.rend(); ++it) c.push_back(GemmPath{*it, wgmma});
+    // The 4-bit types at 8 and 16 rows per tile (decode-sized experts) also time the
+    // mma.sync kernel: on the H200 it streamed gpt-oss's 4-bit experts at 2.2 TB/s where
+    // wgmma reached 1.7 at 8 rows per tile, and wgmma won from 32 rows up
+    // (bench_moe_grouped, docs/kernels.md).
+    if (wgmma && IsW4(s_.dtype))
+      for (auto it = bts.rbegin(); it != bts.rend(); ++it)
+        if (*it <= 16) c.push_back(GemmPath{*it, false});
     return c;
   }
 
   // Autotune, the way engines pick a MoE tactic: time each candidate on this case
   // (every sample, weights rotated over the copies as when timed), keep the fastest.
-  // The grouped kernel's tile sizes are timed from the largest down and the sweep stops
-  // at the first one more than 3% slower than the best tile size before it: a smaller tile only
+  // Each grouped kernel's tile sizes are timed from the largest down and its sweep stops
+  // at the first one more than 3% slower than its best tile size before it: a smaller tile only
   // re-reads each expert's weights more often, so past the turn it only gets slower,
   // and the small tiles of a large case were the autotune's most expensive timings.
   void Autotune(const std::vector<GemmPath>& candidates, cudaStream_t st) {
@@ -627,9 +634,12 @@ class MoeCase {
       Launch(it % samples(), (it / samples()) % copies(), stream);
     };
     GemmPath best = candidates[0];
-    double best_ms = 0, best_grouped_ms = 0;
+    double best_ms = 0;
+    double best_grouped_ms[2] = {0, 0};  // per grouped kernel (mma.sync, wgmma)
+    bool past_turn[2] = {false, false};
     int calls = 0;
     for (const GemmPath& path : candidates) {
+      if (path.bt > 0 && past_turn[path.wgmma]) continue;
       UsePath(path, st);
       if (calls == 0) {  // every sample, then more weight copies up to >= 0.5 ms, at most one rotation
         const double probe = gemm::TimeCallsMs(call, samples(), st) * samples();  // ms for all samples
@@ -641,8 +651,9 @@ class MoeCase {
         best = path;
       }
       if (path.bt > 0) {
-        if (best_grouped_ms > 0 && ms > 1.03 * best_grouped_ms) break;  // 3%: past the turn, not timing noise
-        if (best_grouped_ms == 0 || ms < best_grouped_ms) best_grouped_ms = ms;
+        double& kernel_best = best_grouped_ms[path.wgmma];
+        if (kernel_best > 0 && ms > 1.03 * kernel_best) past_turn[path.wgmma] = true;  // 3%: past the turn
+        if (kernel_best == 0 || ms < kernel_best) kernel_best = ms;
       }
     }
     UsePath(best, st);
