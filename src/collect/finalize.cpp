@@ -338,6 +338,18 @@ void UpdateCollectionMeta(const TableTarget& target, const std::string& table_na
   meta["sm"] = header.sm;
   meta["system"] = header.system;
   YAML::Node t = meta["tables"][table_name];
+  // Rows merged from another run (another plan) keep that run's provenance: its entry
+  // moves to `earlier_runs` before this run's replaces it, so a table grown over
+  // several plans names every collector commit and plan that wrote its rows.
+  if (t["plan_hash"] && t["plan_hash"].as<std::string>() != "sha256:" + header.plan_hash) {
+    YAML::Node earlier;
+    for (const char* key : {"plan_hash", "collector_commit", "collected_at", "collected_by", "planned", "rows",
+                            "selection", "status", "converted", "rerun_where", "rerun_cases"})
+      if (t[key]) earlier[key] = YAML::Clone(t[key]);
+    YAML::Node list = t["earlier_runs"] ? t["earlier_runs"] : YAML::Node(YAML::NodeType::Sequence);
+    list.push_back(earlier);
+    t["earlier_runs"] = list;
+  }
   t["file"] = table_name + "." + target.format;
   t.remove("converted");  // the file is this write's, not a conversion's
   // Which collector wrote the rows: the commit of every call whose records the
@@ -385,6 +397,8 @@ void UpdateCollectionMeta(const TableTarget& target, const std::string& table_na
   t["throttled_share"] = ThrottledShare(outcome);
   if (partial_selection && outcome.status == "partial")
     t["note"] = "the run was narrowed by --limit/--smoke/--model/--case-filter; the table does not cover the full plan";
+  else
+    t.remove("note");
   // A table with cases still to re-run names the rerun even when the
   // invocation re-ran none of them (interrupted before it reached them).
   if (outcome.rerun_cases > 0 || outcome.rerun_pending > 0) {

@@ -212,8 +212,18 @@ OpCost MoeFloor(const std::string& dt, double t, double h, double inter_size, do
   double share = t * topk / ep;
   double experts_touched = std::min(e / ep, std::ceil(share / t));
   double flops = 2 * share * h * 3 * inter;
-  double bytes = experts_touched * 3 * h * inter * DtypeBytes(dt) + 2 * t * h * 2;
-  return OpCost{flops, bytes, dt == "fp8_block" ? "fp8" : dt};
+  // The expert weights at the dtype's storage width (weight-only 4-bit types: half a
+  // byte, the codes alone, so the floor stays a lower bound), tensor-core rate of the
+  // type the experts compute in (bf16 for the weight-only types).
+  double weight_bytes = 4;
+  std::string rate = dt;
+  if (dt != "float32") {
+    const QuantMode q = MoeQuant(dt);
+    weight_bytes = q.mem_bytes;
+    rate = q.flops_key;
+  }
+  double bytes = experts_touched * 3 * h * inter * weight_bytes + 2 * t * h * 2;
+  return OpCost{flops, bytes, rate};
 }
 
 // ---------------------------------------------------------------- elementwise

@@ -308,6 +308,42 @@ TEST_F(FinalizeTest, ASecondFinalizeMergesAndItsRowsWin) {
   EXPECT_EQ(files, (std::vector<std::string>{"collection_meta.yaml", "gemm_perf.csv"}));
 }
 
+// A table grown by a run of another plan keeps the earlier run's provenance under
+// earlier_runs (plan, collector commit, counts), and a run of the same plan (a resume,
+// a rerun) adds no entry; the note of a narrowed run goes with the run that wrote it.
+TEST_F(FinalizeTest, AnotherPlansRunKeepsTheEarlierRunsProvenance) {
+  JournalHeader first = Header();
+  first.plan_hash = std::string(64, 'a');
+  Finalize({RunDir("run1", {Pass(1, 1.0), Pass(2, 2.0), Pass(10, 3.0)}, first, plan_, opt_)}, out_.path());
+  YAML::Node t = Meta()["tables"]["gemm_perf"];
+  EXPECT_FALSE(t["earlier_runs"].IsDefined());
+  const std::string first_commit = t["collector_commit"].as<std::string>();
+  const std::string first_at = t["collected_at"].as<std::string>();
+
+  JournalHeader second = Header();
+  second.plan_hash = std::string(64, 'b');
+  Finalize({RunDir("run2", {Pass(1, 9.0)}, second, plan_, opt_)}, out_.path());
+  t = Meta()["tables"]["gemm_perf"];
+  EXPECT_EQ(t["plan_hash"].as<std::string>(), "sha256:" + std::string(64, 'b'));
+  ASSERT_TRUE(t["earlier_runs"].IsSequence());
+  ASSERT_EQ(t["earlier_runs"].size(), 1u);
+  EXPECT_EQ(t["earlier_runs"][0]["plan_hash"].as<std::string>(), "sha256:" + std::string(64, 'a'));
+  EXPECT_EQ(t["earlier_runs"][0]["collector_commit"].as<std::string>(), first_commit);
+  EXPECT_EQ(t["earlier_runs"][0]["collected_at"].as<std::string>(), first_at);
+  EXPECT_EQ(t["earlier_runs"][0]["rows"].as<int>(), 3);
+  EXPECT_EQ(t["earlier_runs"][0]["status"].as<std::string>(), "complete");
+
+  // The same plan again: no second entry; a third plan appends after the first.
+  Finalize({RunDir("run2b", {Pass(2, 8.0)}, second, plan_, opt_)}, out_.path());
+  EXPECT_EQ(Meta()["tables"]["gemm_perf"]["earlier_runs"].size(), 1u);
+  JournalHeader third = Header();
+  third.plan_hash = std::string(64, 'c');
+  Finalize({RunDir("run3", {Pass(10, 7.0)}, third, plan_, opt_)}, out_.path());
+  t = Meta()["tables"]["gemm_perf"];
+  ASSERT_EQ(t["earlier_runs"].size(), 2u);
+  EXPECT_EQ(t["earlier_runs"][1]["plan_hash"].as<std::string>(), "sha256:" + std::string(64, 'b'));
+}
+
 TEST_F(FinalizeTest, ARerunRecordsItsExpressionAndCountUntilTheNextWrite) {
   // A finished run, then a --rerun-where invocation that re-ran m=2 and m=10: the
   // newest records win, the table stays complete, and the meta names the rerun.
