@@ -52,21 +52,17 @@ TEST(CoverageE2E, ShippedTablesPassWithEveryMissDeclared) {
   EXPECT_EQ(doc["undeclared"], 0);
   EXPECT_TRUE(doc["stale_gaps"].empty());
   EXPECT_GE(doc["models"].get<int>(), 22);
-  // The known gaps are listed, each with its declaration: gpt-oss's mxfp4 experts
-  // and head-dim-64 attention (issue 24), Kimi-K2's 384-expert MoE (issue 23).
-  bool mxfp4 = false, attention64 = false, kimi = false;
-  std::set<std::string> mxfp4_engines;
+  // The known gaps are listed, each with its declaration: MiniMax-M2.5's fp8_block
+  // experts (issue 24), Kimi-K2's 384-expert MoE (issue 23).
+  bool minimax = false, kimi = false;
+  std::set<std::string> minimax_engines;
   for (const auto& m : doc["misses"]) {
     ASSERT_FALSE(m["declared"].is_null()) << m.dump();
-    if (m["model"] == "openai/gpt-oss-120b" && m["table"] == "moe_perf") {
-      EXPECT_EQ(m["key"]["moe_dtype"], "w4a16_mxfp4");
+    if (m["model"] == "MiniMaxAI/MiniMax-M2.5" && m["table"] == "moe_perf") {
+      EXPECT_EQ(m["key"]["moe_dtype"], "fp8_block");
       EXPECT_EQ(m["declared"]["issue"], 24);
-      for (const auto& e : m["engines"]) mxfp4_engines.insert(e.get<std::string>());
-      mxfp4 = true;
-    }
-    if (m["model"] == "openai/gpt-oss-120b" && m["table"] == "context_attention_perf") {
-      EXPECT_EQ(m["key"]["head_dim"], "64");
-      attention64 = true;
+      for (const auto& e : m["engines"]) minimax_engines.insert(e.get<std::string>());
+      minimax = true;
     }
     if (m["model"] == "moonshotai/Kimi-K2-Instruct") {
       EXPECT_EQ(m["table"], "moe_perf");
@@ -80,21 +76,31 @@ TEST(CoverageE2E, ShippedTablesPassWithEveryMissDeclared) {
     EXPECT_NE(m["model"], "meta-llama/Meta-Llama-3.1-8B");
     EXPECT_NE(m["model"], "deepseek-ai/DeepSeek-V3");
     EXPECT_NE(m["model"], "deepseek-ai/DeepSeek-R1");
+    // gpt-oss through its weight-only mxfp4 experts and head-dim-64 attention (h200-w4b,
+    // h200-gptoss-attn).
+    EXPECT_NE(m["model"], "openai/gpt-oss-120b");
+    EXPECT_NE(m["model"], "openai/gpt-oss-20b");
   }
-  EXPECT_TRUE(mxfp4 && attention64 && kimi) << r.out.substr(0, 4000);
-  EXPECT_EQ(mxfp4_engines, (std::set<std::string>{"sglang", "trtllm", "vllm"}));
+  EXPECT_TRUE(minimax && kimi) << r.out.substr(0, 4000);
+  EXPECT_EQ(minimax_engines, (std::set<std::string>{"sglang", "trtllm", "vllm"}));
 }
+
+// MiniMax-M2.5's fp8_block expert slices (hidden 3072, inter 1536, 256 experts) that
+// the search's one-node configurations look up: the (moe_tp, moe_ep) pairs of 8 GPUs.
+constexpr int kMiniMaxMoeMisses = 9;
 
 TEST(CoverageE2E, UndeclaredMissFails) {
   const std::string dir = MakeTempDir("sc_coverage_");
-  WithoutEntry(dir + "/gaps.yaml", "openai/gpt-oss-120b", "moe_perf");
+  WithoutEntry(dir + "/gaps.yaml", "MiniMaxAI/MiniMax-M2.5", "moe_perf");
   const ProcessResult r = Gate({"--gaps", dir + "/gaps.yaml"});
   EXPECT_EQ(r.exit_code, 1) << Describe(r);
   EXPECT_NE(r.out.find("UNDECLARED"), std::string::npos) << Describe(r);
-  EXPECT_NE(r.out.find("moe_perf {moe_dtype=w4a16_mxfp4, hidden_size=2880, inter_size=2880, topk=4, num_experts=128"),
+  EXPECT_NE(r.out.find("moe_perf {moe_dtype=fp8_block, hidden_size=3072, inter_size=1536, topk=8, num_experts=256"),
             std::string::npos)
       << Describe(r);
-  EXPECT_NE(r.out.find("coverage: FAIL (10 undeclared misses, 0 stale gaps)"), std::string::npos) << Describe(r);
+  EXPECT_NE(r.out.find("coverage: FAIL (" + std::to_string(kMiniMaxMoeMisses) + " undeclared misses, 0 stale gaps)"),
+            std::string::npos)
+      << Describe(r);
   fs::remove_all(dir);
 }
 
