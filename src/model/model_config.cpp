@@ -187,8 +187,10 @@ void ReadWindows(const ConfigFields& f, ModelConfig& m) {
       if (t == "sliding_attention") {
         need_window();
         m.layer_windows[i] = window;
-      } else if (t != "full_attention") {
-        f.Fail("layer_types", "entry " + std::to_string(i) + " is '" + t + "'", "sliding_attention or full_attention");
+      } else if (t != "full_attention" && t != "linear_attention") {
+        // linear_attention: a recurrent layer (Qwen3.5, Qwen3-Next), its family's to cost.
+        f.Fail("layer_types", "entry " + std::to_string(i) + " is '" + t + "'",
+               "sliding_attention, full_attention or linear_attention");
       }
     }
     return;
