@@ -111,7 +111,8 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
                 "cuda; newest version)");
   c->add_option("--data-root", a.data_roots, "data root (repeat; default: systems/data of the installation)");
   c->add_option("--database-mode", a.database_mode,
-                "silicon (tables; a miss is an error), hybrid (tables, then util-empirical), empirical, sol; any case")
+                "silicon (tables; a miss is an error; a table servecast cannot collect yet answers with its roofline, "
+                "labelled), hybrid (tables, then util-empirical), empirical, sol; any case")
       ->capture_default_str();
   c->add_option("--transfer-policy", a.transfer_policy, "hybrid / empirical: off, conservative, balanced, aggressive")
       ->capture_default_str();

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <ostream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -31,6 +32,8 @@ struct Case {
   std::string roofline;    // an op the notes must label "roofline"
   std::string table;       // its table
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.model << " (" << c.mode << ", " << c.gpus << " GPUs)"; }
 
 class HybridDefault : public ::testing::TestWithParam<Case> {};
 
