@@ -96,3 +96,20 @@ TEST(HybridDefaultSilicon, UncollectedExpertShapesAreMissesNotRooflines) {
 
 }  // namespace
 }  // namespace servecast::testing
+
+namespace servecast::testing {
+namespace {
+
+// `support` never calls a model whose layers read an uncollected table PASS: the
+// roofline ops are listed like the util-empirical fallbacks (PARTIAL).
+TEST(HybridSupport, RooflineOpsMakeAModelPartialNotPass) {
+  const ProcessResult r = RunProcess(
+      {kHyBin, "support", "--model", "deepseek-ai/DeepSeek-V3.2", "--system", "h200_sxm"}, 300, kHySource);
+  EXPECT_NE(r.out.find("PARTIAL"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(" PASS "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("context_dsa_attention: dsa_context_module_perf"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not measured"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace servecast::testing
