@@ -55,13 +55,24 @@ void ValidateLinearHeads(const ModelConfig& m, const ParallelConfig& p) {
                                             std::to_string(m.linear_k_heads) + " Gated DeltaNet key heads of " + m.name);
 }
 
+// The layers of a phase: decode with MTP (--nextn N, phase_scale (L + N) / L) also
+// runs N draft layers, each a gated full-attention layer with its FFN (Qwen3.5's
+// MTP module), so the draft layers add to the attention layers only.
+struct Layers {
+  double attention = 0, recurrent = 0;
+};
+Layers LayersOf(const ModelConfig& m, bool context, double phase_scale) {
+  const double draft = context ? 0.0 : static_cast<double>(m.num_layers) * (phase_scale - 1.0);
+  return {static_cast<double>(m.attention_layers) + draft, static_cast<double>(m.recurrent_layers)};
+}
+
 // The attention layers' and the Gated DeltaNet layers' mixers, each at its own
-// layer count (x phase_scale), after the embedding and first norm.
+// layer count, after the embedding and first norm.
 void AddMixers(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, bool context, double phase_scale) {
   const std::int64_t H = m.hidden_size, d = m.head_dim;
   const std::int64_t heads = m.num_heads / p.tp, kv_heads = CeilDiv(m.num_kv_heads, p.tp);
-  const double A = static_cast<double>(m.attention_layers) * phase_scale;
-  const double R = static_cast<double>(m.recurrent_layers) * phase_scale;
+  const Layers n = LayersOf(m, context, phase_scale);
+  const double A = n.attention, R = n.recurrent;
   const std::string& q = m.quant.gemm;
   // Gated attention: q and its gate (2 n d), k and v.
   b.Gemm("qkv_gemm", 2 * heads * d + 2 * d * kv_heads, H, q, A);
@@ -111,6 +122,7 @@ void AddHybridNotes(const ModelConfig& m, std::vector<std::string>& notes) {
                   std::to_string(m.attention_layers) +
                   " gated full-attention layers; the recurrent state is per sequence, constant in length");
   notes.push_back("Gated DeltaNet prefill with a cached prefix is costed over the whole sequence (an upper bound)");
+  notes.push_back("MTP (--nextn): each draft layer is a gated full-attention layer with its FFN");
 }
 
 class Qwen35Family final : public ModelFamily {
@@ -129,7 +141,7 @@ class Qwen35Family final : public ModelFamily {
                                                  std::to_string(m.intermediate_size) + " of " + m.name);
     ValidateLinearHeads(m, p);
   }
-  SearchKnobs Knobs() const override { return {8, false, false}; }
+  SearchKnobs Knobs() const override { return {8, false, false, true}; }
   std::vector<Op> BuildPhase(const ModelConfig& m, const ParallelConfig& p, const OpListOptions& o, bool context,
                              double phase_scale) const override {
     (void)o;
@@ -174,7 +186,7 @@ class Qwen35MoeFamily final : public ModelFamily {
     ValidateExpertParallel(m, p, e);
     ValidateLinearHeads(m, p);
   }
-  SearchKnobs Knobs() const override { return {16, true, true}; }
+  SearchKnobs Knobs() const override { return {16, true, true, true}; }
   std::vector<Op> BuildPhase(const ModelConfig& m, const ParallelConfig& p, const OpListOptions& o, bool context,
                              double phase_scale) const override {
     const double layers = static_cast<double>(m.num_layers) * phase_scale;

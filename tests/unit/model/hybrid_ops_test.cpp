@@ -62,6 +62,14 @@ TEST(Qwen35Ops, DenseInterleavesGatedDeltaNetWithGatedAttention) {
   EXPECT_TRUE(Has(l.context, "context_ar_1"));
   // tp must divide the key heads.
   EXPECT_THROW(Build(m, {.tp = 32}), UsageError);
+  // MTP: the draft layer is a gated attention layer; the GDN layers stay 48.
+  const OpList mtp = Build(m, {.tp = 4}, Engine::kTrtllm, 1);
+  EXPECT_EQ(Find(mtp.generation, "generation_attention").scale, 17);
+  EXPECT_EQ(Find(mtp.generation, "generation_qkv_gemm").scale, 17);
+  EXPECT_EQ(Find(mtp.generation, "generation_gdn").scale, 48);
+  EXPECT_EQ(Find(mtp.generation, "generation_gate_ffn1_gemm").scale, 65);
+  EXPECT_EQ(Find(mtp.context, "context_attention").scale, 16);  // prefill runs no draft layer
+  EXPECT_TRUE(FamilyOf(m).Knobs().mtp);
 }
 
 TEST(Qwen35Ops, KvCacheOnlyForAttentionAndStatePerSequence) {
