@@ -111,7 +111,8 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
                 "cuda; newest version)");
   c->add_option("--data-root", a.data_roots, "data root (repeat; default: systems/data of the installation)");
   c->add_option("--database-mode", a.database_mode,
-                "silicon (tables; a miss is an error), hybrid (tables, then util-empirical), empirical, sol; any case")
+                "silicon (tables; a miss is an error; a table servecast cannot collect yet answers with its roofline, "
+                "labelled), hybrid (tables, then util-empirical), empirical, sol; any case")
       ->capture_default_str();
   c->add_option("--transfer-policy", a.transfer_policy, "hybrid / empirical: off, conservative, balanced, aggressive")
       ->capture_default_str();
@@ -202,6 +203,7 @@ Json MemoryJson(const serve::MemoryBreakdown& mem) {
           {"capacity_bytes", mem.capacity},
           {"oom", mem.oom},
           {"kv_bytes_per_token", mem.kv_bytes_per_token},
+          {"state_bytes_per_sequence", mem.state_bytes_per_sequence},
           {"kv_budget_bytes", mem.kv_budget},
           {"kv_oom", mem.kv_oom},
           {"max_batch", mem.max_batch}};
@@ -239,6 +241,9 @@ void PrintMemory(const serve::MemoryBreakdown& mem, const serve::EngineProfile& 
               mem.total / kGiB);
   std::printf("  KV cache: %.1f KiB per token, budget %.3f GiB (%s)\n", mem.kv_bytes_per_token / 1024.0,
               mem.kv_budget / kGiB, engine.source_file.c_str());
+  if (mem.state_bytes_per_sequence > 0)
+    std::printf("  recurrent state: %.1f KiB per sequence, constant in its length (in the KV cache above)\n",
+                mem.state_bytes_per_sequence / 1024.0);
 }
 
 }  // namespace

@@ -161,7 +161,7 @@ int RunSupport(const SupportArgs& a, const std::function<std::string(const std::
   for (const auto& o : outs) {
     const auto& r = o.report;
     if (r.verdict == search::SupportVerdict::kPartial) {
-      std::printf("\n%s PARTIAL (%s): ops that fall back to util-empirical in HYBRID mode:\n",
+      std::printf("\n%s PARTIAL (%s): ops that fall back to util-empirical in HYBRID mode (or to the roofline of a table not collected yet):\n",
                   model::EngineName(r.engine), r.config.c_str());
       for (const std::string& f : r.fallbacks) std::printf("  - %s\n", f.c_str());
     } else if (r.verdict == search::SupportVerdict::kFail) {

@@ -11,6 +11,10 @@ namespace servecast::model {
 std::unique_ptr<ModelFamily> MakeDenseFamily();
 std::unique_ptr<ModelFamily> MakeMoeFamily();
 std::unique_ptr<ModelFamily> MakeDeepSeekFamily();
+std::unique_ptr<ModelFamily> MakeDsaFamily();
+std::unique_ptr<ModelFamily> MakeQwen35Family();
+std::unique_ptr<ModelFamily> MakeQwen35MoeFamily();
+std::unique_ptr<ModelFamily> MakeNemotronHFamily();
 
 namespace {
 
@@ -45,6 +49,10 @@ Registry& TheRegistry() {
     reg.Add(MakeDenseFamily());
     reg.Add(MakeMoeFamily());
     reg.Add(MakeDeepSeekFamily());
+    reg.Add(MakeDsaFamily());
+    reg.Add(MakeQwen35Family());
+    reg.Add(MakeQwen35MoeFamily());
+    reg.Add(MakeNemotronHFamily());
     return reg;
   }();
   return r;

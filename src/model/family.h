@@ -78,6 +78,19 @@ class ModelFamily {
   // grouped-query attention: ceil(n_kv / tp) x d x L x 2 (K and V), not divided
   // by pp (AIC §3.5).
   virtual double KvElemsPerToken(const ModelConfig& m, const ParallelConfig& p) const;
+  // Cache bytes per token on one GPU beyond the KV cache above, whatever the KV
+  // dtype (DSA: the indexer's own fp8 keys and their scales); default none.
+  virtual double SideCacheBytesPerToken(const ModelConfig& m, const ParallelConfig& p) const {
+    (void)m, (void)p;
+    return 0;
+  }
+  // Recurrent state bytes per sequence on one GPU over all layers (Gated
+  // DeltaNet, Mamba2: the scan state and the convolution window), constant in
+  // the sequence's length; default none.
+  virtual double StateBytesPerSequence(const ModelConfig& m, const ParallelConfig& p) const {
+    (void)m, (void)p;
+    return 0;
+  }
   // Activation bytes beyond the engine profile's coefficient rule for a pass of
   // `tokens` tokens on one GPU (DeepSeek: the MoE block-scale dispatch
   // workspace); the default is none.
@@ -96,6 +109,10 @@ class ModelFamily {
 void ReadRoutedExperts(const ConfigFields& f, ModelConfig& m);
 void ValidateExpertParallel(const ModelConfig& m, const ParallelConfig& p, Engine e);
 std::string ExpertDistribution(const OpListOptions& o);
+// The FFN half of an expert layer at the builder's layer count: norm, router,
+// shared experts (gated), and the routed experts behind the engine's dispatch.
+class PhaseBuilder;
+void AddExpertLayer(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, const OpListOptions& o);
 
 // The registered families, built-in ones first (family.cpp lists them).
 const std::vector<const ModelFamily*>& Families();

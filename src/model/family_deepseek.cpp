@@ -22,6 +22,7 @@
 
 #include "model/family.h"
 #include "model/op_builder.h"
+#include "tables/cost_model.h"
 
 namespace servecast::model {
 namespace {
@@ -32,7 +33,7 @@ std::string MlaBmmQuant(const ModelConfig& m) {
   return m.quant.gemm == "bfloat16" ? "bfloat16" : "fp8";
 }
 
-class DeepSeekFamily final : public ModelFamily {
+class DeepSeekFamily : public ModelFamily {
  public:
   const char* Name() const override { return "deepseek"; }
   std::vector<Architecture> Architectures() const override { return {{"DeepseekV3ForCausalLM", "deepseek_v3", false}}; }
@@ -85,7 +86,7 @@ class DeepSeekFamily final : public ModelFamily {
     const std::int64_t H = m.hidden_size;
 
     AddEmbedding(b, m, p, phase_scale);
-    AddMla(b, m, p, context);
+    AddAttention(b, m, p, context);
     b.Elementwise("add_norm_2", 2 * H, 2 * H, "rmsnorm_residual", H);
 
     if (dense_layers > 0) {
@@ -125,7 +126,7 @@ class DeepSeekFamily final : public ModelFamily {
 
   void AddNotes(const ModelConfig& m, const OpListOptions& o, std::vector<std::string>& notes) const override {
     notes.push_back("MoE expert load: " + Distribution(o) + " routing");
-    notes.push_back("MLA: prefill unabsorbed (context_mla_perf), decode absorbed (mla_bmm_perf + generation_mla_perf)");
+    notes.push_back(AttentionNote());
     if (m.first_k_dense_replace > 0)
       notes.push_back("dense FFN in the first " + std::to_string(m.first_k_dense_replace) +
                       " layer(s) (first_k_dense_replace), experts in the other " +
@@ -148,6 +149,15 @@ class DeepSeekFamily final : public ModelFamily {
            static_cast<double>(m.experts_per_token) / p.moe_ep / 128.0 * 4.0;
   }
   const char* ActivationKey() const override { return "moe"; }
+
+ protected:
+  // The attention of one layer (x the builder's layer count): MLA here; DSA's module below.
+  virtual void AddAttention(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, bool context) const {
+    AddMla(b, m, p, context);
+  }
+  virtual std::string AttentionNote() const {
+    return "MLA: prefill unabsorbed (context_mla_perf), decode absorbed (mla_bmm_perf + generation_mla_perf)";
+  }
 
  private:
   // DeepSeek's routing is close to balanced (auxiliary-loss-free balancing): AIC's power_law_1.01.
@@ -195,10 +205,89 @@ class DeepSeekFamily final : public ModelFamily {
   }
 };
 
+// DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5; docs/models.md, "Hybrid and
+// sparse attention"): the DeepSeek layer with MLA plus a lightning indexer. The
+// indexer projects q (from the q latent) and one key per token (kept in its own
+// fp8 cache with a float32 scale), scores every cached token and keeps the top
+// index_topk (2048); MLA then attends over those only. Its attention is one
+// module per layer, read from AIC's DSA module tables (dsa_context_module_perf,
+// dsa_generation_module_perf: projections, indexer, top-k, sparse MLA, output
+// projection), whose geometry is the architecture's (tables/cost_model.h DsaGeometry).
+class DsaFamily final : public DeepSeekFamily {
+ public:
+  const char* Name() const override { return "deepseek_dsa"; }
+  std::vector<Architecture> Architectures() const override {
+    return {{"DeepseekV32ForCausalLM", "deepseek_v32", false}, {"GlmMoeDsaForCausalLM", "glm_moe_dsa", false}};
+  }
+  void ReadConfig(const ConfigFields& f, ModelConfig& m) const override {
+    DeepSeekFamily::ReadConfig(f, m);
+    m.index_n_heads = f.Required("index_n_heads");
+    m.index_head_dim = f.Required("index_head_dim");
+    m.index_topk = f.Required("index_topk");
+  }
+  std::string Unsupported(const ModelConfig& m) const override {
+    if (std::string why = DeepSeekFamily::Unsupported(m); !why.empty()) return why;
+    // The module tables are keyed by architecture: the config must have its geometry.
+    const tables::DsaGeometry& g = tables::DsaGeometryOf(m.architecture);
+    const auto same = [](double a, std::int64_t b) { return a == static_cast<double>(b); };
+    if (!same(g.hidden, m.hidden_size) || !same(g.q_lora, m.q_lora_rank) || !same(g.kv_lora, m.kv_lora_rank) ||
+        !same(g.nope, m.qk_nope_head_dim) || !same(g.rope, m.qk_rope_head_dim) || !same(g.v, m.v_head_dim) ||
+        !same(g.index_heads, m.index_n_heads) || !same(g.index_dim, m.index_head_dim) ||
+        !same(g.topk, m.index_topk))
+      return "its attention geometry differs from the " + m.architecture +
+             " geometry of the DSA module tables (tables/cost_model.h DsaGeometryOf), so this model is not yet "
+             "supported";
+    return "";
+  }
+  // The indexer's key cache: index_head_dim fp8 values and one float32 scale per
+  // token and layer, on every GPU (not split by tp), whatever the KV dtype.
+  double SideCacheBytesPerToken(const ModelConfig& m, const ParallelConfig& p) const override {
+    (void)p;
+    return static_cast<double>(m.num_layers) * (static_cast<double>(m.index_head_dim) * 1.0 + 4.0);
+  }
+
+ protected:
+  void AddAttention(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, bool context) const override {
+    const std::int64_t heads = m.num_heads / p.tp;
+    Op& a = b.Add("dsa_attention", OpKind::kTable, b.layers());
+    a.table = context ? "dsa_context_module_perf" : "dsa_generation_module_perf";
+    a.table_key = Params{{"op_name", std::string(context ? "dsa_context_module" : "dsa_generation_module")},
+                         {"architecture", m.architecture},
+                         {"mla_dtype", std::string("bfloat16")},
+                         {"kv_cache_dtype", m.quant.kv},
+                         {"gemm_type", m.quant.gemm},
+                         {"num_heads", heads}};
+    // Prefill: the whole sequence as new tokens (a cached prefix costed as new:
+    // an upper bound); decode: one token over `step` cached keys.
+    if (context)
+      a.table_key.Set("step", Value(std::int64_t{0}));
+    else
+      a.table_key.Set("isl", Value(std::int64_t{1}));
+    // The module's projections (q_a, kv_a replicated; q_b, kv_b, o split over tp)
+    // and the indexer's (replicated), at the GEMM quant.
+    const std::int64_t H = m.hidden_size, qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
+    const double w = static_cast<double>(H * m.q_lora_rank + H * (m.kv_lora_rank + m.qk_rope_head_dim) +
+                                         m.q_lora_rank * heads * qk +
+                                         m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim) +
+                                         heads * m.v_head_dim * H + m.q_lora_rank * m.index_n_heads * m.index_head_dim +
+                                         H * m.index_head_dim + H * m.index_n_heads);
+    a.weight_elems = w;
+    a.quant = m.quant.gemm;
+  }
+  std::string AttentionNote() const override {
+    return "DSA: one attention module per layer (dsa_context_module_perf / dsa_generation_module_perf: MLA "
+           "projections, lightning indexer over every cached key, top-2048 sparse MLA); the indexer keeps its own "
+           "fp8 key cache";
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<ModelFamily> MakeDeepSeekFamily() {
   return std::make_unique<DeepSeekFamily>();
+}
+std::unique_ptr<ModelFamily> MakeDsaFamily() {
+  return std::make_unique<DsaFamily>();
 }
 
 }  // namespace servecast::model

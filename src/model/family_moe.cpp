@@ -61,8 +61,6 @@ std::string ExpertDistribution(const OpListOptions& o) {
   return o.moe_distribution.empty() ? std::string("power_law_1.2") : o.moe_distribution;
 }
 
-namespace {
-
 // The FFN half of an expert layer, at the builder's layer count: norm, router,
 // shared experts, and the routed experts behind the engine's dispatch.
 void AddExpertLayer(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, const OpListOptions& o) {
@@ -82,6 +80,8 @@ void AddExpertLayer(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig&
   AddRoutedExperts(b, m, p, ExpertDistribution(o), layers);
   AddMoeDispatch(b, m, p, o, false);
 }
+
+namespace {
 
 // The FFN half of a dense layer of an MoE model (Llama-4 Maverick): the
 // attention output's all-reduce, then a gated FFN of width I split over the

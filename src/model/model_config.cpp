@@ -187,8 +187,10 @@ void ReadWindows(const ConfigFields& f, ModelConfig& m) {
       if (t == "sliding_attention") {
         need_window();
         m.layer_windows[i] = window;
-      } else if (t != "full_attention") {
-        f.Fail("layer_types", "entry " + std::to_string(i) + " is '" + t + "'", "sliding_attention or full_attention");
+      } else if (t != "full_attention" && t != "linear_attention") {
+        // linear_attention: a recurrent layer (Qwen3.5, Qwen3-Next), its family's to cost.
+        f.Fail("layer_types", "entry " + std::to_string(i) + " is '" + t + "'",
+               "sliding_attention, full_attention or linear_attention");
       }
     }
     return;
@@ -402,7 +404,9 @@ ModelConfig ParseHfConfig(const std::string& config_json, const std::string& hf_
     head_dim = m.hidden_size / m.num_heads;
   }
   m.head_dim = head_dim;
-  m.intermediate_size = f.Required("intermediate_size");
+  // Absent only in a model whose every FFN is experts (Qwen3.5-MoE): then the
+  // expert width, once the family has read it.
+  m.intermediate_size = f.Has("intermediate_size") ? f.Required("intermediate_size") : 0;
   m.vocab_size = f.Required("vocab_size");
   m.max_position_embeddings = f.OptionalPositive("max_position_embeddings", 0, std::int64_t{1} << 31);
   for (const char* key : {"torch_dtype", "dtype"}) {
@@ -417,6 +421,10 @@ ModelConfig ParseHfConfig(const std::string& config_json, const std::string& hf_
     m.qk_norm = q.get<bool>();
   }
   m.family->ReadConfig(f, m);
+  if (m.intermediate_size == 0) {
+    if (m.moe_intermediate_size == 0) f.Required("intermediate_size");  // the missing-key error
+    m.intermediate_size = m.moe_intermediate_size;
+  }
   if (const int shared = arch.architecture->implicit_shared_experts;
       shared > 0 && m.shared_expert_intermediate_size == 0) {
     m.num_shared_experts = shared;

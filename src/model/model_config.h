@@ -88,6 +88,23 @@ struct ModelConfig {
   std::int64_t v_head_dim = 0;
   std::int64_t first_k_dense_replace = 0;
   std::int64_t num_nextn_predict_layers = 0;
+  // DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): the lightning indexer's
+  // heads, head dim and the keys kept per query (0 when the model has none).
+  std::int64_t index_n_heads = 0;
+  std::int64_t index_head_dim = 0;
+  std::int64_t index_topk = 0;
+
+  // Recurrent (linear-attention) layers (issue 25), per layer kind of the model:
+  // how many layers are recurrent, attention, and (Nemotron-H) MoE or dense MLP.
+  std::int64_t recurrent_layers = 0;
+  std::int64_t attention_layers = 0;  // of a hybrid model (0: every layer attends)
+  std::int64_t moe_layers = 0;        // Nemotron-H: its E layers
+  std::int64_t mlp_layers = 0;        // Nemotron-H: its - layers
+  std::int64_t conv_kernel = 0;       // the short convolution's width
+  // Gated DeltaNet (Qwen3.5, Qwen3-Next): linear key / value heads and head dims.
+  std::int64_t linear_k_heads = 0, linear_v_heads = 0, linear_k_dim = 0, linear_v_dim = 0;
+  // Mamba2 (Nemotron-H): heads x head dim, groups of B/C, state size, chunk.
+  std::int64_t mamba_heads = 0, mamba_head_dim = 0, mamba_groups = 0, ssm_state = 0, mamba_chunk = 0;
 
   // Quantization: what the checkpoint says (raw algo name, "" when bf16), and the
   // per-op-class modes inferred from it (then overridden by the user).

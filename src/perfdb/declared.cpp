@@ -68,14 +68,18 @@ DeclaredTable::DeclaredTable(const Table& table, const tables::TableSpec& spec, 
   }
   const std::size_t lat = table.ColumnIndex("latency");
   const std::optional<std::size_t> power = table.FindColumn("power");
+  const bool has_parts = !read.parts.empty();
+  const std::size_t part_col = has_parts ? table.ColumnIndex(read.parts) : 0;
   std::map<SliceKey, std::vector<GridPoint>> points;
   for (std::size_t r = 0; r < table.num_rows(); ++r) {
     SliceKey key;
-    key.reserve(slice_cols.size());
+    key.reserve(slice_cols.size() + 1);
     for (std::size_t i = 0; i < slice_cols.size(); ++i)
       key.push_back(slice_types[i] == ValueType::kString  ? Value(table.GetString(r, slice_cols[i]))
                     : slice_types[i] == ValueType::kInt64 ? Value(table.GetInt(r, slice_cols[i]))
                                                           : Value(table.GetDouble(r, slice_cols[i])));
+    slice_set_.insert(key);
+    if (has_parts) key.push_back(Value(table.GetString(r, part_col)));  // the part: a grid of its own
     GridPoint p;
     p.coords.reserve(axis_cols.size());
     for (std::size_t c : axis_cols) p.coords.push_back(table.GetDouble(r, c));
@@ -88,7 +92,7 @@ DeclaredTable::DeclaredTable(const Table& table, const tables::TableSpec& spec, 
   for (auto& [key, pts] : points) {
     // The slice's key values, typed as declared; each SOL call adds the coordinates.
     Params base;
-    for (std::size_t i = 0; i < key.size(); ++i) base.Set(read.slice_keys[i], key[i]);
+    for (std::size_t i = 0; i < read.slice_keys.size(); ++i) base.Set(read.slice_keys[i], key[i]);
     const Sol* s = sol_.get();
     const tables::TableSpec* sp = &spec_;
     GridSolFn sol_fn = [s, sp, base, axis_names, axis_types](std::span<const double> x) {
@@ -117,6 +121,8 @@ std::string DeclaredTable::SliceText(const SliceKey& key) const {
   std::string s;
   for (std::size_t i = 0; i < key.size() && i < read.slice_keys.size(); ++i)
     s += (i ? ", " : "") + read.slice_keys[i] + "=" + ToString(key[i]);
+  if (!read.parts.empty() && key.size() > read.slice_keys.size())
+    s += ", " + read.parts + "=" + ToString(key.back());
   return s;
 }
 
@@ -130,21 +136,30 @@ DeclaredTable::SliceKey DeclaredTable::RowsSlice(const Params& key) const {
   const tables::EstimatorRead& read = spec_.Read();
   SliceKey own;
   for (const std::string& c : read.slice_keys) own.push_back(QueryValue(spec_, key, c));
-  if (!read.fallback || grids_.count(own)) return own;
+  if (!read.fallback || slice_set_.count(own)) return own;
   const auto at = std::find(read.slice_keys.begin(), read.slice_keys.end(), read.fallback->first);
   const std::size_t n = static_cast<std::size_t>(at - read.slice_keys.begin()) + 1;
-  for (const auto& [k, g] : grids_)
+  for (const SliceKey& k : slice_set_)
     if (std::equal(k.begin(), k.begin() + static_cast<std::ptrdiff_t>(n), own.begin())) return own;
   own[n - 1] = Value(read.fallback->second);
   return own;
 }
 
-const Grid& DeclaredTable::Slice(const Params& key, SliceKey& rows) const {
+std::vector<DeclaredTable::SliceKey> DeclaredTable::Parts(const Params& key, SliceKey& rows) const {
   rows = RowsSlice(key);
-  const auto it = grids_.find(rows);
-  if (it != grids_.end()) return it->second;
+  std::vector<SliceKey> parts;
+  if (spec_.Read().parts.empty()) {
+    if (grids_.count(rows)) parts.push_back(rows);
+  } else {
+    // The grids whose key is the slice's plus one part value (the map keeps them adjacent).
+    for (auto it = grids_.lower_bound(rows); it != grids_.end(); ++it) {
+      if (it->first.size() != rows.size() + 1 || !std::equal(rows.begin(), rows.end(), it->first.begin())) break;
+      parts.push_back(it->first);
+    }
+  }
+  if (!parts.empty()) return parts;
   std::string have, query;
-  for (const auto& [k, g] : grids_) have += (have.empty() ? "" : "; ") + ("{" + SliceText(k) + "}");
+  for (const SliceKey& k : slice_set_) have += (have.empty() ? "" : "; ") + ("{" + SliceText(k) + "}");
   for (const tables::TableAxis& a : spec_.Read().axes)
     query += (query.empty() ? "" : ", ") + a.column + "=" + QueryText(spec_, key, a.column);
   throw InterpolationMissError(name_ + "{" + SliceText(rows) + "}", "{" + query + "}", "no slice with this key",
@@ -158,26 +173,37 @@ double DeclaredTable::SolMs(const Params& key) const {
 Estimate DeclaredTable::Query(const Params& key) const {
   const double sol_q = SolMs(key);  // MissingSystemFlopsError before any lookup
   SliceKey rows;
-  const Grid& g = Slice(key, rows);
+  const std::vector<SliceKey> parts = Parts(key, rows);
   const std::vector<double> x = Coords(key);
-  Estimate e = g.Query(std::span<const double>(x));
+  // One part: its grid's answer; several (EstimatorRead::parts): the sum, its
+  // source the least exact of theirs, its power the latency-weighted mean.
+  Estimate e = grids_.at(parts.front()).Query(std::span<const double>(x));
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    const Estimate p = grids_.at(parts[i]).Query(std::span<const double>(x));
+    if (e.power_w && p.power_w)
+      e.power_w = (*e.power_w * e.latency_ms + *p.power_w * p.latency_ms) / (e.latency_ms + p.latency_ms);
+    else
+      e.power_w = std::nullopt;
+    e.latency_ms += p.latency_ms;
+    if (static_cast<int>(p.source) > static_cast<int>(e.source)) e.source = p.source;
+  }
   e.sol_fraction = sol_q / e.latency_ms;  // against the query's own key
   return e;
 }
 
 Estimate DeclaredTable::QueryEmpirical(const Params& key) const {
   SliceKey rows;
-  Slice(key, rows);
+  const std::vector<SliceKey> parts = Parts(key, rows);
   const std::vector<double> x = Coords(key);
-  const double util = utils_.at(rows).Lookup(std::span<const double>(x)).util;
   // The rows' utils over the rows' own SOL (fallback rows stand in as in SILICON).
   Params rows_key = key;
   const tables::EstimatorRead& read = spec_.Read();
   for (std::size_t i = 0; i < rows.size(); ++i)
     if (QueryValue(spec_, key, read.slice_keys[i]) != rows[i]) rows_key.Set(read.slice_keys[i], rows[i]);
+  const double sol = SolMs(rows_key);
   Estimate e;
-  e.latency_ms = SolMs(rows_key) / util;
-  e.sol_fraction = util;
+  for (const SliceKey& part : parts) e.latency_ms += sol / utils_.at(part).Lookup(std::span<const double>(x)).util;
+  e.sol_fraction = sol / e.latency_ms;
   return e;
 }
 
@@ -195,6 +221,12 @@ OpEstimate EstimateDeclared(DatabaseMode mode, const Sol& sol, const tables::Tab
         text += " (read from the " + ToString(rows[i]) + " rows)";
     }
   }
+  // A table servecast cannot collect yet, absent from the source: its roofline,
+  // labelled (EstimatorRead::uncollected).
+  if (table == nullptr && mode != DatabaseMode::kSol && !spec.Read().uncollected.empty())
+    return OpEstimate{s, "roofline", s, 1.0,
+                      spec.name + ": {" + text + "} not measured: the table is not in the data source (" +
+                          spec.Read().uncollected + "); the declared roofline max(FLOPs / peak, bytes / bandwidth)"};
   const std::string hint =
       "collect it " +
       (spec.Read().collect.empty() ? "with servecast collect (the op that writes " + spec.name + ")"

@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -50,17 +51,21 @@ class DeclaredTable {
   // slice miss; EmpiricalNotAvailableError without usable samples.
   Estimate QueryEmpirical(const Params& key) const;
   double SolMs(const Params& key) const;
+  // The grids by slice (with EstimatorRead::parts, the part's value last).
   const std::map<SliceKey, Grid>& slices() const { return grids_; }
   // "op_name=x, dtype=y" for a slice key.
   std::string SliceText(const SliceKey& key) const;
 
  private:
-  const Grid& Slice(const Params& key, SliceKey& rows) const;
+  // The grids answering `key` (one, or one per part), `rows` set to its slice;
+  // InterpolationMissError naming the slices when none does.
+  std::vector<SliceKey> Parts(const Params& key, SliceKey& rows) const;
   std::vector<double> Coords(const Params& key) const;
   const tables::TableSpec& spec_;
   std::string name_;
   std::shared_ptr<const Sol> sol_;
-  std::map<SliceKey, Grid> grids_;
+  std::set<SliceKey> slice_set_;    // the slices (without a part)
+  std::map<SliceKey, Grid> grids_;  // by slice, plus the part's value with EstimatorRead::parts
   std::map<SliceKey, UtilGrid> utils_;
 };
 

@@ -29,7 +29,7 @@ struct OpCost {
   double latency_ms = 0;  // one occurrence (multiply by Op::scale for the pass)
   double sol_ms = 0;      // the roofline of that occurrence
   double flops = 0;       // math of one occurrence (GEMM, attention, MoE; 0 for memory-bound ops)
-  std::string source;     // silicon, interpolated, extrapolated, empirical, sol, estimated
+  std::string source;     // silicon, interpolated, extrapolated, empirical, sol, estimated, roofline (an uncollected table)
   std::string detail;     // how: table slice, formula, fallback
   double math_ms = 0;     // flops / the peak rate of the op's math dtype
   // Energy of that occurrence (W*ms): the table's power x latency_ms when the

@@ -11,7 +11,10 @@ namespace servecast::serve {
 double OpWeightBytes(const model::Op& op) {
   if (op.weight_elems <= 0) return 0;
   double per_elem = 2;  // embedding, bf16
-  if (op.kind == model::OpKind::kGemm || op.kind == model::OpKind::kMlaBmm)
+  // GEMMs, the MLA BMMs and a declared-table op with a quant (a module holding
+  // projections: DSA) hold weights of that quant.
+  if (op.kind == model::OpKind::kGemm || op.kind == model::OpKind::kMlaBmm ||
+      (op.kind == model::OpKind::kTable && !op.quant.empty()))
     per_elem = perfdb::GemmQuant(op.quant).mem_bytes;
   if (op.kind == model::OpKind::kMoe) per_elem = perfdb::MoeQuant(op.quant).mem_bytes;
   return op.weight_elems * per_elem;
@@ -35,8 +38,11 @@ MemoryBreakdown EstimateMemory(const model::ModelConfig& m, const model::Paralle
   act = std::max(act, mp.activation_floor_bytes);
   if (in.nextn > 0) act *= in.nextn + 1;
   r.activations = act * mp.activation_factor;
-  r.kv_bytes_per_token = model::KvElemsPerToken(m, p) * perfdb::KvCacheBytes(m.quant.kv);
-  r.kv_cache = static_cast<double>(in.batch) * static_cast<double>(in.seq_len) * r.kv_bytes_per_token;
+  r.kv_bytes_per_token =
+      model::KvElemsPerToken(m, p) * perfdb::KvCacheBytes(m.quant.kv) + family.SideCacheBytesPerToken(m, p);
+  r.state_bytes_per_sequence = family.StateBytesPerSequence(m, p);
+  const double per_request = static_cast<double>(in.seq_len) * r.kv_bytes_per_token + r.state_bytes_per_sequence;
+  r.kv_cache = static_cast<double>(in.batch) * per_request;
   // NCCL buffers: the largest listed group size <= min(tp, 8).
   const int group = std::min(p.tp, 8);
   for (const auto& [gpus, bytes] : spec.reserves.nccl_bytes_by_gpus)
@@ -52,7 +58,6 @@ MemoryBreakdown EstimateMemory(const model::ModelConfig& m, const model::Paralle
                                                 : r.capacity * b.fraction * keep - non_kv;
   r.kv_budget = std::max(r.kv_budget, 0.0);
   r.kv_oom = r.kv_cache > r.kv_budget;
-  const double per_request = static_cast<double>(in.seq_len) * r.kv_bytes_per_token;
   r.max_batch = per_request > 0 ? static_cast<std::int64_t>(std::floor(r.kv_budget / per_request)) : 0;
   return r;
 }

@@ -23,13 +23,16 @@ struct MemoryInputs {
 struct MemoryBreakdown {
   double weights = 0;      // bytes per GPU
   double activations = 0;
-  double kv_cache = 0;
+  double kv_cache = 0;     // batch x (seq_len x kv_bytes_per_token + state_bytes_per_sequence)
   double nccl = 0;
   double other = 0;
   double total = 0;
   double capacity = 0;
   bool oom = false;             // total >= capacity
-  double kv_bytes_per_token = 0;  // per GPU, all layers
+  double kv_bytes_per_token = 0;  // per GPU, all layers (with a family's side cache: DSA's indexer keys)
+  // Recurrent state per sequence (Gated DeltaNet, Mamba2), per GPU, constant in
+  // the sequence's length; counted in kv_cache and against the KV budget.
+  double state_bytes_per_sequence = 0;
   double kv_budget = 0;           // bytes the engine gives the KV cache
   bool kv_oom = false;            // kv_cache > kv_budget
   std::int64_t max_batch = 0;     // requests of seq_len tokens that fit the KV budget

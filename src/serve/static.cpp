@@ -13,9 +13,9 @@ namespace {
 int SourceRank(const std::string& s) {
   static const std::map<std::string, int> rank = {{"silicon", 0},   {"interpolated", 1}, {"mixed", 2},
                                                   {"estimated", 3}, {"extrapolated", 4}, {"empirical", 5},
-                                                  {"sol", 6}};
+                                                  {"sol", 6},         {"roofline", 7}};
   auto it = rank.find(s);
-  return it == rank.end() ? 7 : it->second;
+  return it == rank.end() ? 8 : it->second;
 }
 
 void Accumulate(PhaseEstimate& into, const PhaseEstimate& pass, double weight) {

@@ -268,4 +268,98 @@ double CustomAllReduceRooflineMs(double size, int tp, std::string_view dtype, do
   return 1e3 * 2 * size * 2 / tp * (tp - 1) / bw;
 }
 
+// ---------------------------------------------------------------- recurrent layers
+
+namespace {
+
+enum class RecurrentPhase { kContext, kGeneration };
+
+RecurrentPhase PhaseOf(const std::string& phase) {
+  if (phase == "context") return RecurrentPhase::kContext;
+  if (phase == "generation") return RecurrentPhase::kGeneration;
+  throw Error("unknown phase '" + phase + "' (expected context or generation)");
+}
+
+// A recurrent layer core: convolution over `channels`, then the scan with its
+// inputs (T x scan_in B), outputs (T x out elements at 2 B), per-token-and-head
+// math and a float32 state of `state` elements per sequence.
+OpCost RecurrentRoofline(RecurrentPhase ph, double b, double s, double c, double channels, double scan_in_bytes,
+                         double out, double scan_flops_per_token, double state) {
+  const double t = b * s;
+  double flops = 2 * c * t * channels + scan_flops_per_token * t;
+  double bytes = 2 * 2 * t * channels + t * scan_in_bytes + 2 * t * out;
+  if (ph == RecurrentPhase::kContext)
+    bytes += b * state * 4;  // the final state written
+  else
+    bytes += b * (2 * 4 * state + 2 * 2 * channels * (c - 1));  // state and conv window read and written
+  return OpCost{flops, bytes, "bfloat16"};
+}
+
+}  // namespace
+
+OpCost GdnRoofline(const std::string& phase, double b, double s, double c, double hk, double dk, double hv, double dv) {
+  const double channels = 2 * hk * dk + hv * dv;
+  return RecurrentRoofline(PhaseOf(phase), b, s, c, channels, 2 * channels, hv * dv, 6 * hv * dk * dv, hv * dk * dv);
+}
+
+OpCost GdnFloor(const std::string& phase, double b, double s, double c, double hk, double dk, double hv, double dv) {
+  PhaseOf(phase);
+  const double t = b * s, channels = 2 * hk * dk + hv * dv;
+  return OpCost{2 * c * t * channels, 2 * t * channels, "bfloat16"};
+}
+
+OpCost Mamba2Roofline(const std::string& phase, double b, double s, double c, double nh, double p, double g,
+                      double n_state) {
+  const double channels = nh * p + 2 * g * n_state;
+  return RecurrentRoofline(PhaseOf(phase), b, s, c, channels, 2 * channels + 4 * nh, nh * p, 4 * nh * p * n_state,
+                           nh * p * n_state);
+}
+
+OpCost Mamba2Floor(const std::string& phase, double b, double s, double c, double nh, double p, double g,
+                   double n_state) {
+  PhaseOf(phase);
+  const double t = b * s, channels = nh * p + 2 * g * n_state;
+  return OpCost{2 * c * t * channels, 2 * t * channels, "bfloat16"};
+}
+
+// ---------------------------------------------------------------- DSA modules
+
+const DsaGeometry& DsaGeometryOf(std::string_view architecture) {
+  static const DsaGeometry kDeepSeekV32{7168, 1536, 512, 128, 64, 128, 64, 128, 2048};
+  static const DsaGeometry kGlm5{6144, 2048, 512, 192, 64, 256, 32, 128, 2048};
+  if (architecture == "DeepseekV32ForCausalLM") return kDeepSeekV32;
+  if (architecture == "GlmMoeDsaForCausalLM") return kGlm5;
+  throw Error("no DSA geometry for architecture '" + std::string(architecture) +
+              "' (known: DeepseekV32ForCausalLM, GlmMoeDsaForCausalLM)");
+}
+
+OpCost DsaModuleCost(const std::string& phase, std::string_view architecture, const std::string& gemm_type,
+                     const std::string& kv_cache_dtype, double n, double b, double isl, double step, bool indexer) {
+  const DsaGeometry& g = DsaGeometryOf(architecture);
+  const double ix = indexer ? 1.0 : 0.0;
+  const QuantMode wq = GemmQuant(gemm_type);
+  const double kv = DtypeBytes(kv_cache_dtype);
+  const double latent = g.kv_lora + g.rope;
+  const double weights = g.hidden * g.q_lora + g.hidden * latent + g.q_lora * n * (g.nope + g.rope) +
+                         g.kv_lora * n * (g.nope + g.v) + n * g.v * g.hidden +
+                         ix * (g.q_lora * g.index_heads * g.index_dim + g.hidden * g.index_dim +
+                               g.hidden * g.index_heads);
+  const double index_math = ix * 2 * g.index_heads * g.index_dim;
+  if (PhaseOf(phase) == RecurrentPhase::kContext) {
+    const double t = b * isl;
+    // Query i (0-based) of a request sees step + i + 1 keys; the sparse
+    // attention min(that, topk) of them.
+    const double all = b * (isl * step + isl * (isl + 1) / 2);
+    const double dense_end = std::clamp(g.topk - step, 0.0, isl);  // queries with <= topk keys
+    const double sparse = !indexer ? all : b * (dense_end * step + dense_end * (dense_end + 1) / 2 + (isl - dense_end) * g.topk);
+    const double flops = 2 * t * weights + index_math * all + 2 * n * (g.nope + g.rope + g.v) * sparse;
+    const double bytes = weights * wq.mem_bytes + 2 * 2 * t * g.hidden + t * (latent * kv + ix * g.index_dim);
+    return OpCost{flops, bytes, wq.flops_key};
+  }
+  const double selected = indexer ? std::min(step, g.topk) : step;
+  const double flops = 2 * b * weights + index_math * b * step + 2 * b * n * (2 * g.kv_lora + g.rope) * selected;
+  const double bytes = weights * wq.mem_bytes + ix * b * step * g.index_dim + b * selected * latent * kv;
+  return OpCost{flops, bytes, wq.flops_key};
+}
+
 }  // namespace servecast::tables

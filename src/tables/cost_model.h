@@ -134,6 +134,81 @@ OpCost MoeRoofline(std::string_view quant, double tokens, double hidden, double 
 OpCost MoeFloor(const std::string& moe_dtype, double tokens, double hidden, double inter, double topk, double experts,
                 double tp, double ep);
 
+// ---------------------------------------------------------------- recurrent layers (gdn_perf, mamba2_perf)
+// Shapes are per GPU (heads after tensor parallelism). A recurrent layer keeps a
+// state per sequence, constant in its length: Gated DeltaNet hv x dk x dv, Mamba2
+// nh x p x N, both float32 (the engines' default, mamba_ssm_dtype), plus the
+// short convolution's last (c - 1) inputs of each channel at 2 B.
+//
+// Gated DeltaNet (Qwen3.5, Qwen3-Next): hk key heads and hv value heads of dims
+// dk, dv; the short convolution runs over q, k and v: C = 2 hk dk + hv dv
+// channels, kernel c. Roofline of the whole layer core (convolution + delta-rule
+// scan, the table's parts summed), `b` sequences of `s` tokens (T = b s); the
+// phase is "context" (chunked scan) or "generation" (one recurrent step, s = 1):
+//   FLOPs 2 c T C (convolution) + 6 T hv dk dv (per token and value head: k.S,
+//         the rank-1 update and q.S, each 2 dk dv; the chunked form does more);
+//   bytes context: the convolution reads and writes T C at 2 B, the scan reads
+//         its T C inputs and writes T hv dv outputs at 2 B and the b final states;
+//         generation: the same activations plus each sequence's state read and
+//         written (2 x 4 B x hv dk dv) and its convolution window (2 x 2 B x C (c-1));
+//   rate bfloat16 (tensor-core chunks; the decode step's CUDA-core math is slower,
+//         so the faster peak keeps a lower bound). Error for another phase.
+OpCost GdnRoofline(const std::string& phase, double b, double s, double c, double hk, double dk, double hv, double dv);
+// Floor of one gdn_perf row: a row is ONE kernel of the layer (AIC's kernel_source:
+// the convolution or the scan), so the floor is what each of them must at least
+// do: read the T C channels at 2 B, and the convolution's 2 c T C FLOPs (the
+// scan's are more); rate bfloat16.
+OpCost GdnFloor(const std::string& phase, double b, double s, double c, double hk, double dk, double hv, double dv);
+// Mamba2 (Nemotron-H): nh heads of dim p (d_inner = nh p), g groups of B and C
+// with state size N; the convolution runs over C = nh p + 2 g N channels. Roofline
+// of the layer core (convolution + SSD scan):
+//   FLOPs 2 c T C + 4 T nh p N (per token and head: the state update B x and the
+//         output C.S, each 2 p N);
+//   bytes as Gated DeltaNet with the scan's inputs x, B, C (T C at 2 B) and dt
+//         (T nh at 4 B), outputs T nh p at 2 B, state nh p N at 4 B per sequence;
+//   rate bfloat16. Error for another phase.
+OpCost Mamba2Roofline(const std::string& phase, double b, double s, double c, double nh, double p, double g,
+                      double n_state);
+// Floor of one mamba2_perf row (one kernel of the layer, as GdnFloor): the T C
+// channels read at 2 B and the convolution's FLOPs.
+OpCost Mamba2Floor(const std::string& phase, double b, double s, double c, double nh, double p, double g,
+                   double n_state);
+
+// ---------------------------------------------------------------- DSA modules (dsa_*_module_perf)
+// DeepSeek Sparse Attention: MLA plus a lightning indexer that scores every
+// cached token with its own fp8 keys and keeps the top `topk` per query; the
+// attention then runs over those only. AIC's module tables time one layer's
+// attention module (projections, indexer, top-k, sparse MLA, output projection)
+// keyed by the model's architecture, so the geometry comes from it.
+struct DsaGeometry {
+  double hidden = 0, q_lora = 0, kv_lora = 0, nope = 0, rope = 0, v = 0;
+  double index_heads = 0, index_dim = 0, topk = 0;
+};
+// DeepseekV32ForCausalLM (DeepSeek-V3.2: H 7168, q_lora 1536, nope 128, v 128,
+// 64 index heads) and GlmMoeDsaForCausalLM (GLM-5: H 6144, q_lora 2048, nope 192,
+// v 256, 32 index heads); both kv_lora 512, rope 64, index dim 128, top-k 2048
+// (their config.json). Error for another architecture.
+const DsaGeometry& DsaGeometryOf(std::string_view architecture);
+// The module of one layer for `b` requests, n local heads, weights at
+// GemmQuant(gemm_type) bytes, the latent cache at DtypeBytes(kv_cache_dtype):
+//   context (isl new tokens after `step` cached ones, causal):
+//     FLOPs 2 T W (W: the weights of q_a, kv_a, q_b, kv_b, o, and the indexer's
+//           wq_b, wk and weights_proj; T = b isl) + 2 n_i d_i x pairs (indexer
+//           scores over every earlier key) + 2 n (nope + rope + v) x sparse pairs
+//           (each query's min(keys, topk) keys, unabsorbed q.k and p.v);
+//     bytes W at the weight bytes + T H x 2 B in and out + the new tokens' latent
+//           (kv_lora + rope) and index keys (d_i at 1 B) written;
+//   generation (one token; step = keys cached):
+//     FLOPs 2 b W + 2 b n_i d_i step (scores) + 2 b n (2 kv_lora + rope)
+//           min(step, topk) (absorbed attention);
+//     bytes W + b step d_i (the index keys read, fp8) + b min(step, topk)
+//           (kv_lora + rope) x kv bytes (the selected latents read);
+//   rate GemmQuant(gemm_type).flops_key (the projections dominate; fp8 for fp8_block).
+// Without the indexer (`indexer` false: AIC's *_skip_indexer rows, a prefill short
+// enough that every key is kept) its weights, scores and key reads drop out.
+OpCost DsaModuleCost(const std::string& phase, std::string_view architecture, const std::string& gemm_type,
+                     const std::string& kv_cache_dtype, double n, double b, double isl, double step, bool indexer);
+
 // ---------------------------------------------------------------- elementwise (elementwise_perf)
 
 // One call of `op` at (tokens, width) in `dtype`, both bounds: rmsnorm 4TW

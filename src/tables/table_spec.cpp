@@ -52,6 +52,33 @@ OpCost MlaBmmReadRoofline(const Params& p) {
   return MlaBmmRoofline(p.Str("bmm_dtype"), p.Num("num_tokens"), p.Num("num_heads"));
 }
 
+// Recurrent layers (AIC's schemas): phase context | generation; heads per GPU.
+OpCost GdnCost(const Params& p) {
+  return GdnFloor(p.Str("phase"), p.Num("batch_size"), p.Num("seq_len"), p.Num("d_conv"), p.Num("num_k_heads"),
+                  p.Num("head_k_dim"), p.Num("num_v_heads"), p.Num("head_v_dim"));
+}
+OpCost GdnReadRoofline(const Params& p) {
+  return GdnRoofline(p.Str("phase"), p.Num("batch_size"), p.Num("seq_len"), p.Num("d_conv"), p.Num("num_k_heads"),
+                     p.Num("head_k_dim"), p.Num("num_v_heads"), p.Num("head_v_dim"));
+}
+OpCost Mamba2Cost(const Params& p) {
+  return Mamba2Floor(p.Str("phase"), p.Num("batch_size"), p.Num("seq_len"), p.Num("d_conv"), p.Num("nheads"),
+                     p.Num("head_dim"), p.Num("n_groups"), p.Num("d_state"));
+}
+OpCost Mamba2ReadRoofline(const Params& p) {
+  return Mamba2Roofline(p.Str("phase"), p.Num("batch_size"), p.Num("seq_len"), p.Num("d_conv"), p.Num("nheads"),
+                        p.Num("head_dim"), p.Num("n_groups"), p.Num("d_state"));
+}
+
+// A DSA module row: op_name dsa_{context,generation}_module, or its
+// _skip_indexer variant (AIC's sglang rows; no indexer).
+OpCost DsaCost(const std::string& phase, const Params& p) {
+  const std::string op = p.Has("op_name") ? p.Str("op_name") : "dsa_" + phase + "_module";
+  const bool skip = op.size() > 13 && op.compare(op.size() - 13, 13, "_skip_indexer") == 0;
+  return DsaModuleCost(phase, p.Str("architecture"), p.Str("gemm_type"), p.Str("kv_cache_dtype"), p.Num("num_heads"),
+                       p.Num("batch_size"), p.Num("isl"), p.Num("step"), !skip);
+}
+
 OpCost ElementwiseRowCost(const Params& p) {
   return ElementwiseCost(p.Str("op_name"), p.Str("dtype"), p.Num("num_tokens"), p.Num("hidden_size"));
 }
@@ -142,6 +169,85 @@ std::vector<TableSpec> BuildSpecs() {
                     MlaBmmReadRoofline,
                     std::pair<std::string, std::string>{"bmm_dtype", "bfloat16"},
                     "on the GPU with servecast collect --backend cuda --ops mla_gen_pre mla_gen_post"};
+  // Recurrent layers (issue 25), AIC's schemas (upstream/aic-collector.md §4.14):
+  // heads per GPU; a row is one kernel of the layer (kernel_source), the op's
+  // answer the sum of its kernels; num_tokens = batch x seq_len, d_model and
+  // model_name only say which model the shape came from.
+  const std::string recurrent_gap =
+      "issue 25: servecast's collector has no Gated DeltaNet or Mamba2 op yet, so no rows of it exist";
+  specs.push_back(TableSpec{"gdn_perf",
+                            "linear_attention",
+                            {{"phase", VT::kString},
+                             {"batch_size", VT::kInt64},
+                             {"seq_len", VT::kInt64},
+                             {"num_tokens", VT::kInt64},
+                             {"d_model", VT::kInt64},
+                             {"d_conv", VT::kInt64},
+                             {"num_k_heads", VT::kInt64},
+                             {"head_k_dim", VT::kInt64},
+                             {"num_v_heads", VT::kInt64},
+                             {"head_v_dim", VT::kInt64},
+                             {"model_name", VT::kString}},
+                            false,
+                            GdnCost});
+  specs.back().load_key_ignored = {"num_tokens", "d_model", "model_name"};
+  specs.back().estimator = EstimatorRead{
+      {"phase", "d_conv", "num_k_heads", "head_k_dim", "num_v_heads", "head_v_dim"},
+      {{"batch_size", AxisBlend::kLinear, AxisSource::kBatch}, {"seq_len", AxisBlend::kLinear, AxisSource::kSeq}},
+      GdnReadRoofline};
+  specs.back().estimator->parts = "kernel_source";
+  specs.back().estimator->uncollected = recurrent_gap;
+  specs.push_back(TableSpec{"mamba2_perf",
+                            "linear_attention",
+                            {{"phase", VT::kString},
+                             {"batch_size", VT::kInt64},
+                             {"seq_len", VT::kInt64},
+                             {"num_tokens", VT::kInt64},
+                             {"d_model", VT::kInt64},
+                             {"d_state", VT::kInt64},
+                             {"d_conv", VT::kInt64},
+                             {"nheads", VT::kInt64},
+                             {"head_dim", VT::kInt64},
+                             {"n_groups", VT::kInt64},
+                             {"chunk_size", VT::kInt64},
+                             {"model_name", VT::kString}},
+                            false,
+                            Mamba2Cost});
+  specs.back().load_key_ignored = {"num_tokens", "d_model", "model_name"};
+  specs.back().estimator = EstimatorRead{
+      {"phase", "d_state", "d_conv", "nheads", "head_dim", "n_groups", "chunk_size"},
+      {{"batch_size", AxisBlend::kLinear, AxisSource::kBatch}, {"seq_len", AxisBlend::kLinear, AxisSource::kSeq}},
+      Mamba2ReadRoofline};
+  specs.back().estimator->parts = "kernel_source";
+  specs.back().estimator->uncollected = recurrent_gap;
+  // DeepSeek Sparse Attention modules (issue 25), AIC's schema: one layer's whole
+  // attention module; num_heads per GPU, tp_size the parallelism that gave it;
+  // model says which checkpoint (the geometry is the architecture's).
+  const std::vector<ColumnSpec> dsa_keys = {
+      {"model", VT::kString},     {"architecture", VT::kString}, {"mla_dtype", VT::kString},
+      {"kv_cache_dtype", VT::kString}, {"gemm_type", VT::kString}, {"num_heads", VT::kInt64},
+      {"batch_size", VT::kInt64}, {"isl", VT::kInt64},           {"tp_size", VT::kInt64},
+      {"step", VT::kInt64}};
+  const std::string dsa_gap = "issue 25: servecast's collector has no DSA (indexer + sparse MLA) op yet, so no rows of it exist";
+  for (const std::string phase : {"context", "generation"}) {
+    specs.push_back(TableSpec{"dsa_" + phase + "_module_perf", "sparse_attention", dsa_keys, false,
+                              [phase](const Params& p) { return DsaCost(phase, p); }});
+    specs.back().key_minimum = {{"step", 0}};
+    specs.back().load_key_ignored = {"model", "tp_size"};
+    // Prefill: isl new tokens (sqrt: quadratic pairs) after `step` cached ones;
+    // decode: isl 1, step cached keys.
+    std::vector<TableAxis> axes = {{"batch_size", AxisBlend::kLinear, AxisSource::kBatch}};
+    if (phase == "context") {
+      axes.push_back({"isl", AxisBlend::kSqrt, AxisSource::kSeq});
+      axes.push_back({"step", AxisBlend::kLinear, AxisSource::kSeq});
+    } else {
+      axes.push_back({"isl", AxisBlend::kLinear, AxisSource::kTokens});
+      axes.push_back({"step", AxisBlend::kLinear, AxisSource::kSeq});
+    }
+    specs.back().estimator =
+        EstimatorRead{{"op_name", "architecture", "mla_dtype", "kv_cache_dtype", "gemm_type", "num_heads"}, axes};
+    specs.back().estimator->uncollected = dsa_gap;
+  }
   specs.push_back(TableSpec{"elementwise_perf",
                             "elementwise",
                             {{"dtype", VT::kString}, {"num_tokens", VT::kInt64}, {"hidden_size", VT::kInt64}},
@@ -312,6 +418,7 @@ std::vector<std::string> TableSpec::LoadKeyColumns(bool has_op_name) const {
   for (const auto& c : key_columns)
     if (std::find(load_key_ignored.begin(), load_key_ignored.end(), c.name) == load_key_ignored.end())
       out.push_back(c.name);
+  if (estimator && !estimator->parts.empty()) out.push_back(estimator->parts);
   return out;
 }
 
@@ -372,6 +479,13 @@ void CheckRead(const TableSpec& spec) {
   for (const auto& k : key_columns)
     if (!listed(r.slice_keys, k.name) && !listed(axis_names, k.name) && !listed(load_key_ignored, k.name))
       throw bad("leaves key column '" + k.name + "' unread (a slice key, an axis or load_key_ignored)");
+  if (!r.parts.empty()) {
+    const auto& prefix = PrefixColumns();
+    const bool in_prefix = std::any_of(prefix.begin(), prefix.end(), [&](const ColumnSpec& c) {
+      return c.name == r.parts && c.name != "op_name";
+    });
+    if (!in_prefix) throw bad("takes its parts from '" + r.parts + "', not a prefix column other than op_name");
+  }
   if (r.fallback && !listed(r.slice_keys, r.fallback->first))
     throw bad("falls back on '" + r.fallback->first + "', not a slice key");
 }

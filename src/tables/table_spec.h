@@ -51,6 +51,17 @@ struct EstimatorRead {
   // How to collect it, for the message of a table the data lacks ("on the GPU
   // with servecast collect --backend cuda --ops x"); empty: a generic line.
   std::string collect = {};
+  // A prefix column whose values are the parts of one op (AIC's gdn_perf and
+  // mamba2_perf: kernel_source names the convolution and the scan of a layer):
+  // the loader keeps rows apart by it, each part is a grid of its own, and a
+  // query's answer is the sum of the parts its slice has. Empty: one part.
+  std::string parts = {};
+  // Set: why servecast has no rows of this table yet ("issue 25: no collector
+  // op"). A data source without the table is then answered, in every mode but
+  // SOL, by the declared roofline with source "roofline" and a detail naming the
+  // table and this reason (every report lists such ops as not measured); a
+  // source WITH the table is read as usual. Empty: the table is required.
+  std::string uncollected = {};
 };
 
 // One perf table: its name, family, key columns (after the common prefix) and the
