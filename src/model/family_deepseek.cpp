@@ -52,14 +52,6 @@ class DeepSeekFamily : public ModelFamily {
   }
   bool HasExperts() const override { return true; }
 
-  std::string Unsupported(const ModelConfig& m) const override {
-    // Weight-only int4 experts (Kimi-K2.5) need a weight-only MoE kernel in moe_perf.
-    if (m.quant.moe == "int4_wo")
-      return "its routed experts are int4 weight-only (quant_algo " + m.quant_algo +
-             "); the estimator needs the weight-only MoE kernel (moe_perf rows of moe_dtype int4_wo), which the "
-             "collector does not have yet, so this model is not yet supported";
-    return "";
-  }
   void ValidateParallel(const ModelConfig& m, const ParallelConfig& p, Engine e) const override {
     ValidateExpertParallel(m, p, e);
     if (m.first_k_dense_replace > 0)

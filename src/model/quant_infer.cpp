@@ -159,18 +159,33 @@ void InferCompressedTensors(ModelConfig& m, const json& qc, const std::string& f
                           (m.dynamic_activations ? " (dynamic)" : ""));
   m.quant_notes.push_back("gemm " + gemm + ", moe " + moe + ": from the compressed-tensors scheme");
 
-  // ignore: entries naming the routed experts leave the MoE unquantized.
+  // ignore: entries naming the routed experts leave the MoE unquantized; entries
+  // naming the attention projections and the dense MLP (and, on MoE models, the
+  // shared experts) leave every GEMM unquantized: only the routed experts are
+  // (Kimi-K2.5's int4 checkpoint).
   auto ig = qc.find("ignore");
   if (ig != qc.end() && !ig->is_null()) {
     if (!ig->is_array()) Fail(file, key + ".ignore", "wrong type: " + TypeName(*ig), "a list of module names");
+    bool attn = false, mlp = false, shared = false;
     for (const auto& entry : *ig) {
       if (!entry.is_string()) Fail(file, key + ".ignore", "wrong type of an entry: " + TypeName(entry), "strings");
       const std::string e = entry.get<std::string>();
-      if (e.find("experts") != std::string::npos && e.find("shared_expert") == std::string::npos &&
-          m.quant.moe != "bfloat16") {
+      const bool names_shared = e.find("shared_expert") != std::string::npos;
+      if (e.find("experts") != std::string::npos && !names_shared && m.quant.moe != "bfloat16") {
         m.quant.moe = "bfloat16";
         m.quant_notes.push_back("moe bfloat16: " + key + ".ignore lists '" + e + "'");
       }
+      attn = attn || e.find("self_attn") != std::string::npos;
+      shared = shared || names_shared;
+      mlp = mlp || (e.find("mlp") != std::string::npos && e.find("experts") == std::string::npos &&
+                    (e.find("gate") != std::string::npos || e.find("up") != std::string::npos ||
+                     e.find("down") != std::string::npos));
+    }
+    if (attn && mlp && (dense || shared) && m.quant.gemm != "bfloat16") {
+      m.quant.gemm = "bfloat16";
+      m.quant_notes.push_back("gemm bfloat16: " + key +
+                              ".ignore lists the attention, dense-MLP" + (dense ? "" : " and shared-expert") +
+                              " projections, so only the routed experts are " + m.quant_algo);
     }
   }
 

@@ -871,6 +871,28 @@ TEST(QuantInference, CompressedTensorsInt4WeightOnly) {
   EXPECT_EQ(m.quant, (QuantConfig{"int4_wo", "int4_wo", "bfloat16", "bfloat16", "half"}));
 }
 
+// Kimi-K2.5's checkpoint: int4 group-32 weights on every Linear except the ones its
+// ignore list names (attention, shared experts, the dense layers' MLP): the routed
+// experts are int4 weight-only, every GEMM bf16. Without the shared experts in the
+// list the GEMM class stays quantized.
+TEST(QuantInference, CompressedTensorsInt4RoutedExpertsOnly) {
+  const std::string extra = ", \"num_experts\": 8, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 512";
+  const std::string scheme = R"("config_groups": {"g": {"weights": {"type": "int", "num_bits": 4, "strategy": "group",
+      "group_size": 32, "symmetric": true}}})";
+  const ModelConfig m = WithQuant(R"({"quant_method": "compressed-tensors", )" + scheme +
+                                      R"(, "ignore": ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*",
+                                         "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"]})",
+                                  "Qwen3MoeForCausalLM", extra);
+  EXPECT_EQ(m.quant_algo, "int4_wo");
+  EXPECT_EQ(m.quant.gemm, "bfloat16");
+  EXPECT_EQ(m.quant.moe, "int4_wo");
+  const ModelConfig partial = WithQuant(R"({"quant_method": "compressed-tensors", )" + scheme +
+                                            R"(, "ignore": ["re:.*self_attn.*", "re:.*mlp\\.down_proj.*"]})",
+                                        "Qwen3MoeForCausalLM", extra);
+  EXPECT_EQ(partial.quant.gemm, "int4_wo");
+  EXPECT_EQ(partial.quant.moe, "int4_wo");
+}
+
 TEST(QuantInference, UnsupportedSchemesNameTheField) {
   ExpectThrowWith<ConfigError>(
       [] {
