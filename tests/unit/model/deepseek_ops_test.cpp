@@ -144,26 +144,18 @@ TEST(DeepSeekOps, KimiK2UsesTheSameFamily) {
   EXPECT_EQ(Find(l.context, "context_logits_gemm").n, 163840 / 8);
 }
 
-TEST(DeepSeekOps, KimiK25SaysItNeedsTheWeightOnlyMoeKernel) {
-  const fs::path ref =
-      fs::path(SERVECAST_SHARED_DIR) / "reference" / "hf-configs" / "moonshotai--Kimi-K2.5_config.json";
-  SERVECAST_NEED_SHARED(fs::exists(ref), "no Kimi-K2.5 reference config at " + ref.string());
-  const fs::path dir = fs::temp_directory_path() / ("servecast-kimi25-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  fs::copy_file(ref, dir / "config.json", fs::copy_options::overwrite_existing);
-  const ModelConfig m = LoadModel(dir.string(), kModels);
-  fs::remove_all(dir);
+// Kimi-K2.5 (bundled): a DeepSeek-V3 text model whose routed experts are int4
+// weight-only; its MoE ops read moe_perf rows of int4_wo, its GEMMs stay bf16.
+TEST(DeepSeekOps, KimiK25ReadsTheInt4WeightOnlyExperts) {
+  const ModelConfig m = LoadModel("moonshotai/Kimi-K2.5", kModels);
   EXPECT_STREQ(FamilyOf(m).Name(), "deepseek");
   EXPECT_EQ(m.quant.moe, "int4_wo");
-  try {
-    BuildOpList(m, {.tp = 8, .moe_ep = 8}, {});
-    FAIL() << "Kimi-K2.5 must be refused";
-  } catch (const UsageError& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("int4 weight-only"), std::string::npos) << what;
-    EXPECT_NE(what.find("weight-only MoE kernel"), std::string::npos) << what;
-    EXPECT_NE(what.find("not yet supported"), std::string::npos) << what;
-  }
+  EXPECT_EQ(m.quant.gemm, "bfloat16");
+  EXPECT_EQ(m.num_experts, 384);
+  const OpList l = Build(m, {.tp = 8, .moe_ep = 8});
+  EXPECT_EQ(Find(l.context, "context_moe").quant, "int4_wo");
+  EXPECT_EQ(Find(l.generation, "generation_moe").quant, "int4_wo");
+  EXPECT_EQ(Find(l.context, "context_q_b_proj_gemm").quant, "bfloat16");
 }
 
 }  // namespace

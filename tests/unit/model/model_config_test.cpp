@@ -82,12 +82,12 @@ TEST(BundledModels, ListsEveryReferenceConfig) {
   const std::vector<std::string> ids = BundledModels(kModelsDir);
   // The 23 reference configs plus the two Llama-3.1-8B Instruct checkpoints of the
   // dev serving set (same architecture as the 8B base; models/README.md), and the
-  // seven hybrid and sparse-attention models of issue 25.
-  ASSERT_EQ(ids.size(), 32u);
+  // seven hybrid and sparse-attention models of issue 25, and Kimi-K2.5.
+  ASSERT_EQ(ids.size(), 33u);
   EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
   for (const char* id : {"meta-llama/Meta-Llama-3.1-8B", "Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-120b",
                          "deepseek-ai/DeepSeek-V3", "nvidia/Llama-3.1-70B-Instruct-FP8", "mistralai/Mixtral-8x7B-v0.1",
-                         "moonshotai/Kimi-K2-Instruct"})
+                         "moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2.5"})
     EXPECT_NE(std::find(ids.begin(), ids.end(), id), ids.end()) << id;
 }
 
@@ -160,7 +160,7 @@ TEST(BundledModels, ValuesMatchTheReferenceConfigs) {
       ++files;
     }
   }
-  EXPECT_EQ(files, 31);
+  EXPECT_EQ(files, 32);
   EXPECT_EQ(derived, 3);  // two config.json files and one hf_quant_config.json
 }
 
