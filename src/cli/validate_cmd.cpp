@@ -80,6 +80,10 @@ CLI::App* AddValidateCommand(CLI::App& app, ValidateArgs& a) {
   c->add_option("--sim-statistic", a.sim_statistic,
                 "--simulate: the per-request statistic compared with the measured value: mean or median")
       ->capture_default_str();
+  c->add_option("--sim-range-ratio", a.sim_range_ratio,
+                "--simulate: request lengths uniform in [ratio x L, L] for the row's isl and osl L (1: fixed lengths)")
+      ->capture_default_str()
+      ->check(NumberIn(0, 1, true));
   c->add_option("--systems", a.systems_dir, "system spec folder (default: systems/ of the installation)");
   c->add_option("--models", a.models_dir, "bundled model folder (default: models/ of the installation)");
   c->add_option("--engines", a.engines_dir, "engine profile folder (default: engines/ of the installation)");
@@ -106,6 +110,7 @@ int RunValidate(const ValidateArgs& a, const std::function<std::string(const std
     throw UsageError("--sim-statistic '" + a.sim_statistic + "': expected mean or median");
   o.simulate = a.simulate;
   o.sim_median = a.sim_statistic == "median";
+  o.sim_range_ratio = a.sim_range_ratio;
 
   const std::vector<serve::SiliconRow> rows = serve::ReadSiliconCsv(a.silicon);
   const serve::ValidateReport rep = serve::Validate(rows, o);
@@ -166,6 +171,7 @@ int RunValidate(const ValidateArgs& a, const std::function<std::string(const std
       Json sp = Json::array();
       for (const auto& p : rep.sim_partitions) sp.push_back(StatsJson(p));
       out["simulation"] = {{"statistic", a.sim_statistic},
+                           {"range_ratio", a.sim_range_ratio},
                            {"simulated", rep.simulated},
                            {"partitions", sp},
                            {"overall", StatsJson(rep.sim_overall)}};
@@ -198,8 +204,9 @@ int RunValidate(const ValidateArgs& a, const std::function<std::string(const std
   PrintStats(rep.overall);
 
   if (a.simulate) {
-    std::printf("\nsimulated (%s per request over 10 x c requests after 2 x c warm-up; agg rows only): %d of %zu rows\n",
-                a.sim_statistic.c_str(), rep.simulated, rep.rows.size());
+    std::printf("\nsimulated (%s per request over 10 x c requests after 2 x c warm-up, lengths in [%.2g L, L]; agg rows "
+                "only): %d of %zu rows\n",
+                a.sim_statistic.c_str(), a.sim_range_ratio, rep.simulated, rep.rows.size());
     std::printf("  %-5s %-24s %-7s %-26s %9s %9s %9s %9s %9s %9s %8s %8s  %s\n", "line", "model", "engine", "config",
                 "TTFT ms", "closed", "sim", "TPOT ms", "closed", "sim", "TTFT err", "TPOT err", "engine state");
     for (const auto& r : rep.rows) {

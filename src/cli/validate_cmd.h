@@ -20,6 +20,7 @@ struct ValidateArgs {
   bool json = false;
   bool simulate = false;                 // also simulate the agg rows
   std::string sim_statistic = "mean";    // mean or median per request, compared with the measured value
+  double sim_range_ratio = 0.8;          // request lengths uniform in [ratio x L, L]
   std::string systems_dir, models_dir, engines_dir;
 };
 

@@ -355,6 +355,7 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
       w.warmup = 2 * per_rank;
       w.isl = row.isl;
       w.osl = row.osl;
+      w.range_ratio = res.options.sim_range_ratio;
       const auto f = Guard("not simulated", [&] {
         const model::OpList ops = d->Ops(par, oo);
         sd = SimulateAgg(d->model(), par, ops, *db, *profile, w);

@@ -51,6 +51,7 @@ struct ValidateOptions {
   // 10 x c measured requests after 2 x c warm-up, lengths uniform in [0.8 L, L].
   bool simulate = false;
   bool sim_median = false;  // compare the simulated median per request (default: the mean)
+  double sim_range_ratio = 0.8;  // lengths uniform in [ratio x L, L] (1: every request at the row's isl / osl)
 };
 
 struct RowResult {

@@ -202,6 +202,17 @@ TEST(SimulateE2e, ValidateSimulatesAggRowsAsEstimateDoes) {
   const ProcessResult med = RunProcess(ValidateSim({"--json", "--sim-statistic", "median"}), 120, kSimSource);
   ASSERT_EQ(med.exit_code, 0) << Describe(med);
   EXPECT_EQ(Json::parse(med.out)["simulation"]["statistic"], "median");
+  // Fixed lengths: every request of a row at its isl / osl.
+  const ProcessResult fixed = RunProcess(ValidateSim({"--json", "--sim-range-ratio", "1"}), 120, kSimSource);
+  ASSERT_EQ(fixed.exit_code, 0) << Describe(fixed);
+  EXPECT_EQ(Json::parse(fixed.out)["simulation"]["range_ratio"], 1.0);
+  const ProcessResult est1 = RunProcess(TinyAgg("tests/goldens/models/tiny-dense", "trtllm", "dense/1",
+                                                {"--batch", "4", "--simulate", "--sim-range-ratio", "1", "--json"}),
+                                        120, kSimSource);
+  ASSERT_EQ(est1.exit_code, 0) << Describe(est1);
+  EXPECT_DOUBLE_EQ(Json::parse(fixed.out)["rows"][0]["simulation"]["ttft_ms"].get<double>(),
+                   Json::parse(est1.out)["simulation"]["ttft_ms"]["mean"].get<double>());
+  EXPECT_EQ(RunProcess(ValidateSim({"--sim-range-ratio", "0"}), 120, kSimSource).exit_code, 2);
   const ProcessResult bad = RunProcess(ValidateSim({"--sim-statistic", "p99"}), 120, kSimSource);
   EXPECT_EQ(bad.exit_code, 2) << Describe(bad);
   EXPECT_NE(bad.err.find("--sim-statistic"), std::string::npos) << Describe(bad);
