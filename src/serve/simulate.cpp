@@ -322,9 +322,15 @@ SimResult Simulate(const SimProfile& e, const SimWorkload& w, std::int64_t kv_to
       }
     }
     if (k > 1) {
+      // The run's middle step (an even run: the mean of its two middle steps).
       StepBatch mid = batch;
       mid.decode_kv += batch.decode * ((k - 1) / 2);
-      const double step = std::max(cost(mid), host_ms_per_request * static_cast<double>(batch.Requests()));
+      double gpu = cost(mid);
+      if (k % 2 == 0) {
+        mid.decode_kv += batch.decode;
+        gpu = (gpu + cost(mid)) / 2;
+      }
+      const double step = std::max(gpu, host_ms_per_request * static_cast<double>(batch.Requests()));
       // Stop at the next arrival (Poisson): the steps that start before it.
       if (next_arrival < reqs.size() && step > 0) {
         const double gap = reqs[next_arrival].arrival - now;

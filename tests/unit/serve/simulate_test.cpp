@@ -157,6 +157,18 @@ TEST(Simulate, HostFloorBoundsEachStep) {
   EXPECT_DOUBLE_EQ(r.tpot_ms.mean, 2.0);
 }
 
+// Decode runs taken several steps at a time keep the sum of a cost linear in the
+// KV length: one client, isl 1000, osl 200, step = 1 + 0.001 x (KV before the step).
+// Decode step j (1..199) sees KV 999 + j: sum = 199 + 0.001 x (199 x 999 + 199 x 200 / 2) = 417.701 ms.
+TEST(Simulate, BatchedDecodeStepsKeepTheCostSum) {
+  const SimResult r = Simulate(Mixed(8192), Fixed(1, 1000, 200, 1), 0, 0, [](const StepBatch& b) {
+    return 1.0 + 0.001 * static_cast<double>(b.decode_kv);
+  });
+  EXPECT_DOUBLE_EQ(r.ttft_ms.mean, 1.0);
+  EXPECT_NEAR(r.e2e_ms.mean - r.ttft_ms.mean, 417.701, 1e-9);  // a linear cost: exact over each run
+  EXPECT_EQ(r.steps, 200);
+}
+
 TEST(Simulate, BadWorkloadsAreUsageErrors) {
   auto one = [](const StepBatch&) { return 1.0; };
   EXPECT_THROW(Simulate(Mixed(8192), Fixed(0, 100, 3, 1), 0, 0, one), UsageError);
