@@ -126,7 +126,8 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
                 "static (one batch prefilled then decoded), agg (in-flight batching), disagg (prefill and decode workers)")
       ->capture_default_str();
   c->add_option("--ctx-tokens", a.ctx_tokens,
-                "agg: prefill tokens per engine step (default: the engine profile's default_ctx_tokens, else isl)")
+                "agg: prefill tokens per engine step (default: the engine profile's default_ctx_tokens, else isl; "
+                "with --simulate also the simulated engine's step budget, default its sim.max_num_tokens)")
       ->check(IntIn(1, kMaxTokens));
   c->add_option("--prefill-batch", a.prefill_batch, "disagg: requests per prefill pass")->capture_default_str()
       ->check(IntIn(1, kMaxBatch));
@@ -371,7 +372,10 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
       sw.osl = a.osl;
       sw.range_ratio = a.sim_range_ratio;
       sw.seed = static_cast<std::uint64_t>(a.sim_seed);
-      sd = serve::SimulateAgg(m, par, ops, *db, engine, sw);
+      // --ctx-tokens sets the engine's step budget (max_num_batched_tokens / chunked_prefill_size) too.
+      serve::EngineProfile sim_engine = engine;
+      if (a.ctx_tokens > 0) sim_engine.sim.max_num_tokens = a.ctx_tokens;
+      sd = serve::SimulateAgg(m, par, ops, *db, sim_engine, sw);
     }
     auto stats_json = [](const serve::SimStats& s) {
       return Json{{"mean", s.mean}, {"median", s.median}, {"p90", s.p90}};
@@ -401,7 +405,7 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
               {"seed", a.sim_seed}}},
             {"scheduler",
              {{"profile", engine.source_file},
-              {"max_num_tokens", engine.sim.max_num_tokens},
+              {"max_num_tokens", a.ctx_tokens > 0 ? a.ctx_tokens : engine.sim.max_num_tokens},
               {"max_num_seqs", engine.sim.max_num_seqs},
               {"chunked_prefill", engine.sim.chunked_prefill},
               {"mixed_batches", engine.sim.mixed_batches},
@@ -453,7 +457,7 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
                                  : ("closed loop, " + std::to_string(a.batch) + " clients").c_str(),
                   sw.range_ratio, static_cast<long long>(a.sim_seed));
       std::printf("  scheduler        budget %lld tokens/step, max %s running, %s prefill, %s, KV blocks of %lld, %s\n",
-                  static_cast<long long>(engine.sim.max_num_tokens),
+                  static_cast<long long>(a.ctx_tokens > 0 ? a.ctx_tokens : engine.sim.max_num_tokens),
                   engine.sim.max_num_seqs > 0 ? std::to_string(engine.sim.max_num_seqs).c_str() : "(no limit)",
                   engine.sim.chunked_prefill ? "chunked" : "whole-prompt",
                   engine.sim.mixed_batches ? "mixed steps" : "prefill-only steps first",

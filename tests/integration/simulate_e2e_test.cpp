@@ -65,6 +65,17 @@ TEST(SimulateE2e, EstimateJsonCarriesTheSimulation) {
   ASSERT_EQ(c.exit_code, 0) << Describe(c);
   EXPECT_DOUBLE_EQ(Json::parse(c.out)["ttft_ms"].get<double>(), doc["ttft_ms"].get<double>());
   EXPECT_FALSE(Json::parse(c.out).contains("simulation"));
+  // --ctx-tokens sets the simulated engine's step budget: a 64-token prompt over a
+  // 32-token budget, without chunked prefill (TRT-LLM), runs only in a step of its
+  // own, so requests queue and TTFT grows.
+  const ProcessResult small = RunProcess(
+      TinyAgg("tests/goldens/models/tiny-dense", "trtllm", "dense/1",
+              {"--batch", "4", "--simulate", "--json", "--ctx-tokens", "32"}),
+      120, kSimSource);
+  ASSERT_EQ(small.exit_code, 0) << Describe(small);
+  const Json ss = Json::parse(small.out)["simulation"];
+  EXPECT_EQ(ss["scheduler"]["max_num_tokens"], 32);
+  EXPECT_GT(ss["ttft_ms"]["mean"].get<double>(), s["ttft_ms"]["mean"].get<double>());
 }
 
 TEST(SimulateE2e, PoissonArrivalsAndSeeds) {
