@@ -16,6 +16,7 @@
 #include "serve/database.h"
 #include "serve/engine_profile.h"
 #include "serve/session.h"
+#include "serve/simulate.h"
 #include "serve/static.h"
 #include "system/system_spec.h"
 
@@ -96,6 +97,12 @@ void PrintMergedRows(const serve::Database& db) {
     }
 }
 
+std::string FormatRate(double r) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.4g requests/s", r);
+  return b;
+}
+
 }  // namespace
 
 CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
@@ -120,7 +127,8 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
                 "static (one batch prefilled then decoded), agg (in-flight batching), disagg (prefill and decode workers)")
       ->capture_default_str();
   c->add_option("--ctx-tokens", a.ctx_tokens,
-                "agg: prefill tokens per engine step (default: the engine profile's default_ctx_tokens, else isl)")
+                "agg: prefill tokens per engine step (default: the engine profile's default_ctx_tokens, else isl; "
+                "with --simulate also the simulated engine's step budget, default its sim.max_num_tokens)")
       ->check(IntIn(1, kMaxTokens));
   c->add_option("--prefill-batch", a.prefill_batch, "disagg: requests per prefill pass")->capture_default_str()
       ->check(IntIn(1, kMaxBatch));
@@ -166,6 +174,23 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
       ->check(ExpertLoad());
   c->add_option("--detail", a.detail, "comma list: time (per-op table), memory (breakdown), source (how each op was costed, and the rows of other versions or sources merged into the tables read), all");
   c->add_flag("--json", a.json, "print one JSON document and nothing else");
+  c->add_flag("--simulate", a.simulate,
+              "agg: also simulate the engine request by request (closed-loop clients at --batch per worker, or "
+              "Poisson arrivals with --sim-rate): TTFT / TPOT mean, median, p90, throughput, KV-cache state");
+  c->add_option("--sim-requests", a.sim_requests, "--simulate: measured requests (default 10 x --batch)")
+      ->check(IntIn(1, 10'000'000));
+  c->add_option("--sim-warmup", a.sim_warmup, "--simulate: warm-up requests issued first, excluded (default 2 x --batch)")
+      ->check(IntIn(0, 10'000'000));
+  c->add_option("--sim-rate", a.sim_rate,
+                "--simulate: open loop, Poisson arrivals at this many requests/s per worker (default: closed loop)")
+      ->check(NumberIn(0, 1e9, true));
+  c->add_option("--sim-range-ratio", a.sim_range_ratio,
+                "--simulate: isl and osl uniform in [ratio x L, L] per request (1: fixed)")
+      ->capture_default_str()
+      ->check(NumberIn(0, 1, true));
+  c->add_option("--sim-seed", a.sim_seed, "--simulate: seed of the request lengths and arrivals")
+      ->capture_default_str()
+      ->check(IntIn(0, std::int64_t{1} << 62));
   c->add_option("--systems", a.systems_dir, "system spec folder (default: systems/ of the installation)");
   c->add_option("--models", a.models_dir, "bundled model folder (default: models/ of the installation)");
   c->add_option("--engines", a.engines_dir, "engine profile folder (default: engines/ of the installation)");
@@ -262,6 +287,12 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
 
   // The deployment: one parallel config (static, agg) or one per worker kind (disagg).
   const bool disagg = a.mode == "disagg";
+  if (a.simulate && a.mode != "agg")
+    throw UsageError("--simulate: only --mode agg is simulated so far (got --mode " + a.mode + ")");
+  if (a.simulate && a.nextn > 0) throw UsageError("--simulate does not model MTP (--nextn) yet");
+  if (a.simulate && a.prefix > 0) throw UsageError("--simulate does not model prefix-cache hits (--prefix) yet");
+  if (!a.simulate && (a.sim_requests > 0 || a.sim_warmup >= 0 || a.sim_rate > 0))
+    throw UsageError("--sim-requests, --sim-warmup and --sim-rate need --simulate");
   const model::ParallelConfig par = MakeParallel(a.tp, a.pp, a.dp, a.moe_tp, a.moe_ep);
   const model::ParallelConfig prefill_par =
       disagg ? MakeParallel(Pick(a.prefill_tp, a.tp), Pick(a.prefill_pp, a.pp), Pick(a.prefill_dp, a.dp),
@@ -334,6 +365,26 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
     ai.mtp_accepted = a.mtp_accepted;
     const serve::AggEstimate r = serve::RunAgg(m, par, ops, *db, engine, ai);
     const std::int64_t C = ai.ctx_tokens;
+    serve::SimDeployment sd;
+    serve::SimWorkload sw;
+    if (a.simulate) {
+      sw.arrival = a.sim_rate > 0 ? serve::SimWorkload::Arrival::kPoisson : serve::SimWorkload::Arrival::kClosedLoop;
+      sw.concurrency = a.batch;
+      sw.rate_per_s = a.sim_rate;
+      sw.requests = a.sim_requests > 0 ? a.sim_requests : 10 * a.batch;
+      sw.warmup = a.sim_warmup >= 0 ? a.sim_warmup : 2 * a.batch;
+      sw.isl = a.isl;
+      sw.osl = a.osl;
+      sw.range_ratio = a.sim_range_ratio;
+      sw.seed = static_cast<std::uint64_t>(a.sim_seed);
+      // --ctx-tokens sets the engine's step budget (max_num_batched_tokens / chunked_prefill_size) too.
+      serve::EngineProfile sim_engine = engine;
+      if (a.ctx_tokens > 0) sim_engine.sim.max_num_tokens = a.ctx_tokens;
+      sd = serve::SimulateAgg(m, par, ops, *db, sim_engine, sw);
+    }
+    auto stats_json = [](const serve::SimStats& s) {
+      return Json{{"mean", s.mean}, {"median", s.median}, {"p90", s.p90}};
+    };
     if (a.json) {
       Json out = head;
       out["parallel"] = ParallelJson(par);
@@ -346,6 +397,48 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
       out["memory"] = MemoryJson(r.memory);
       out["mixed_step"] = PhaseJson(r.mixed);
       if (!r.decode.ops.empty()) out["decode_step"] = PhaseJson(r.decode);
+      if (a.simulate) {
+        const serve::SimResult& s = sd.sim;
+        out["simulation"] = {
+            {"workload",
+             {{"arrival", a.sim_rate > 0 ? "poisson" : "closed_loop"},
+              {"concurrency", sw.concurrency},
+              {"rate_per_s", sw.rate_per_s},
+              {"requests", sw.requests},
+              {"warmup", sw.warmup},
+              {"range_ratio", sw.range_ratio},
+              {"seed", a.sim_seed}}},
+            {"scheduler",
+             {{"profile", engine.source_file},
+              {"max_num_tokens", a.ctx_tokens > 0 ? a.ctx_tokens : engine.sim.max_num_tokens},
+              {"max_num_seqs", engine.sim.max_num_seqs},
+              {"chunked_prefill", engine.sim.chunked_prefill},
+              {"mixed_batches", engine.sim.mixed_batches},
+              {"kv_block_tokens", engine.sim.kv_block_tokens},
+              {"admission", engine.sim.admission == serve::SimProfile::Admission::kOnDemand ? "on_demand"
+                                                                                             : "reserve_full"}}},
+            {"measured", s.measured},
+            {"ttft_ms", stats_json(s.ttft_ms)},
+            {"tpot_ms", stats_json(s.tpot_ms)},
+            {"request_latency_ms", stats_json(s.e2e_ms)},
+            {"tokens_per_s", sd.tokens_per_s},
+            {"tokens_per_s_gpu", sd.tokens_per_s_gpu},
+            {"tokens_per_s_user", s.tokens_per_s_user},
+            {"seq_per_s", sd.seq_per_s},
+            {"duration_ms", s.duration_ms},
+            {"steps", s.steps},
+            {"kv_tokens", sd.kv_tokens},
+            {"kv_blocks", s.kv_blocks},
+            {"kv_peak_fraction", s.kv_peak_fraction},
+            {"kv_saturated", s.kv_saturated},
+            {"preemptions", s.preemptions},
+            {"max_running", s.max_running},
+            {"mean_running", s.mean_running},
+            {"running_limit_hit", s.running_limit_hit},
+            {"admitted_all", s.admitted_all},
+            {"step_shapes_evaluated", sd.cost_evaluations},
+            {"notes", s.notes}};
+      }
       out["notes"] = notes;
       std::printf("%s\n", out.dump(2).c_str());
       return 0;
@@ -361,6 +454,37 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
                 r.tpot_ms, r.mixed_step_ms, r.mixed_steps_in_tpot, r.decode_step_ms, r.decode_steps);
     PrintThroughput(r);
     PrintMemory(r.memory, engine, a.isl + a.osl, detail.memory);
+    if (a.simulate) {
+      const serve::SimResult& s = sd.sim;
+      std::printf("\nsimulated (%lld requests measured after %lld warm-up; %s; lengths in [%.2g L, L], seed %lld)\n",
+                  static_cast<long long>(s.measured), static_cast<long long>(sw.warmup),
+                  a.sim_rate > 0 ? ("Poisson " + FormatRate(a.sim_rate)).c_str()
+                                 : ("closed loop, " + std::to_string(a.batch) + " clients").c_str(),
+                  sw.range_ratio, static_cast<long long>(a.sim_seed));
+      std::printf("  scheduler        budget %lld tokens/step, max %s running, %s prefill, %s, KV blocks of %lld, %s\n",
+                  static_cast<long long>(a.ctx_tokens > 0 ? a.ctx_tokens : engine.sim.max_num_tokens),
+                  engine.sim.max_num_seqs > 0 ? std::to_string(engine.sim.max_num_seqs).c_str() : "(no limit)",
+                  engine.sim.chunked_prefill ? "chunked" : "whole-prompt",
+                  engine.sim.mixed_batches ? "mixed steps" : "prefill-only steps first",
+                  static_cast<long long>(engine.sim.kv_block_tokens),
+                  engine.sim.admission == serve::SimProfile::Admission::kOnDemand ? "on-demand, preempt by recompute"
+                                                                                  : "reserve isl + osl, no eviction");
+      std::printf("  TTFT             mean %10.3f ms   median %10.3f   p90 %10.3f\n", s.ttft_ms.mean, s.ttft_ms.median,
+                  s.ttft_ms.p90);
+      std::printf("  TPOT             mean %10.3f ms   median %10.3f   p90 %10.3f\n", s.tpot_ms.mean, s.tpot_ms.median,
+                  s.tpot_ms.p90);
+      std::printf("  request latency  mean %10.3f ms\n", s.e2e_ms.mean);
+      std::printf("  tokens/s         %10.1f   per GPU %.1f   per user %.1f\n", sd.tokens_per_s, sd.tokens_per_s_gpu,
+                  s.tokens_per_s_user);
+      std::printf("  KV cache         %lld tokens per worker, peak use %.1f%%%s; %lld preemption(s); running max %lld, "
+                  "mean %.1f\n",
+                  static_cast<long long>(sd.kv_tokens), 100 * s.kv_peak_fraction,
+                  s.kv_saturated ? " (SATURATED)" : "", static_cast<long long>(s.preemptions),
+                  static_cast<long long>(s.max_running), s.mean_running);
+      if (!s.admitted_all)
+        std::printf("  CANNOT ADMIT     the concurrency: the latencies above include the queue this causes\n");
+      for (const auto& n : s.notes) std::printf("  note             %s\n", n.c_str());
+    }
     if (detail.time || detail.source) {
       PrintPhase("mixed step (prefill chunk + decode rows)", r.mixed, detail.source, "");
       if (!r.decode.ops.empty()) PrintPhase("decode-only step", r.decode, detail.source, "");

@@ -29,6 +29,13 @@ struct EstimateArgs {
   std::string moe_distribution;
   std::string detail;  // comma list of time, memory, source
   bool json = false;
+  // agg --simulate: the request-level simulation (serve/simulate.h)
+  bool simulate = false;
+  std::int64_t sim_requests = 0;  // measured requests (0: 10 x batch)
+  std::int64_t sim_warmup = -1;   // warm-up requests (-1: 2 x batch)
+  double sim_rate = 0;            // Poisson arrivals per s per instance (0: closed loop at --batch)
+  double sim_range_ratio = 0.8;   // lengths uniform in [ratio x L, L]
+  std::int64_t sim_seed = 1;
   std::string systems_dir, models_dir, engines_dir;
   std::string calibration;  // engine-profile calibration: "" (servecast's) or "aic"
 };

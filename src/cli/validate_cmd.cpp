@@ -74,6 +74,16 @@ CLI::App* AddValidateCommand(CLI::App& app, ValidateArgs& a) {
   c->add_option("--moe-distribution", a.moe_distribution, "expert load: balanced, power_law_1.01, power_law_1.2")
       ->check(ExpertLoad());
   c->add_flag("--json", a.json, "print one JSON document (rows, partitions, failures) and nothing else");
+  c->add_flag("--simulate", a.simulate,
+              "also simulate every agg row (closed-loop clients at its concurrency, 10 x c requests after 2 x c "
+              "warm-up, lengths uniform in [0.8 L, L]) and print its errors next to the closed form's");
+  c->add_option("--sim-statistic", a.sim_statistic,
+                "--simulate: the per-request statistic compared with the measured value: mean or median")
+      ->capture_default_str();
+  c->add_option("--sim-range-ratio", a.sim_range_ratio,
+                "--simulate: request lengths uniform in [ratio x L, L] for the row's isl and osl L (1: fixed lengths)")
+      ->capture_default_str()
+      ->check(NumberIn(0, 1, true));
   c->add_option("--systems", a.systems_dir, "system spec folder (default: systems/ of the installation)");
   c->add_option("--models", a.models_dir, "bundled model folder (default: models/ of the installation)");
   c->add_option("--engines", a.engines_dir, "engine profile folder (default: engines/ of the installation)");
@@ -96,6 +106,11 @@ int RunValidate(const ValidateArgs& a, const std::function<std::string(const std
   }
   o.mode = perfdb::ParseDatabaseMode(a.database_mode);
   o.moe_distribution = a.moe_distribution;
+  if (a.sim_statistic != "mean" && a.sim_statistic != "median")
+    throw UsageError("--sim-statistic '" + a.sim_statistic + "': expected mean or median");
+  o.simulate = a.simulate;
+  o.sim_median = a.sim_statistic == "median";
+  o.sim_range_ratio = a.sim_range_ratio;
 
   const std::vector<serve::SiliconRow> rows = serve::ReadSiliconCsv(a.silicon);
   const serve::ValidateReport rep = serve::Validate(rows, o);
@@ -130,6 +145,19 @@ int RunValidate(const ValidateArgs& a, const std::function<std::string(const std
                             {"kind", r.failure},
                             {"reason", r.reason}});
       }
+      if (a.simulate) {
+        if (r.simulated)
+          j["simulation"] = {{"statistic", a.sim_statistic},
+                             {"ttft_ms", r.sim_ttft_ms},
+                             {"tpot_ms", r.sim_tpot_ms},
+                             {"error_pct", {{"ttft", r.sim_ttft_error_pct}, {"tpot", r.sim_tpot_error_pct}}},
+                             {"kv_saturated", r.sim_kv_saturated},
+                             {"admitted_all", r.sim_admitted_all},
+                             {"preemptions", r.sim_preemptions},
+                             {"max_running", r.sim_max_running}};
+        else
+          j["simulation"] = {{"failure", r.sim_failure}};
+      }
       j["notes"] = r.notes;
       jrows.push_back(std::move(j));
     }
@@ -139,6 +167,15 @@ int RunValidate(const ValidateArgs& a, const std::function<std::string(const std
                 {"partitions", parts},   {"overall", StatsJson(rep.overall)},
                 {"failures", failures},  {"predicted", rep.predicted},
                 {"failed", rep.failed}};
+    if (a.simulate) {
+      Json sp = Json::array();
+      for (const auto& p : rep.sim_partitions) sp.push_back(StatsJson(p));
+      out["simulation"] = {{"statistic", a.sim_statistic},
+                           {"range_ratio", a.sim_range_ratio},
+                           {"simulated", rep.simulated},
+                           {"partitions", sp},
+                           {"overall", StatsJson(rep.sim_overall)}};
+    }
     std::printf("%s\n", out.dump(2).c_str());
     return status;
   }
@@ -165,6 +202,39 @@ int RunValidate(const ValidateArgs& a, const std::function<std::string(const std
               "TTFT med  p90", "TPOT med  p90", "signed TTFT TPOT", "data source");
   for (const auto& p : rep.partitions) PrintStats(p);
   PrintStats(rep.overall);
+
+  if (a.simulate) {
+    std::printf("\nsimulated (%s per request over 10 x c requests after 2 x c warm-up, lengths in [%.2g L, L]; agg rows "
+                "only): %d of %zu rows\n",
+                a.sim_statistic.c_str(), a.sim_range_ratio, rep.simulated, rep.rows.size());
+    std::printf("  %-5s %-24s %-7s %-26s %9s %9s %9s %9s %9s %9s %8s %8s  %s\n", "line", "model", "engine", "config",
+                "TTFT ms", "closed", "sim", "TPOT ms", "closed", "sim", "TTFT err", "TPOT err", "engine state");
+    for (const auto& r : rep.rows) {
+      if (!r.predicted || r.mode != "agg") continue;
+      std::printf("  %-5d %-24s %-7s %-26s %9.2f %9.2f ", r.line, ShortModel(r.model).substr(0, 24).c_str(),
+                  r.engine.c_str(), r.config.c_str(), r.measured_ttft_ms, r.ttft_ms);
+      if (!r.simulated) {
+        std::printf("%9s %9.3f %9.3f %9s   not simulated (%s)\n", "-", r.measured_tpot_ms, r.tpot_ms, "-",
+                    r.sim_failure.c_str());
+        continue;
+      }
+      std::string state = !r.sim_admitted_all ? "cannot admit c (max " + std::to_string(r.sim_max_running) + " run)"
+                          : r.sim_kv_saturated ? "KV saturated"
+                                               : "fits";
+      if (r.sim_preemptions > 0) state += ", " + std::to_string(r.sim_preemptions) + " preempted";
+      std::printf("%9.2f %9.3f %9.3f %9.3f %+7.1f%% %+7.1f%%  %s\n", r.sim_ttft_ms, r.measured_tpot_ms, r.tpot_ms,
+                  r.sim_tpot_ms, r.sim_ttft_error_pct, r.sim_tpot_error_pct, state.c_str());
+    }
+    std::printf("\nper partition, closed form -> simulated (|error| median, p90; signed median)\n");
+    std::printf("  %-28s %-7s %-6s %4s %4s  %-15s  %-15s  %-15s  %s\n", "model", "engine", "mode", "rows", "pred",
+                "TTFT med  p90", "TPOT med  p90", "signed TTFT TPOT", "data source");
+    for (std::size_t i = 0; i < rep.partitions.size(); ++i) {
+      PrintStats(rep.partitions[i]);
+      PrintStats(rep.sim_partitions[i]);
+    }
+    PrintStats(rep.overall);
+    PrintStats(rep.sim_overall);
+  }
 
   if (rep.failed > 0) {
     std::printf("\nnot predicted: %d of %zu rows\n", rep.failed, rep.rows.size());

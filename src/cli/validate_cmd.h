@@ -18,6 +18,9 @@ struct ValidateArgs {
   std::string database_mode = "silicon";
   std::string moe_distribution;
   bool json = false;
+  bool simulate = false;                 // also simulate the agg rows
+  std::string sim_statistic = "mean";    // mean or median per request, compared with the measured value
+  double sim_range_ratio = 0.8;          // request lengths uniform in [ratio x L, L]
   std::string systems_dir, models_dir, engines_dir;
 };
 

@@ -44,7 +44,7 @@ std::int64_t AggProfile::CtxTokens(std::int64_t isl, std::int64_t batch) const {
 
 EngineProfile LoadEngineProfile(const std::string& path) {
   YamlReader root(path, LoadYamlFile(path));
-  root.AllowOnlyKeys({"schema_version", "engine", "memory", "agg", "disagg"});
+  root.AllowOnlyKeys({"schema_version", "engine", "memory", "agg", "disagg", "sim"});
   if (root.RequiredInt("schema_version") != 1)
     throw ConfigError(root.Where("schema_version"), "unsupported schema_version", "1");
   EngineProfile p;
@@ -156,6 +156,26 @@ EngineProfile LoadEngineProfile(const std::string& path) {
   for (double v : {d.prefill_latency_correction, d.decode_latency_correction, d.ttft_correction,
                    d.prefill_rate_degradation, d.decode_rate_degradation})
     if (v <= 0) throw ConfigError(dis.Where(), "disagg constants must be positive");
+
+  if (root.Has("sim")) {
+    YamlReader sim = root.Child("sim");
+    sim.AllowOnlyKeys({"max_num_tokens", "max_num_seqs", "chunked_prefill", "mixed_batches", "kv_block_tokens",
+                       "admission"});
+    SimProfile& s = p.sim;
+    s.present = true;
+    s.max_num_tokens = sim.RequiredInt("max_num_tokens");
+    s.max_num_seqs = sim.RequiredInt("max_num_seqs");
+    s.chunked_prefill = sim.OptionalBool("chunked_prefill", true);
+    s.mixed_batches = sim.OptionalBool("mixed_batches", true);
+    s.kv_block_tokens = sim.RequiredInt("kv_block_tokens");
+    const std::string adm = sim.RequiredString("admission");
+    if (adm == "on_demand") s.admission = SimProfile::Admission::kOnDemand;
+    else if (adm == "reserve_full") s.admission = SimProfile::Admission::kReserveFull;
+    else throw ConfigError(sim.Where("admission"), "unknown admission '" + adm + "'", "on_demand or reserve_full");
+    if (s.max_num_tokens < 1 || s.max_num_seqs < 0 || s.kv_block_tokens < 1)
+      throw ConfigError(sim.Where(), "sim constants out of range",
+                        "max_num_tokens >= 1, max_num_seqs >= 0 (0: no limit), kv_block_tokens >= 1");
+  }
   return p;
 }
 

@@ -78,12 +78,30 @@ struct DisaggProfile {
   double decode_rate_degradation = 0.92;
 };
 
+// The scheduler of one engine instance as the simulation models it
+// (serve/simulate.h; the `sim:` section of engines/<engine>.yaml, each value the
+// engine's default from its source code).
+struct SimProfile {
+  bool present = false;               // the profile has a `sim:` section
+  std::int64_t max_num_tokens = 8192;  // token budget of one step (prefill chunk tokens + decode tokens)
+  std::int64_t max_num_seqs = 0;       // most requests running at once (0: no limit but the KV cache)
+  bool chunked_prefill = true;         // a prompt may be split over steps
+  bool mixed_batches = true;           // prefill chunks share a step with decoding requests (else: prefill-only
+                                       // steps, run first whenever a request waits)
+  std::int64_t kv_block_tokens = 16;   // tokens per KV-cache block
+  // on_demand: blocks for the tokens computed so far, preempting the newest
+  // running request (recomputed later) when a step needs more than are free;
+  // reserve_full: a request is admitted only with blocks for isl + osl, never preempted.
+  enum class Admission { kOnDemand, kReserveFull } admission = Admission::kOnDemand;
+};
+
 struct EngineProfile {
   model::Engine engine = model::Engine::kTrtllm;
   std::string source_file;
   MemoryProfile memory;
   AggProfile agg;
   DisaggProfile disagg;
+  SimProfile sim;
 };
 
 // Reads and validates one profile (unknown keys, missing values and bad numbers ->

@@ -19,6 +19,7 @@
 #include "serve/database.h"
 #include "serve/engine_profile.h"
 #include "serve/session.h"
+#include "serve/simulate.h"
 #include "system/system_spec.h"
 
 namespace servecast::serve {
@@ -346,7 +347,37 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
       out.notes.push_back("the KV cache of this concurrency exceeds the engine's budget");
     out.ttft_ms = r.ttft_ms;
     out.tpot_ms = r.tpot_ms;
+    if (res.options.simulate) {
+      SimDeployment sd;
+      SimWorkload w;
+      w.concurrency = per_rank;
+      w.requests = 10 * per_rank;
+      w.warmup = 2 * per_rank;
+      w.isl = row.isl;
+      w.osl = row.osl;
+      w.range_ratio = res.options.sim_range_ratio;
+      const auto f = Guard("not simulated", [&] {
+        const model::OpList ops = d->Ops(par, oo);
+        sd = SimulateAgg(d->model(), par, ops, *db, *profile, w);
+      });
+      if (f) {
+        out.sim_failure = f->kind + ": " + f->reason;
+      } else {
+        const bool med = res.options.sim_median;
+        out.simulated = true;
+        out.sim_ttft_ms = med ? sd.sim.ttft_ms.median : sd.sim.ttft_ms.mean;
+        out.sim_tpot_ms = med ? sd.sim.tpot_ms.median : sd.sim.tpot_ms.mean;
+        out.sim_ttft_error_pct = ErrorPct(out.sim_ttft_ms, out.measured_ttft_ms);
+        out.sim_tpot_error_pct = ErrorPct(out.sim_tpot_ms, out.measured_tpot_ms);
+        out.sim_kv_saturated = sd.sim.kv_saturated;
+        out.sim_admitted_all = sd.sim.admitted_all;
+        out.sim_preemptions = sd.sim.preemptions;
+        out.sim_max_running = sd.sim.max_running;
+        for (const auto& n : sd.sim.notes) out.notes.push_back("simulation: " + n);
+      }
+    }
   } else {
+    if (res.options.simulate) out.sim_failure = "disagg rows are not simulated yet";
     const model::ParallelConfig pp = MakeParallel(row.prefill_tp, row.prefill_pp, row.prefill_dp, row.prefill_moe_tp,
                                                   row.prefill_moe_ep, moe_model, out.notes, "prefill: ");
     const model::ParallelConfig dp = MakeParallel(row.decode_tp, row.decode_pp, row.decode_dp, row.decode_moe_tp,
@@ -394,18 +425,20 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
   out.tpot_error_pct = ErrorPct(out.tpot_ms, out.measured_tpot_ms);
 }
 
-void Summarize(PartitionStats& p, const std::vector<const RowResult*>& rows) {
+void Summarize(PartitionStats& p, const std::vector<const RowResult*>& rows, bool sim = false) {
   std::vector<double> ta, pa, ts, ps;
   std::set<std::string> sources;
   p.rows = static_cast<int>(rows.size());
   for (const RowResult* r : rows) {
     if (!r->source.empty()) sources.insert(r->source);
-    if (!r->predicted) continue;
+    if (!(sim ? r->simulated : r->predicted)) continue;
     ++p.predicted;
-    ta.push_back(std::fabs(r->ttft_error_pct));
-    pa.push_back(std::fabs(r->tpot_error_pct));
-    ts.push_back(r->ttft_error_pct);
-    ps.push_back(r->tpot_error_pct);
+    const double te = sim ? r->sim_ttft_error_pct : r->ttft_error_pct;
+    const double pe = sim ? r->sim_tpot_error_pct : r->tpot_error_pct;
+    ta.push_back(std::fabs(te));
+    pa.push_back(std::fabs(pe));
+    ts.push_back(te);
+    ps.push_back(pe);
   }
   p.sources.assign(sources.begin(), sources.end());
   if (ta.empty()) return;
@@ -512,6 +545,7 @@ ValidateReport Validate(const std::vector<SiliconRow>& rows, const ValidateOptio
     out.measured_ttft_ms = row.ttft_ms.value_or(0);
     out.measured_tpot_ms = row.tpot_ms.value_or(0);
     PredictRow(row, res, out);
+    report.simulated += out.simulated;
     if (out.predicted)
       ++report.predicted;
     else
@@ -531,11 +565,18 @@ ValidateReport Validate(const std::vector<SiliconRow>& rows, const ValidateOptio
   for (const auto& key : order) {
     PartitionStats p;
     std::tie(p.model, p.engine, p.mode) = key;
+    PartitionStats q = p;
     Summarize(p, groups[key]);
     report.partitions.push_back(std::move(p));
+    if (options.simulate) {
+      Summarize(q, groups[key], true);
+      report.sim_partitions.push_back(std::move(q));
+    }
   }
   report.overall.model = report.overall.engine = report.overall.mode = "all";
+  report.sim_overall = report.overall;
   Summarize(report.overall, all);
+  if (options.simulate) Summarize(report.sim_overall, all, true);
   return report;
 }
 

@@ -46,6 +46,12 @@ struct ValidateOptions {
   perfdb::DatabaseMode mode = perfdb::DatabaseMode::kSilicon;
   std::string systems_dir, models_dir, engines_dir;
   std::string moe_distribution;
+  // Also simulate every agg row (serve/simulate.h) with the workload of the
+  // measured rows: closed-loop clients at the row's concurrency per rank,
+  // 10 x c measured requests after 2 x c warm-up, lengths uniform in [0.8 L, L].
+  bool simulate = false;
+  bool sim_median = false;  // compare the simulated median per request (default: the mean)
+  double sim_range_ratio = 0.8;  // lengths uniform in [ratio x L, L] (1: every request at the row's isl / osl)
 };
 
 struct RowResult {
@@ -59,6 +65,12 @@ struct RowResult {
   std::string failure;                            // kind: missing data, unsupported model, bad row, ...
   std::string reason;                             // the estimator's message
   std::vector<std::string> notes;                 // derivations made for this row
+  // --simulate (agg rows): the simulated TTFT / TPOT statistic and its errors.
+  bool simulated = false;
+  double sim_ttft_ms = 0, sim_tpot_ms = 0, sim_ttft_error_pct = 0, sim_tpot_error_pct = 0;
+  bool sim_kv_saturated = false, sim_admitted_all = true;
+  std::int64_t sim_preemptions = 0, sim_max_running = 0;
+  std::string sim_failure;  // why the row was not simulated
 };
 
 struct PartitionStats {
@@ -74,6 +86,10 @@ struct ValidateReport {
   std::vector<RowResult> rows;  // in file order, failures included
   std::vector<PartitionStats> partitions;
   PartitionStats overall;  // model/engine/mode "all"
+  // --simulate: the same statistics over the simulated errors (simulated rows only).
+  std::vector<PartitionStats> sim_partitions;
+  PartitionStats sim_overall;
+  int simulated = 0;
   int predicted = 0, failed = 0;
 };
 
