@@ -52,23 +52,23 @@ TEST(CoverageE2E, ShippedTablesPassWithEveryMissDeclared) {
   EXPECT_EQ(doc["undeclared"], 0);
   EXPECT_TRUE(doc["stale_gaps"].empty());
   EXPECT_GE(doc["models"].get<int>(), 22);
-  // The known gaps are listed, each with its declaration: MiniMax-M2.5's fp8_block
-  // experts (issue 24), Kimi-K2's 384-expert MoE (issue 23).
-  bool minimax = false, kimi = false;
-  std::set<std::string> minimax_engines;
+  // The known gaps are listed, each with its declaration: GLM-5-FP8's fp8_block
+  // experts (issue 25), Llama-4 Scout's chunked-local attention slices (issue 24).
+  bool glm = false, scout = false;
+  std::set<std::string> glm_engines;
   for (const auto& m : doc["misses"]) {
     ASSERT_FALSE(m["declared"].is_null()) << m.dump();
-    if (m["model"] == "MiniMaxAI/MiniMax-M2.5" && m["table"] == "moe_perf") {
+    if (m["model"] == "zai-org/GLM-5-FP8" && m["table"] == "moe_perf") {
       EXPECT_EQ(m["key"]["moe_dtype"], "fp8_block");
-      EXPECT_EQ(m["declared"]["issue"], 24);
-      for (const auto& e : m["engines"]) minimax_engines.insert(e.get<std::string>());
-      minimax = true;
+      EXPECT_EQ(m["key"]["hidden_size"], "6144");
+      EXPECT_EQ(m["declared"]["issue"], 25);
+      for (const auto& e : m["engines"]) glm_engines.insert(e.get<std::string>());
+      glm = true;
     }
-    if (m["model"] == "moonshotai/Kimi-K2-Instruct") {
-      EXPECT_EQ(m["table"], "moe_perf");
-      EXPECT_EQ(m["key"]["num_experts"], "384");
-      EXPECT_EQ(m["declared"]["issue"], 23);
-      kimi = true;
+    if (m["model"] == "meta-llama/Llama-4-Scout-17B-16E-Instruct") {
+      EXPECT_EQ(m["key"]["window_size"], "8192") << m.dump();
+      EXPECT_EQ(m["declared"]["issue"], 24);
+      scout = true;
     }
     // Models the tables cover have no miss at all (DeepSeek-V3 and R1 through the
     // MLA tables).
@@ -77,28 +77,37 @@ TEST(CoverageE2E, ShippedTablesPassWithEveryMissDeclared) {
     EXPECT_NE(m["model"], "deepseek-ai/DeepSeek-V3");
     EXPECT_NE(m["model"], "deepseek-ai/DeepSeek-R1");
     // gpt-oss through its weight-only mxfp4 experts and head-dim-64 attention (h200-w4b,
-    // h200-gptoss-attn).
+    // h200-gptoss-attn); the experts of MiniMax-M2.5, Qwen3-Coder, Kimi-K2 and Kimi-K2.5
+    // (h200-moe3/4/5).
     EXPECT_NE(m["model"], "openai/gpt-oss-120b");
     EXPECT_NE(m["model"], "openai/gpt-oss-20b");
+    EXPECT_NE(m["model"], "MiniMaxAI/MiniMax-M2.5");
+    EXPECT_NE(m["model"], "Qwen/Qwen3-Coder-480B-A35B-Instruct");
+    EXPECT_NE(m["model"], "moonshotai/Kimi-K2-Instruct");
+    EXPECT_NE(m["model"], "moonshotai/Kimi-K2.5");
+    // Llama-4's routed experts are collected; only its window-8192 attention misses.
+    if (m["model"] == "meta-llama/Llama-4-Maverick-17B-128E-Instruct") {
+      EXPECT_NE(m["table"], "moe_perf");
+    }
   }
-  EXPECT_TRUE(minimax && kimi) << r.out.substr(0, 4000);
-  EXPECT_EQ(minimax_engines, (std::set<std::string>{"sglang", "trtllm", "vllm"}));
+  EXPECT_TRUE(glm && scout) << r.out.substr(0, 4000);
+  EXPECT_EQ(glm_engines, (std::set<std::string>{"sglang", "trtllm", "vllm"}));
 }
 
-// MiniMax-M2.5's fp8_block expert slices (hidden 3072, inter 1536, 256 experts) that
-// the search's one-node configurations look up: the (moe_tp, moe_ep) pairs of 8 GPUs.
-constexpr int kMiniMaxMoeMisses = 9;
+// GLM-5-FP8's fp8_block expert slices (hidden 6144, inter 2048, 256 experts) that the
+// search's one-node configurations look up: the (moe_tp, moe_ep) pairs of 8 GPUs.
+constexpr int kGlmMoeMisses = 10;
 
 TEST(CoverageE2E, UndeclaredMissFails) {
   const std::string dir = MakeTempDir("sc_coverage_");
-  WithoutEntry(dir + "/gaps.yaml", "MiniMaxAI/MiniMax-M2.5", "moe_perf");
+  WithoutEntry(dir + "/gaps.yaml", "zai-org/GLM-5-FP8", "moe_perf");
   const ProcessResult r = Gate({"--gaps", dir + "/gaps.yaml"});
   EXPECT_EQ(r.exit_code, 1) << Describe(r);
   EXPECT_NE(r.out.find("UNDECLARED"), std::string::npos) << Describe(r);
-  EXPECT_NE(r.out.find("moe_perf {moe_dtype=fp8_block, hidden_size=3072, inter_size=1536, topk=8, num_experts=256"),
+  EXPECT_NE(r.out.find("moe_perf {moe_dtype=fp8_block, hidden_size=6144, inter_size=2048, topk=8, num_experts=256"),
             std::string::npos)
       << Describe(r);
-  EXPECT_NE(r.out.find("coverage: FAIL (" + std::to_string(kMiniMaxMoeMisses) + " undeclared misses, 0 stale gaps)"),
+  EXPECT_NE(r.out.find("coverage: FAIL (" + std::to_string(kGlmMoeMisses) + " undeclared misses, 0 stale gaps)"),
             std::string::npos)
       << Describe(r);
   fs::remove_all(dir);
