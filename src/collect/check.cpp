@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "collect/finalize.h"
 #include "collect/table_spec.h"
@@ -63,16 +65,26 @@ Json CompareAgainst(const Table& ours, const TableSpec& spec, const std::string&
   // Tables whose rows differ by op_name under the same key columns.
   if ((spec.name == "elementwise_perf" || spec.name == "nccl_perf") && theirs.FindColumn("op_name"))
     keys.insert(keys.begin(), "op_name");
+  // A table whose rows are the parts of one op (gdn_perf: the convolution and the
+  // scan, named differently by each collector) compares the sums of a key's parts,
+  // one of each part, as the estimator reads it.
+  const std::string parts = spec.estimator ? spec.estimator->parts : std::string();
   auto index = [&](const Table& t) {
     std::unordered_map<std::string, double> m;
+    std::unordered_set<std::string> parts_seen;
     std::size_t lat = t.ColumnIndex("latency");
+    const std::optional<std::size_t> part_col = parts.empty() ? std::nullopt : t.FindColumn(parts);
     for (std::size_t r = 0; r < t.num_rows(); ++r) {
       std::string k;
       for (const auto& name : keys) {
         Value v = t.Get(r, t.ColumnIndex(name));
         k += (IsNumeric(v) ? FormatDouble(AsDouble(v)) : ToString(v)) + "|";
       }
-      m.emplace(k, t.GetDouble(r, lat));  // first wins, as the loaders do
+      if (!part_col) {
+        m.emplace(k, t.GetDouble(r, lat));  // first wins, as the loaders do
+      } else if (parts_seen.insert(k + ToString(t.Get(r, *part_col))).second) {
+        m[k] += t.GetDouble(r, lat);
+      }
     }
     return m;
   };
@@ -158,12 +170,16 @@ void CheckVersionDir(const std::string& dir, const CheckOptions& opt, const Plan
     if (errors.empty()) {
       tj["rows"] = t.num_rows();
       std::size_t lat = t.ColumnIndex("latency");
-      std::vector<std::size_t> idc;
-      for (const auto& n : id_cols) idc.push_back(t.ColumnIndex(n));
+      // Duplicates by the row identity (with the part where a case writes one row
+      // per part); planned cases by the case identity.
+      std::vector<std::size_t> idc, case_idc;
+      for (const auto& n : spec->RowIdentityColumns()) idc.push_back(t.ColumnIndex(n));
+      for (const auto& n : id_cols) case_idc.push_back(t.ColumnIndex(n));
       std::vector<std::size_t> key_cols;
       for (const auto& c : spec->key_columns) key_cols.push_back(t.ColumnIndex(c.name));
       key_cols.push_back(t.ColumnIndex("op_name"));
       std::unordered_map<std::string, std::size_t> seen;
+      std::unordered_set<std::string> cases_seen;
       std::size_t bad_latency = 0, dups = 0, beats = 0, noisy = 0, throttled = 0;
       Json examples = Json::array();
       auto rsd_col = t.FindColumn("rsd");
@@ -180,6 +196,7 @@ void CheckVersionDir(const std::string& dir, const CheckOptions& opt, const Plan
         if (!std::isfinite(l) || l < 0 || (l == 0 && !spec->zero_latency_legal)) {
           if (bad_latency++ < 5) examples.push_back("row " + std::to_string(r + 2) + " (" + kt + "): latency " + FormatDouble(l));
         }
+        cases_seen.insert(KeyText(RowKey(t, r, case_idc)));
         if (!seen.emplace(kt, r).second) {
           if (dups++ < 5) examples.push_back("row " + std::to_string(r + 2) + ": duplicate key " + kt);
         }
@@ -245,7 +262,7 @@ void CheckVersionDir(const std::string& dir, const CheckOptions& opt, const Plan
           ++n_planned;
           Params p;
           for (const auto& col : id_cols) p.Set(col, e.key.Get(col));
-          if (seen.count(KeyText(p))) continue;
+          if (cases_seen.count(KeyText(p))) continue;
           if (!e.selected && plan->partial_selection) {
             ++n_unselected_missing;
             continue;

@@ -223,16 +223,21 @@ TableTarget ResolveTableTarget(const std::string& out_root, const JournalHeader&
   return t;
 }
 
-// The existing table's rows by identity, overwritten by the new rows (newest
-// row per key wins); counts rows_before and rows_added.
+// The existing table's rows by identity (with the part, PartRowIdentity),
+// overwritten by the new rows (newest row per key wins); counts rows_before and
+// rows_added. `cases` gets the case identity (RowIdentity) of every merged row.
 std::map<std::string, std::vector<Value>> MergeRows(const TableSpec& spec, const std::vector<ColumnSpec>& cols,
                                                     const std::string& path, const std::vector<Params>& new_rows,
-                                                    TableOutcome& outcome) {
+                                                    TableOutcome& outcome, std::set<std::string>& cases) {
   std::map<std::string, std::vector<Value>> by_key;
   if (PathExists(path)) {
     Table old = LoadExisting(path, cols);
     outcome.rows_before = old.num_rows();
-    for (std::size_t r = 0; r < old.num_rows(); ++r) by_key[RowIdentity(spec, RowParams(old, r))] = old.Row(r);
+    for (std::size_t r = 0; r < old.num_rows(); ++r) {
+      const Params row = RowParams(old, r);
+      by_key[PartRowIdentity(spec, row)] = old.Row(r);
+      cases.insert(RowIdentity(spec, row));
+    }
   }
   for (const auto& row : new_rows) {
     std::vector<Value> cells;
@@ -243,7 +248,8 @@ std::map<std::string, std::vector<Value>> MergeRows(const TableSpec& spec, const
       else
         cells.push_back(v);
     }
-    by_key[RowIdentity(spec, row)] = std::move(cells);
+    by_key[PartRowIdentity(spec, row)] = std::move(cells);
+    cases.insert(RowIdentity(spec, row));
     ++outcome.rows_added;
   }
   return by_key;
@@ -251,12 +257,12 @@ std::map<std::string, std::vector<Value>> MergeRows(const TableSpec& spec, const
 
 // A row kept from the existing table whose case's newest record here is not
 // passed (e.g. a re-run that now fails) is not this run's measurement: say so.
-void NoteStaleRows(const std::string& table_name, const std::map<std::string, std::vector<Value>>& by_key,
+void NoteStaleRows(const std::string& table_name, const std::set<std::string>& cases,
                    const std::vector<std::pair<std::string, const JournalRecord*>>& not_passed, TableOutcome& outcome) {
   std::size_t stale = 0;
   const JournalRecord* example = nullptr;
   for (const auto& [identity, r] : not_passed)
-    if (by_key.count(identity)) {
+    if (cases.count(identity)) {
       ++stale;
       if (!example || r->id < example->id) example = r;
     }
@@ -276,7 +282,7 @@ Table SortedTable(const TableSpec& spec, const std::vector<ColumnSpec>& cols,
   std::vector<std::vector<Value>> rows;
   for (auto& [_, cells] : by_key) rows.push_back(std::move(cells));
   std::vector<std::size_t> id_cols;
-  for (const auto& name : spec.IdentityColumns())
+  for (const auto& name : spec.RowIdentityColumns())
     for (std::size_t c = 0; c < cols.size(); ++c)
       if (cols[c].name == name) id_cols.push_back(c);
   std::sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) {
@@ -290,11 +296,11 @@ Table SortedTable(const TableSpec& spec, const std::vector<ColumnSpec>& cols,
 }
 
 // Planned keys the table lacks, over the whole plan and over this run's selection.
-void CountMissing(const std::map<std::string, const PlanFile::Entry*>& keys,
-                  const std::map<std::string, std::vector<Value>>& by_key, TableOutcome& outcome) {
+void CountMissing(const std::map<std::string, const PlanFile::Entry*>& keys, const std::set<std::string>& cases,
+                  TableOutcome& outcome) {
   outcome.planned = keys.size();
   for (const auto& [k, entry] : keys) {
-    bool have = by_key.count(k) > 0;
+    bool have = cases.count(k) > 0;
     if (!have) ++outcome.missing;
     if (entry->selected) {
       ++outcome.selected;
@@ -440,6 +446,15 @@ std::string RowIdentity(const TableSpec& table, const Params& row) {
   return key;
 }
 
+std::string PartRowIdentity(const TableSpec& table, const Params& row) {
+  std::string key = RowIdentity(table, row);
+  if (table.estimator && !table.estimator->parts.empty()) {
+    key += ToString(row.Get(table.estimator->parts));
+    key += '|';
+  }
+  return key;
+}
+
 void WritePlanFile(const std::string& path, const Registry& registry, const Plan& plan, const PlanOptions& opt,
                    const std::vector<Case>& supported) {
   std::string out;
@@ -524,11 +539,12 @@ FinalizeResult Finalize(const std::vector<std::string>& run_dirs, const std::str
     std::vector<ColumnSpec> cols = spec->AllColumns(records.with_power);
     TableOutcome outcome;
     outcome.path = target.path;
-    auto by_key = MergeRows(*spec, cols, target.path, records.new_rows[table_name], outcome);
-    NoteStaleRows(table_name, by_key, records.not_passed[table_name], outcome);
+    std::set<std::string> cases;
+    auto by_key = MergeRows(*spec, cols, target.path, records.new_rows[table_name], outcome, cases);
+    NoteStaleRows(table_name, cases, records.not_passed[table_name], outcome);
     outcome.rerun_cases = rerun_by_table[table_name];
     outcome.rerun_pending = pending_by_table[table_name];
-    CountMissing(keys, by_key, outcome);
+    CountMissing(keys, cases, outcome);
     Table merged = SortedTable(*spec, cols, by_key);
     outcome.rows_after = merged.num_rows();
     outcome.throttled_rows = CountThrottled(merged);

@@ -32,8 +32,11 @@ void WritePlanFile(const std::string& path, const Registry& registry, const Plan
 PlanFile ReadPlanFile(const std::string& path);
 
 // The identity of a row of `table` as text ("op_name|k1|k2..."), from any row
-// that has the columns.
+// that has the columns: the case's identity (TableSpec::IdentityColumns).
 std::string RowIdentity(const TableSpec& table, const Params& row);
+// RowIdentity followed by the part ("...|part|") where the table's rows are the
+// parts of one op (TableSpec::RowIdentityColumns): what merged rows are kept apart by.
+std::string PartRowIdentity(const TableSpec& table, const Params& row);
 
 struct TableOutcome {
   std::string path;

@@ -173,8 +173,10 @@ std::vector<TableSpec> BuildSpecs() {
   // heads per GPU; a row is one kernel of the layer (kernel_source), the op's
   // answer the sum of its kernels; num_tokens = batch x seq_len, d_model and
   // model_name only say which model the shape came from.
-  const std::string recurrent_gap =
-      "issue 25: servecast's collector has no Gated DeltaNet or Mamba2 op yet, so no rows of it exist";
+  const std::string recurrent_gap = "issue 25: servecast's collector has no Mamba2 op yet, so no rows of it exist";
+  const std::string gdn_gap =
+      "issue 25: servecast's Gated DeltaNet op (collect --backend cuda --ops gdn) has not been collected into the "
+      "bundled data yet";
   specs.push_back(TableSpec{"gdn_perf",
                             "linear_attention",
                             {{"phase", VT::kString},
@@ -196,7 +198,8 @@ std::vector<TableSpec> BuildSpecs() {
       {{"batch_size", AxisBlend::kLinear, AxisSource::kBatch}, {"seq_len", AxisBlend::kLinear, AxisSource::kSeq}},
       GdnReadRoofline};
   specs.back().estimator->parts = "kernel_source";
-  specs.back().estimator->uncollected = recurrent_gap;
+  specs.back().estimator->uncollected = gdn_gap;
+  specs.back().estimator->collect = "on the GPU with servecast collect --backend cuda --ops gdn";
   specs.push_back(TableSpec{"mamba2_perf",
                             "linear_attention",
                             {{"phase", VT::kString},
@@ -507,6 +510,12 @@ std::vector<const TableSpec*> EstimatorTables() {
 std::vector<std::string> TableSpec::IdentityColumns() const {
   std::vector<std::string> out = KeyColumnNames();
   out.insert(out.begin(), "op_name");
+  return out;
+}
+
+std::vector<std::string> TableSpec::RowIdentityColumns() const {
+  std::vector<std::string> out = IdentityColumns();
+  if (estimator && !estimator->parts.empty()) out.push_back(estimator->parts);
   return out;
 }
 

@@ -97,8 +97,12 @@ struct TableSpec {
 
   // prefix + key columns + metric columns + extra columns (+ power), in file order.
   std::vector<ColumnSpec> AllColumns(bool with_power) const;
-  // The names that identify a row: op_name plus the key columns.
+  // The names that identify a case's row: op_name plus the key columns.
   std::vector<std::string> IdentityColumns() const;
+  // The names that tell a table's rows apart: IdentityColumns, plus the parts
+  // column where the table's rows are the parts of one op (EstimatorRead::parts:
+  // one case writes a row per part, gdn_perf's kernel_source).
+  std::vector<std::string> RowIdentityColumns() const;
   // The key columns' names (the parameters every case of an op writing this table carries).
   std::vector<std::string> KeyColumnNames() const;
   // How this table's files are written (Parquet: grouped by the slice columns).

@@ -6,6 +6,7 @@
 #include "backends/cuda/comm_ops.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/elementwise_ops.h"
+#include "backends/cuda/gdn_ops.h"
 #include "backends/cuda/gemm_ops.h"
 #include "backends/cuda/mla_ops.h"
 #include "backends/cuda/moe_ops.h"
@@ -20,6 +21,7 @@ void RegisterCudaBackend(collect::Registry& registry) {
   RegisterCommOps(registry);
   RegisterMoeOps(registry);
   RegisterMlaOps(registry);
+  RegisterGdnOps(registry);
 }
 
 }  // namespace servecast::cuda

@@ -1,0 +1,74 @@
+#pragma once
+
+// servecast's own kernels of the Gated DeltaNet layer core (Qwen3.5, Qwen3-Next),
+// as the engines run it after the in_proj GEMMs: the short causal convolution over
+// the q, k, v channels (with SiLU), then the gated delta rule over a float32 state
+// per (sequence, value head).
+//
+// Layouts (T = batch x seq tokens, a sequence's tokens consecutive):
+//   x, y       [T][C] bf16, C = 2 hk dk + hv dv channels: q (hk dk) | k (hk dk) | v (hv dv)
+//   conv_w     [C][K] bf16 (depthwise, no bias), K = d_conv
+//   conv_state [batch][K - 1][C] bf16: each sequence's last K - 1 inputs, oldest first
+//   g, beta    [T][hv] float32: the log decay (g <= 0) and the write strength in (0, 1)
+//   o          [T][hv][dv] bf16
+//   state      [batch][hv][dk][dv] float32
+// Value head h reads key head h / (hv / hk) (the engines repeat q and k over the
+// value heads). q and k are L2-normalized in the kernel (x / sqrt(|x|^2 + 1e-6)) and
+// q scaled by dk^-1/2 (use_qk_l2norm_in_kernel, as Qwen3.5 calls it). Per token:
+//   S <- exp(g) S;  u = beta (v - S^T k);  S <- S + k u^T;  o = S^T q.
+// dk = dv = 128 (every Qwen3.5 / Qwen3-Next checkpoint); 1 <= K <= kGdnMaxConv.
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace servecast::cuda {
+
+inline constexpr int kGdnHeadDim = 128;   // dk = dv
+inline constexpr int kGdnChunk = 64;      // tokens per chunk of the prefill scan
+inline constexpr int kGdnMaxConv = 8;     // largest d_conv the convolution kernels take
+inline constexpr float kGdnNormEps = 1e-6f;
+
+struct GdnShape {
+  std::int64_t batch = 1;
+  std::int64_t seq = 1;  // tokens per sequence (1 in decode)
+  std::int64_t hk = 1, hv = 1;
+  std::int64_t conv = 4;  // d_conv
+  std::int64_t channels() const { return 2 * hk * kGdnHeadDim + hv * kGdnHeadDim; }
+  std::int64_t tokens() const { return batch * seq; }
+};
+
+// Prefill convolution (causal_conv1d_fn's job): y[t][c] = silu(sum_j w[c][j] x[t - K + 1 + j][c]),
+// inputs before the sequence's first token 0 (a fresh prefill); writes each sequence's
+// last K - 1 inputs (zeros where it is shorter) into conv_state.
+void LaunchGdnConvPrefill(const GdnShape& s, const void* x, const void* conv_w, void* y, void* conv_state,
+                          cudaStream_t stream);
+
+// Decode convolution (causal_conv1d_update's job), one token per sequence:
+// y[b][c] = silu(sum_{j<K-1} w[c][j] conv_state[b][j][c] + w[c][K-1] x[b][c]), then the
+// window shifts by one (x becomes its newest entry), in place.
+void LaunchGdnConvDecode(const GdnShape& s, const void* x, const void* conv_w, void* y, void* conv_state,
+                         cudaStream_t stream);
+
+// Prefill scan (chunk_gated_delta_rule's job) from a zero state, chunks of kGdnChunk
+// tokens: one CTA per (value head, sequence) keeps the state in shared memory; per chunk
+// the rows u of the chunk solve (I + A) U = beta (V - exp(G) K S0) by forward
+// substitution (A strictly lower, A_ij = beta_i exp(G_i - G_j) k_i.k_j, G the chunk's
+// cumulative log decay), the outputs are O = exp(G) Q S0 + (M o Q K^T) U (M_ij =
+// exp(G_i - G_j) for j <= i) and the state S = exp(G_L) S0 + K^T diag(exp(G_L - G)) U.
+// `qkv` is the convolution's output y. Writes o and the final state.
+void LaunchGdnChunkPrefill(const GdnShape& s, const void* qkv, const float* g, const float* beta, void* o,
+                           float* state, cudaStream_t stream);
+
+// Decode step (fused_recurrent_gated_delta_rule's job): one token per sequence, the
+// state read and written in place.
+void LaunchGdnRecurrentDecode(const GdnShape& s, const void* qkv, const float* g, const float* beta, void* o,
+                              float* state, cudaStream_t stream);
+
+// x <- a x + b over n floats (the inputs' gates from uniform fills).
+void LaunchGdnAffineF32(float* x, std::int64_t n, float a, float b, cudaStream_t stream);
+
+// Shared memory the prefill scan's CTA needs (bytes).
+std::size_t GdnChunkSmemBytes();
+
+}  // namespace servecast::cuda
