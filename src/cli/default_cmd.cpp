@@ -308,7 +308,6 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
   const bool print_json = a.json && !(out && out->quiet_json);
   if (a.json || out) {
     nlohmann::ordered_json j = report::JsonReport(r, ctx);
-    if (!saved.empty()) j["saved"] = saved;
     if (split) {
       j["system"] = spec.name;
       j["decode_system"] = decode_spec->name;
@@ -339,7 +338,10 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
            {"engines", all}};
     }
     if (print_json) std::printf("%s\n", j.dump(2).c_str());
-    if (out) out->json = std::move(j);
+    if (out) {
+      if (!saved.empty()) j["saved"] = saved;  // for exp: where this run's reports went
+      out->json = std::move(j);
+    }
   }
   if (!a.json) {
     if (by_rate) std::printf("%s%s\n", report::RecommendStepsTable(target_search).c_str(), target_line.c_str());
