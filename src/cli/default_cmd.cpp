@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "cli/data_roots.h"
@@ -52,7 +52,9 @@ CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& a) {
   c->add_option("--data", a.data,
                 "perf-data source BACKEND[/VERSION] (default: the engine's own source, else the system's only "
                 "source, else cuda)");
-  c->add_option("--data-root", a.data_roots, "data root (repeat; default: systems/data of the installation); the name aiconfigurator: the data tree of an installed aiconfigurator");
+  c->add_option("--data-root", a.data_roots,
+                "data root (repeat; default: systems/data of the installation); the name aiconfigurator: the data tree "
+                "of an installed aiconfigurator");
   c->add_option("--database-mode", a.database_mode, "silicon, hybrid, empirical or sol (any case: SILICON)")
       ->capture_default_str();
   c->add_option("--transfer-policy", a.transfer_policy, "hybrid / empirical: off, conservative, balanced, aggressive")
@@ -182,8 +184,9 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
   if (in.prefix < 0 || in.prefix >= in.isl) throw UsageError("--prefix must lie in [0, isl)");
   if (split) {
     if (!in.disagg)
-      throw UsageError("--decode-system searches disaggregated serving (prefill on --system, decode on "
-                       "--decode-system); --modes agg leaves nothing to search");
+      throw UsageError(
+          "--decode-system searches disaggregated serving (prefill on --system, decode on "
+          "--decode-system); --modes agg leaves nothing to search");
     if (a.total_gpus == 1 || (by_rate && a.max_gpus < 2))
       throw UsageError("--decode-system needs at least 2 GPUs (one prefill and one decode worker)");
     in.agg = false;

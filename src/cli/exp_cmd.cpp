@@ -23,7 +23,8 @@ CLI::App* AddExpCommand(CLI::App& app, ExpArgs& a) {
                 "YAML: experiments: [{name: N, <default flag>: value, ...}], optional defaults: {<flag>: value} "
                 "(flags without --, '-' or '_')")
       ->required();
-  c->add_option("--save-dir", a.save_dir, "write each experiment's reports under <dir>/<name>/ (as default --save-dir)");
+  c->add_option("--save-dir", a.save_dir,
+                "write each experiment's reports under <dir>/<name>/ (as default --save-dir)");
   c->add_flag("--json", a.json, "print one JSON document and nothing else");
   return c;
 }
@@ -48,17 +49,20 @@ void AddFlag(const std::string& file, const YAML::Node& key, const YAML::Node& v
   const std::string flag = "--" + name;
   const SourceLocation where = YamlWhere(file, key);
   const CLI::Option* opt = def->get_option_no_throw(flag);
-  if (!opt || name == "help") throw ConfigError(where, "experiment '" + exp + "': unknown key '" +
-                                                           key.as<std::string>() +
-                                                           "' (the keys are the flags of servecast default, without --)");
-  if (name == "json") throw ConfigError(where, "experiment '" + exp + "': json is exp's own flag (servecast exp --json)");
+  if (!opt || name == "help")
+    throw ConfigError(where, "experiment '" + exp + "': unknown key '" + key.as<std::string>() +
+                                 "' (the keys are the flags of servecast default, without --)");
+  if (name == "json")
+    throw ConfigError(where, "experiment '" + exp + "': json is exp's own flag (servecast exp --json)");
   auto scalar = [&](const YAML::Node& v) {
-    if (!v.IsScalar()) throw ConfigError(YamlWhere(file, v), "experiment '" + exp + "': " + name + ": expected a value");
+    if (!v.IsScalar())
+      throw ConfigError(YamlWhere(file, v), "experiment '" + exp + "': " + name + ": expected a value");
     return v.as<std::string>();
   };
   if (opt->get_type_size() == 0) {  // a flag: true gives it, false leaves it out
     const std::string v = scalar(value);
-    if (v == "true") argv.push_back(flag);
+    if (v == "true")
+      argv.push_back(flag);
     else if (v != "false")
       throw ConfigError(YamlWhere(file, value), "experiment '" + exp + "': " + name + ": expected true or false");
     return;
@@ -154,7 +158,8 @@ int RunExp(const ExpArgs& a, const std::function<std::string(const std::string&)
     try {
       app.parse(static_cast<int>(argv.size()), argv.data());
     } catch (const CLI::ParseError& e) {
-      throw UsageError(a.file + ":" + std::to_string(exps[i].line) + ": experiment '" + exps[i].name + "': " + e.what());
+      throw UsageError(a.file + ":" + std::to_string(exps[i].line) + ": experiment '" + exps[i].name +
+                       "': " + e.what());
     }
     args[i].json = a.json;
     if (args[i].save_dir.empty() && !a.save_dir.empty())
@@ -165,8 +170,8 @@ int RunExp(const ExpArgs& a, const std::function<std::string(const std::string&)
   std::vector<std::string> errors(exps.size());
   std::vector<Json> reports(exps.size());
   for (std::size_t i = 0; i < exps.size(); ++i) {
-    if (!a.json) std::printf("%s== experiment %s (%s:%d) ==\n", i ? "\n" : "", exps[i].name.c_str(), a.file.c_str(),
-                             exps[i].line);
+    if (!a.json)
+      std::printf("%s== experiment %s (%s:%d) ==\n", i ? "\n" : "", exps[i].name.c_str(), a.file.c_str(), exps[i].line);
     std::fflush(stdout);
     DefaultOutcome out;
     out.quiet_json = true;
@@ -182,7 +187,8 @@ int RunExp(const ExpArgs& a, const std::function<std::string(const std::string&)
       errors[i] = e.what(), codes[i] = 2;
     }
     std::fflush(stdout);
-    if (!errors[i].empty()) std::fprintf(stderr, "servecast: experiment %s: %s\n", exps[i].name.c_str(), errors[i].c_str());
+    if (!errors[i].empty())
+      std::fprintf(stderr, "servecast: experiment %s: %s\n", exps[i].name.c_str(), errors[i].c_str());
     reports[i] = std::move(out.json);
   }
   // The best: the highest tokens/s/GPU among the chosen deployments meeting the limits.
@@ -206,8 +212,10 @@ int RunExp(const ExpArgs& a, const std::function<std::string(const std::string&)
   if (a.json) {
     for (std::size_t i = 0; i < exps.size(); ++i) {
       Json e = {{"name", exps[i].name}, {"line", exps[i].line}, {"exit_code", codes[i]}};
-      if (!errors[i].empty()) e["error"] = errors[i];
-      else e["report"] = reports[i];
+      if (!errors[i].empty())
+        e["error"] = errors[i];
+      else
+        e["report"] = reports[i];
       all.push_back(std::move(e));
     }
     Json j = {{"file", a.file},
@@ -217,8 +225,8 @@ int RunExp(const ExpArgs& a, const std::function<std::string(const std::string&)
     return code;
   }
   std::string t = "\nexperiments of " + a.file + ": the chosen deployment of each\n";
-  t += Row("  %-20s  %-20s  %-7s  %4s  %-6s  %-36s  %12s  %13s  %8s  %7s  %s\n", "experiment", "system", "engine", "gpus",
-           "mode", "parallel", "tokens/s/gpu", "tokens/s/user", "TTFT ms", "TPOT ms", "meets limits");
+  t += Row("  %-20s  %-20s  %-7s  %4s  %-6s  %-36s  %12s  %13s  %8s  %7s  %s\n", "experiment", "system", "engine",
+           "gpus", "mode", "parallel", "tokens/s/gpu", "tokens/s/user", "TTFT ms", "TPOT ms", "meets limits");
   for (std::size_t i = 0; i < exps.size(); ++i) {
     const Json* rep = nullptr;
     const Json* c = errors[i].empty() && !reports[i].is_null() ? Chosen(reports[i], &rep) : nullptr;
@@ -241,7 +249,8 @@ int RunExp(const ExpArgs& a, const std::function<std::string(const std::string&)
   if (best < 0) {
     t += "best: none (no experiment's chosen deployment meets its limits)\n";
   } else {
-    t += "best: " + exps[static_cast<std::size_t>(best)].name + ", the highest tokens/s/gpu among those meeting their limits";
+    t += "best: " + exps[static_cast<std::size_t>(best)].name +
+         ", the highest tokens/s/gpu among those meeting their limits";
     if (next_v > 0) t += Row(" (%.2fx %s's, the next)", best_v / next_v, next_name.c_str());
     t += "\n";
   }

@@ -21,7 +21,9 @@ void AddPlanFlags(CLI::App* c, PlanArgs& a, const std::string& default_mode) {
       ->required();
   c->add_option("--system", a.system, "system (systems/<name>.yaml), e.g. h200_sxm")->required();
   c->add_option("--data", a.data, "perf-data source BACKEND[/VERSION] (default: the system's only source, else cuda)");
-  c->add_option("--data-root", a.data_roots, "data root (repeat; default: systems/data of the installation); the name aiconfigurator: the data tree of an installed aiconfigurator");
+  c->add_option("--data-root", a.data_roots,
+                "data root (repeat; default: systems/data of the installation); the name aiconfigurator: the data tree "
+                "of an installed aiconfigurator");
   if (!default_mode.empty())
     c->add_option("--database-mode", a.database_mode, "silicon, hybrid, empirical or sol (any case: SILICON)")
         ->capture_default_str();
@@ -42,21 +44,21 @@ void AddSlaFlags(CLI::App* c, SlaArgs& a) {
       ->check(NumberIn(0, 1e9));
   c->add_option("--modes", a.modes, "serving modes searched: agg, disagg or agg,disagg")->capture_default_str();
   auto* nextn = c->add_option("--nextn", a.nextn,
-                               "MTP draft tokens per decode step (models with MTP layers), or auto: the "
-                               "checkpoint's num_nextn_predict_layers; searched with and without")
-                   ->capture_default_str()
-                   ->check(CLI::Validator(
-                       [](std::string& v) -> std::string {
-                         if (v == "auto") return "";
-                         try {
-                           std::size_t used = 0;
-                           const int n = std::stoi(v, &used);
-                           if (used == v.size() && n >= 0 && n <= 16) return "";
-                         } catch (const std::exception&) {
-                         }
-                         return "'" + v + "': expected an integer in [0, 16] or auto";
-                       },
-                       "0..16|auto"));
+                              "MTP draft tokens per decode step (models with MTP layers), or auto: the "
+                              "checkpoint's num_nextn_predict_layers; searched with and without")
+                    ->capture_default_str()
+                    ->check(CLI::Validator(
+                        [](std::string& v) -> std::string {
+                          if (v == "auto") return "";
+                          try {
+                            std::size_t used = 0;
+                            const int n = std::stoi(v, &used);
+                            if (used == v.size() && n >= 0 && n <= 16) return "";
+                          } catch (const std::exception&) {
+                          }
+                          return "'" + v + "': expected an integer in [0, 16] or auto";
+                        },
+                        "0..16|auto"));
   auto* accepted = c->add_option("--mtp-accepted", a.mtp_accepted, "mean accepted draft tokens per step (with --nextn)")
                        ->capture_default_str()
                        ->check(NumberIn(0, 16));
@@ -139,12 +141,15 @@ search::SearchInputs SearchInputsFrom(const SlaArgs& s, model::Engine e, int tot
   if (s.nextn == "auto") {
     in.nextn = static_cast<int>(layers);
     if (layers > 0 && s.mtp_accepted <= 0)
-      throw UsageError("--nextn auto (" + std::to_string(layers) + " draft token(s), the checkpoint's "
+      throw UsageError("--nextn auto (" + std::to_string(layers) +
+                       " draft token(s), the checkpoint's "
                        "num_nextn_predict_layers) needs --mtp-accepted A, the mean accepted draft tokens per step: "
                        "the search does not guess the acceptance");
     if (layers == 0)
-      std::fprintf(stderr, "note: --nextn auto: %s ships no MTP layers (num_nextn_predict_layers absent or 0); "
-                   "searched without MTP\n", m.name.c_str());
+      std::fprintf(stderr,
+                   "note: --nextn auto: %s ships no MTP layers (num_nextn_predict_layers absent or 0); "
+                   "searched without MTP\n",
+                   m.name.c_str());
   } else {
     in.nextn = std::stoi(s.nextn);
   }
@@ -154,8 +159,10 @@ search::SearchInputs SearchInputsFrom(const SlaArgs& s, model::Engine e, int tot
   for (std::size_t n = 1; n <= s.mtp_accept_rates.size(); ++n)
     in.mtp_variants.emplace_back(static_cast<int>(n), FoldAcceptRates(static_cast<int>(n), s.mtp_accept_rates));
   if (!s.mtp_accept_rates.empty() && !mtp_family)
-    std::fprintf(stderr, "note: --mtp-accept-rates: %s has no MTP draft layers servecast models (DeepSeek family); "
-                 "searched without MTP\n", m.name.c_str());
+    std::fprintf(stderr,
+                 "note: --mtp-accept-rates: %s has no MTP draft layers servecast models (DeepSeek family); "
+                 "searched without MTP\n",
+                 m.name.c_str());
   if (mtp_family && layers > 0 && in.nextn == 0 && s.mtp_accept_rates.empty())
     std::fprintf(stderr,
                  "note: %s ships MTP (num_nextn_predict_layers=%lld) and is searched without it; --nextn auto "

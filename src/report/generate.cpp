@@ -63,9 +63,12 @@ std::int64_t StepTokens(const LaunchContext& c, const std::string& role, std::in
     return c.engine == model::Engine::kTrtllm ? std::max(prompts, c.isl + c.osl) : prompts;
   }
   switch (c.engine) {
-    case model::Engine::kVllm: return std::max(decode, c.isl);
-    case model::Engine::kSglang: return c.isl;  // SGLang's chunk size: a decode worker may still prefill locally
-    case model::Engine::kTrtllm: return decode;
+    case model::Engine::kVllm:
+      return std::max(decode, c.isl);
+    case model::Engine::kSglang:
+      return c.isl;  // SGLang's chunk size: a decode worker may still prefill locally
+    case model::Engine::kTrtllm:
+      return decode;
   }
   return decode;
 }
@@ -116,7 +119,8 @@ std::vector<std::string> EngineFlags(const LaunchContext& c, const model::Parall
       }
       if (!role.empty()) {
         f.push_back("--disaggregation-mode " + role);
-        f.push_back("--disaggregation-transfer-backend nixl");  // SGLang's default is mooncake; Dynamo moves KV with NIXL
+        f.push_back(
+            "--disaggregation-transfer-backend nixl");  // SGLang's default is mooncake; Dynamo moves KV with NIXL
       }
       break;
     }
@@ -228,8 +232,9 @@ std::string WorkerService(const LaunchContext& c, const Worker& w, const std::st
   s += "        limits:\n          gpu: \"" + I(per_node) + "\"\n";
   s += "      extraPodSpec:\n";
   if (!w.config_file.empty())
-    s += "        volumes:\n          - name: engine-config\n            configMap:\n              name: " + config_map +
-         "\n";
+    s +=
+        "        volumes:\n          - name: engine-config\n            configMap:\n              name: " + config_map +
+        "\n";
   s += "        mainContainer:\n          image: " + image + "\n";
   if (!w.config_file.empty())
     s += "          volumeMounts:\n            - name: engine-config\n              mountPath: /config\n"
@@ -347,9 +352,12 @@ std::string K8sName(const std::string& model_id, search::Mode mode) {
 
 const char* EngineVersion(model::Engine e) {
   switch (e) {
-    case model::Engine::kVllm: return "0.24.0";
-    case model::Engine::kSglang: return "0.5.16";
-    case model::Engine::kTrtllm: return "1.3.0rc23";
+    case model::Engine::kVllm:
+      return "0.24.0";
+    case model::Engine::kSglang:
+      return "0.5.16";
+    case model::Engine::kTrtllm:
+      return "1.3.0rc23";
   }
   return "?";
 }

@@ -32,9 +32,10 @@ std::string Show(const ProcessResult& r) {
 }
 
 std::vector<std::string> Model(const std::string& cmd, const std::string& model, std::vector<std::string> extra) {
-  std::vector<std::string> a = {kDepBin, cmd, "--model", kDepSrc + "/tests/goldens/models/" + model, "--system",
-                                "tiny_gpu", "--systems", kDepSrc + "/tests/goldens/systems", "--isl", "512", "--osl",
-                                "64", "--ttft", "1000", "--tpot", "5"};
+  std::vector<std::string> a = {kDepBin,    cmd,        "--model",   kDepSrc + "/tests/goldens/models/" + model,
+                                "--system", "tiny_gpu", "--systems", kDepSrc + "/tests/goldens/systems",
+                                "--isl",    "512",      "--osl",     "64",
+                                "--ttft",   "1000",     "--tpot",    "5"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
@@ -70,8 +71,8 @@ TEST(DeployE2E, DataRootFindsAnInstalledAiconfiguratorByName) {
   const ProcessResult direct = RunProcess(with_root(kDepSrc + "/tests/goldens/data"), 600);
   ASSERT_EQ(direct.exit_code, 0) << Show(direct);
   // Through $VIRTUAL_ENV.
-  const ProcessResult named =
-      RunProcess(WithEnv({"VIRTUAL_ENV=" + venv, "PATH=/nonexistent", "HOME=" + tmp}, with_root("aiconfigurator")), 600);
+  const ProcessResult named = RunProcess(
+      WithEnv({"VIRTUAL_ENV=" + venv, "PATH=/nonexistent", "HOME=" + tmp}, with_root("aiconfigurator")), 600);
   ASSERT_EQ(named.exit_code, 0) << Show(named);
   EXPECT_EQ(Json::parse(named.out)["chosen"], Json::parse(direct.out)["chosen"]);
   EXPECT_NE(named.err.find("note: --data-root aiconfigurator: " + data + " (aiconfigurator 0.12.0)"), std::string::npos)
@@ -116,8 +117,8 @@ TEST(DeployE2E, CurrentVersionOfAnAicSystemsFolder) {
       fs::create_directory_symlink(src, data / "tiny_gpu" / family.path().filename() / "dense" / v);
     }
   }
-  const auto args = Model("default", "tiny-dense",
-                          {"--total-gpus", "2", "--data", "dense", "--data-root", data.string(), "--json"});
+  const auto args =
+      Model("default", "tiny-dense", {"--total-gpus", "2", "--data", "dense", "--data-root", data.string(), "--json"});
   const ProcessResult newest = RunProcess(args, 600);
   ASSERT_EQ(newest.exit_code, 0) << Show(newest);
   EXPECT_EQ(Json::parse(newest.out)["data"], "dense/2");
@@ -176,7 +177,9 @@ TEST(DeployE2E, MtpEnumeratedInDefault) {
     while (std::getline(csv, line)) {
       const std::string par = line.substr(line.find(',') + 1, line.find(',', line.find(',') + 1) - line.find(',') - 1);
       if (par == "parallel") continue;
-      ++depth[par.find(" mtp2") != std::string::npos ? "mtp2" : par.find(" mtp1") != std::string::npos ? "mtp1" : "none"];
+      ++depth[par.find(" mtp2") != std::string::npos   ? "mtp2"
+              : par.find(" mtp1") != std::string::npos ? "mtp1"
+                                                       : "none"];
     }
     EXPECT_GT(depth["none"], 0) << mode;
     EXPECT_GT(depth["mtp1"], 0) << mode;
@@ -227,12 +230,13 @@ TEST(DeployE2E, DecodeOnAnotherSystem) {
     std::ofstream(sys + "/tiny_fast.yaml") << text;
   }
   auto run = [&](std::vector<std::string> extra) {
-    std::vector<std::string> a = {kDepBin,     "default",   "--model",         kDepSrc + "/tests/goldens/models/tiny-dense",
-                                  "--system",  "tiny_gpu",  "--systems",       sys,
-                                  "--database-mode", "sol", "--isl",           "512",
-                                  "--osl",     "64",        "--ttft",          "1000",
-                                  "--tpot",    "5",         "--total-gpus",    "4",
-                                  "--json"};
+    std::vector<std::string> a = {
+        kDepBin,           "default",  "--model",      kDepSrc + "/tests/goldens/models/tiny-dense",
+        "--system",        "tiny_gpu", "--systems",    sys,
+        "--database-mode", "sol",      "--isl",        "512",
+        "--osl",           "64",       "--ttft",       "1000",
+        "--tpot",          "5",        "--total-gpus", "4",
+        "--json"};
     a.insert(a.end(), extra.begin(), extra.end());
     return RunProcess(a, 600);
   };
@@ -265,9 +269,13 @@ TEST(DeployE2E, ExperimentFileRunsEachSearchAndCompares) {
   const std::string dir = MakeTempDir("servecast_exp");
   const std::string file = dir + "/exp.yaml";
   std::ofstream(file) << "defaults:\n"
-                         "  model: " << kDepSrc << "/tests/goldens/models/tiny-dense\n"
+                         "  model: "
+                      << kDepSrc
+                      << "/tests/goldens/models/tiny-dense\n"
                          "  system: tiny_gpu\n"
-                         "  systems: " << kDepSrc << "/tests/goldens/systems\n"
+                         "  systems: "
+                      << kDepSrc
+                      << "/tests/goldens/systems\n"
                          "  database_mode: SOL\n"
                          "  isl: 512\n  osl: 64\n  ttft: 1000\n  tpot: 5\n"
                          "experiments:\n"
@@ -282,13 +290,13 @@ TEST(DeployE2E, ExperimentFileRunsEachSearchAndCompares) {
   for (const Json& e : j["experiments"]) {
     // Each experiment's report is `default --json` with the same flags.
     const bool trt = e["name"] == "trt4";
-    const ProcessResult one = RunProcess(
-        Model("default", "tiny-dense",
-              trt ? std::vector<std::string>{"--database-mode", "sol", "--backend", "trtllm", "--total-gpus", "4",
-                                             "--json"}
-                  : std::vector<std::string>{"--database-mode", "sol", "--backend", "vllm", "--total-gpus", "2",
-                                             "--modes", "agg", "--json"}),
-        600);
+    const ProcessResult one =
+        RunProcess(Model("default", "tiny-dense",
+                         trt ? std::vector<std::string>{"--database-mode", "sol", "--backend", "trtllm", "--total-gpus",
+                                                        "4", "--json"}
+                             : std::vector<std::string>{"--database-mode", "sol", "--backend", "vllm", "--total-gpus",
+                                                        "2", "--modes", "agg", "--json"}),
+                   600);
     ASSERT_EQ(one.exit_code, 0) << Show(one);
     EXPECT_EQ(e["report"]["chosen"], Json::parse(one.out)["chosen"]) << e["name"];
     EXPECT_TRUE(fs::exists(e["report"]["saved"].get<std::string>() + "/report.html")) << e.dump().substr(0, 500);
@@ -384,10 +392,10 @@ TEST(DeployE2E, GeneratedFilesParseAsTheEnginesAtTheVersionsNamed) {
     if (e.engine != "trtllm") worker_flags.insert(engine_flags.begin(), engine_flags.end());
     const std::string dir = MakeTempDir("servecast_gen_" + e.engine) + "/out";
     // The MoE fixture on 8 GPUs: expert and attention-DP flags appear.
-    const ProcessResult r = RunProcess(Model("generate", "tiny-moe",
-                                             {"--database-mode", "sol", "--backend", e.engine, "--total-gpus", "8",
-                                              "--save-dir", dir, "--json"}),
-                                       600);
+    const ProcessResult r = RunProcess(
+        Model("generate", "tiny-moe",
+              {"--database-mode", "sol", "--backend", e.engine, "--total-gpus", "8", "--save-dir", dir, "--json"}),
+        600);
     ASSERT_EQ(r.exit_code, 0) << Show(r);
     const Json j = Json::parse(r.out);
     ASSERT_FALSE(j["agg"].is_null());

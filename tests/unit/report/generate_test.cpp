@@ -92,9 +92,10 @@ TEST(GenerateFiles, VllmAggCommandAndHeader) {
   EXPECT_TRUE(Has(k8s, "kind: DynamoGraphDeployment"));
   EXPECT_TRUE(Has(k8s, "STARTING POINT"));
   EXPECT_TRUE(Has(k8s, "name: qwen3-32b-agg"));
-  EXPECT_TRUE(Has(k8s, "    Worker:\n      componentType: worker\n      replicas: 4\n      envFromSecret: hf-token-secret\n"));
+  EXPECT_TRUE(
+      Has(k8s, "    Worker:\n      componentType: worker\n      replicas: 4\n      envFromSecret: hf-token-secret\n"));
   EXPECT_TRUE(Has(k8s, "image: nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.0\n"));
-  EXPECT_FALSE(Has(k8s, "${"));  // no placeholder
+  EXPECT_FALSE(Has(k8s, "${"));               // no placeholder
   EXPECT_FALSE(Has(k8s, "kind: ConfigMap"));  // vLLM takes every setting as a flag
   EXPECT_TRUE(Has(k8s, "gpu: \"2\""));
   EXPECT_TRUE(Has(k8s, "\"-m\", \"dynamo.vllm\""));
@@ -139,8 +140,10 @@ TEST(GenerateFiles, SglangDisaggWithAttentionDp) {
   EXPECT_TRUE(Has(pre, "--disaggregation-mode prefill"));
   EXPECT_TRUE(Has(pre, "--chunked-prefill-size 4000"));
   const std::string& k8s = files.at("disagg/k8s_deploy.yaml");
-  EXPECT_TRUE(Has(k8s, "    PrefillWorker:\n      componentType: worker\n      subComponentType: prefill\n      replicas: 2\n"));
-  EXPECT_TRUE(Has(k8s, "    DecodeWorker:\n      componentType: worker\n      subComponentType: decode\n      replicas: 1\n"));
+  EXPECT_TRUE(Has(
+      k8s, "    PrefillWorker:\n      componentType: worker\n      subComponentType: prefill\n      replicas: 2\n"));
+  EXPECT_TRUE(
+      Has(k8s, "    DecodeWorker:\n      componentType: worker\n      subComponentType: decode\n      replicas: 1\n"));
   EXPECT_TRUE(Has(k8s, "gpu: \"4\""));
 }
 
@@ -209,8 +212,9 @@ TEST(GenerateFiles, SingleNodeScript) {
   const auto agg = ByPath(LaunchFiles(Ctx(model::Engine::kTrtllm), AggPoint()));
   const std::string& a = agg.at("agg/run_single_node.sh");
   EXPECT_TRUE(Has(a, "4 replica(s) (GPUs 0..7)"));
-  EXPECT_TRUE(Has(a, "CUDA_VISIBLE_DEVICES=6,7 python3 -m dynamo.trtllm --model Qwen/Qwen3-32B --extra-engine-args "
-                     "extra_llm_api_config.yaml &"));
+  EXPECT_TRUE(Has(a,
+                  "CUDA_VISIBLE_DEVICES=6,7 python3 -m dynamo.trtllm --model Qwen/Qwen3-32B --extra-engine-args "
+                  "extra_llm_api_config.yaml &"));
 }
 
 // A point with MTP (search::Point::nextn) gets each engine's speculative-decoding
