@@ -171,7 +171,10 @@ TEST(DeployE2E, MtpEnumeratedInDefault) {
   EXPECT_EQ(r.err.find("searched without it"), std::string::npos) << r.err;
   // Every point of the search (pareto.csv) at each depth: none, mtp1 and mtp2.
   for (const char* mode : {"agg", "disagg"}) {
-    std::ifstream csv(j["saved"].get<std::string>() + "/" + mode + "/pareto.csv");
+    // The one report folder --save-dir made under `out`.
+    std::string saved;
+    for (const auto& d : fs::directory_iterator(out)) saved = d.path().string();
+    std::ifstream csv(saved + "/" + mode + "/pareto.csv");
     std::string line;
     std::map<std::string, int> depth;
     while (std::getline(csv, line)) {
