@@ -11,6 +11,7 @@
 #include "cli/db_cmd.h"
 #include "cli/default_cmd.h"
 #include "cli/estimate.h"
+#include "cli/exp_cmd.h"
 #include "cli/finalize_cmd.h"
 #include "cli/generate_cmd.h"
 #include "cli/recommend_cmd.h"
@@ -91,6 +92,8 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   auto* estimate_cmd = AddEstimateCommand(app, est);
   DefaultArgs dflt;
   auto* default_cmd = AddDefaultCommand(app, dflt);
+  ExpArgs exp_args;
+  auto* exp_cmd = AddExpCommand(app, exp_args);
   ValidateArgs val;
   auto* validate_cmd = AddValidateCommand(app, val);
   RecommendArgs rec;
@@ -134,6 +137,7 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
     if (*worker_cmd) return collect::RunWorker(registry, wo);
     if (*estimate_cmd) return RunEstimate(est, find);
     if (*default_cmd) return RunDefault(dflt, find);
+    if (*exp_cmd) return RunExp(exp_args, find);
     if (*validate_cmd) return RunValidate(val, find);
     if (*recommend_cmd) return RunRecommend(rec, find);
     if (*support_cmd) return RunSupport(sup, find);

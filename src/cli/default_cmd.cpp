@@ -5,8 +5,10 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
+#include "cli/data_roots.h"
 #include "cli/plan_common.h"
 #include "cli/value_checks.h"
 #include "core/error.h"
@@ -30,6 +32,9 @@ CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& a) {
                 "(--model-path: the same, AIC's spelling)")
       ->required();
   c->add_option("--system", a.system, "system (systems/<name>.yaml), e.g. h200_sxm")->required();
+  c->add_option("--decode-system", a.decode_system,
+                "decode workers on this system, prefill workers on --system: disaggregated serving only, each side "
+                "with its own system's data; a replica's GPUs count both sides");
   auto* gpus = c->add_option("--total-gpus", a.total_gpus, "GPUs to deploy on (or give --target-request-rate)")
                    ->check(IntIn(1, kMaxGpus));
   auto* rate = c->add_option("--target-request-rate", a.target_request_rate,
@@ -47,7 +52,9 @@ CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& a) {
   c->add_option("--data", a.data,
                 "perf-data source BACKEND[/VERSION] (default: the engine's own source, else the system's only "
                 "source, else cuda)");
-  c->add_option("--data-root", a.data_roots, "data root (repeat; default: systems/data of the installation)");
+  c->add_option("--data-root", a.data_roots,
+                "data root (repeat; default: systems/data of the installation); the name aiconfigurator: the data tree "
+                "of an installed aiconfigurator");
   c->add_option("--database-mode", a.database_mode, "silicon, hybrid, empirical or sol (any case: SILICON)")
       ->capture_default_str();
   c->add_option("--transfer-policy", a.transfer_policy, "hybrid / empirical: off, conservative, balanced, aggressive")
@@ -75,6 +82,10 @@ struct EngineRun {
   std::string engine;
   std::unique_ptr<serve::Deployment> deployment;
   const serve::Database* db = nullptr;
+  std::unique_ptr<serve::Deployment> decode_deployment;  // --decode-system
+  const serve::Database* decode_db = nullptr;
+  search::DecodeSide decode;
+  const search::DecodeSide* DecodeOrNull() const { return decode_db ? &decode : nullptr; }
   search::SearchResult result;
   report::ReportContext ctx;
   std::string error;  // set when the engine could not be searched (no data, no profile)
@@ -145,7 +156,7 @@ std::string EngineTable(const std::vector<EngineRun>& runs, int pick, int total_
 
 }  // namespace
 
-int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::string&)>& find) {
+int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::string&)>& find, DefaultOutcome* out) {
   const auto t0 = std::chrono::steady_clock::now();
   const bool by_rate = a.target_request_rate > 0;
   if (!by_rate && a.total_gpus < 1)
@@ -160,14 +171,28 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
   const std::string engines_dir = a.engines_dir.empty() ? find("engines") : a.engines_dir;
   const systems::SystemSpec spec = systems::LoadSystemByName(systems_dir, a.system);
   const model::ModelConfig model_config = LoadModelNoted(a.model, models_dir);
+  const bool split = !a.decode_system.empty();
+  const std::optional<systems::SystemSpec> decode_spec =
+      split ? std::optional<systems::SystemSpec>(systems::LoadSystemByName(systems_dir, a.decode_system))
+            : std::nullopt;
 
   search::SearchInputs in =
-      SearchInputsFrom(a.sla, model::ParseEngine(engines.front()), by_rate ? a.max_gpus : a.total_gpus);
+      SearchInputsFrom(a.sla, model::ParseEngine(engines.front()), by_rate ? a.max_gpus : a.total_gpus, model_config);
   in.prefix = a.prefix;
   in.top_n = a.top_n;
   in.moe_distribution = a.moe_distribution;
   if (in.prefix < 0 || in.prefix >= in.isl) throw UsageError("--prefix must lie in [0, isl)");
+  if (split) {
+    if (!in.disagg)
+      throw UsageError(
+          "--decode-system searches disaggregated serving (prefill on --system, decode on "
+          "--decode-system); --modes agg leaves nothing to search");
+    if (a.total_gpus == 1 || (by_rate && a.max_gpus < 2))
+      throw UsageError("--decode-system needs at least 2 GPUs (one prefill and one decode worker)");
+    in.agg = false;
+  }
 
+  const std::vector<std::string> data_roots = ResolveDataRoots(a.data_roots);  // once: one note
   std::vector<EngineRun> runs;
   for (const std::string& name : engines) {
     EngineRun e;
@@ -176,7 +201,7 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
     ein.engine = model::ParseEngine(name);
     e.deployment = std::make_unique<serve::Deployment>(model_config, spec);
     const serve::DatabaseOptions dbo =
-        MakeDataOptions(a.data_roots, a.data, a.database_mode, a.transfer_policy, systems_dir, name);
+        MakeDataOptions(data_roots, a.data, a.database_mode, a.transfer_policy, systems_dir, name);
     try {
       e.db = &OpenDataNoted(*e.deployment, dbo, search::SearchNeeds(*e.deployment, ein));
     } catch (const perfdb::MissingDataError& ex) {
@@ -186,13 +211,26 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
       if (!auto_engine) throw;
       e.error = ex.what();
     }
+    if (split && e.error.empty()) {
+      e.decode_deployment = std::make_unique<serve::Deployment>(model_config, *decode_spec);
+      try {
+        e.decode_db = &OpenDataNoted(*e.decode_deployment, dbo, search::SearchNeeds(*e.decode_deployment, ein));
+        e.decode = {&e.decode_deployment->model(), e.decode_db};
+      } catch (const perfdb::MissingDataError& ex) {
+        if (!auto_engine) throw;
+        e.error = std::string("no data (--decode-system ") + a.decode_system + "): " + ex.what();
+      } catch (const UsageError& ex) {
+        if (!auto_engine) throw;
+        e.error = std::string("--decode-system ") + a.decode_system + ": " + ex.what();
+      }
+    }
     e.ctx.model = &e.deployment->model();
-    e.ctx.system = spec.name;
+    e.ctx.system = split ? spec.name + "+" + decode_spec->name : spec.name;
     e.ctx.device = spec.gpu.device_name;
     e.ctx.engine = name;
     e.ctx.inputs = ein;
     if (e.db) {
-      e.ctx.data = e.db->source();
+      e.ctx.data = e.db->source() + (e.decode_db ? " + " + e.decode_db->source() + " (decode)" : "");
       e.ctx.database_mode = perfdb::DatabaseModeName(e.db->mode());
     }
     runs.push_back(std::move(e));
@@ -210,13 +248,13 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
     auto run = [&](int gpus) {
       search::SearchInputs at = e.ctx.inputs;
       at.total_gpus = gpus;
-      return search::RunSearch(e.deployment->model(), *e.db, profiles.front(), at);
+      return search::RunSearch(e.deployment->model(), *e.db, profiles.front(), at, e.DecodeOrNull());
     };
     search::RecommendTarget target;
     target.request_rate = a.target_request_rate;
     target_search = search::Recommend(run, target, search::GpuLadder(a.max_gpus));
     if (!target_search.found) {
-      if (a.json) {
+      if (a.json || out) {
         nlohmann::ordered_json j = {{"model", e.deployment->model().name},
                                     {"system", spec.name},
                                     {"engine", e.engine},
@@ -227,8 +265,10 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
                                       {"found", false},
                                       {"gpus", nullptr},
                                       {"steps", report::RecommendStepsJson(target_search)}}}};
-        std::printf("%s\n", j.dump(2).c_str());
-      } else {
+        if (a.json && !(out && out->quiet_json)) std::printf("%s\n", j.dump(2).c_str());
+        if (out) out->json = std::move(j);
+      }
+      if (!a.json) {
         std::printf("%s", report::RecommendStepsTable(target_search).c_str());
       }
       std::fprintf(stderr,
@@ -243,7 +283,7 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
   for (std::size_t i = 0; i < runs.size(); ++i) {
     EngineRun& e = runs[i];
     if (!e.error.empty()) continue;
-    e.result = search::RunSearch(e.deployment->model(), *e.db, profiles[i], e.ctx.inputs);
+    e.result = search::RunSearch(e.deployment->model(), *e.db, profiles[i], e.ctx.inputs, e.DecodeOrNull());
     e.ctx.load_seconds = load_s;
   }
   const int pick = auto_engine ? PickEngine(runs) : 0;
@@ -268,8 +308,13 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
                     Fmt(", %.3f requests/s", search::ClusterRequestRate(target_search.point)) +
                     Fmt(" (margin %+.1f%%)", 100.0 * target_search.margin) + "\n"
               : std::string();
-  if (a.json) {
+  const bool print_json = a.json && !(out && out->quiet_json);
+  if (a.json || out) {
     nlohmann::ordered_json j = report::JsonReport(r, ctx);
+    if (split) {
+      j["system"] = spec.name;
+      j["decode_system"] = decode_spec->name;
+    }
     if (by_rate)
       j["target"] = {{"request_rate", a.target_request_rate},
                      {"max_gpus", a.max_gpus},
@@ -295,8 +340,13 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
                               : nlohmann::ordered_json(nullptr)},
            {"engines", all}};
     }
-    std::printf("%s\n", j.dump(2).c_str());
-  } else {
+    if (print_json) std::printf("%s\n", j.dump(2).c_str());
+    if (out) {
+      if (!saved.empty()) j["saved"] = saved;  // for exp: where this run's reports went
+      out->json = std::move(j);
+    }
+  }
+  if (!a.json) {
     if (by_rate) std::printf("%s%s\n", report::RecommendStepsTable(target_search).c_str(), target_line.c_str());
     std::printf("%s", report::TerminalReport(r, ctx).c_str());
     if (!saved.empty()) std::printf("report saved to %s/ (report.html, summary.json, <mode>/*.csv)\n", saved.c_str());

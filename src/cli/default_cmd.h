@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@ namespace servecast::cli {
 
 struct DefaultArgs {
   std::string model, system, engine = "trtllm", data;
+  std::string decode_system;  // decode workers on another system (disagg only)
   std::vector<std::string> data_roots;
   std::string database_mode = "silicon", transfer_policy = "aggressive";
   int total_gpus = 0;  // 0: found from --target-request-rate
@@ -32,6 +34,13 @@ struct DefaultArgs {
 };
 
 CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& args);
-int RunDefault(const DefaultArgs& args, const std::function<std::string(const std::string&)>& find);
+// What one run gives its caller (`servecast exp`): the --json document, built
+// whether or not --json was given; with `quiet_json` it is not printed.
+struct DefaultOutcome {
+  bool quiet_json = false;
+  nlohmann::ordered_json json;
+};
+int RunDefault(const DefaultArgs& args, const std::function<std::string(const std::string&)>& find,
+               DefaultOutcome* out = nullptr);
 
 }  // namespace servecast::cli

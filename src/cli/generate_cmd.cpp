@@ -31,6 +31,9 @@ CLI::App* AddGenerateCommand(CLI::App& app, GenerateArgs& a) {
   c->add_option("--total-gpus", a.total_gpus, "GPUs to deploy on")->required()->check(IntIn(1, kMaxGpus));
   AddSlaFlags(c, a.sla);
   c->add_option("--save-dir", a.save_dir, "output folder (default: ./servecast-<model>-<system>-<N>gpu)");
+  c->add_option("--image", a.image,
+                "container image of k8s_deploy.yaml (default: nvcr.io/nvidia/ai-dynamo/<engine>-runtime:" +
+                    std::string(report::kDynamoVersion) + ")");
   return c;
 }
 
@@ -58,7 +61,7 @@ double ModelWeightBytes(const model::ModelConfig& m, model::Engine e) {
 int RunGenerate(const GenerateArgs& a, const std::function<std::string(const std::string&)>& find) {
   PlanSetup s = LoadPlan(a.plan, find);
   const model::Engine engine_kind = model::ParseEngine(a.plan.engine);
-  const search::SearchInputs in = SearchInputsFrom(a.sla, engine_kind, a.total_gpus);
+  const search::SearchInputs in = SearchInputsFrom(a.sla, engine_kind, a.total_gpus, s.model());
   const serve::EngineProfile engine = serve::LoadEngineProfileByName(s.engines_dir, engine_kind);
 
   std::optional<search::Point> agg, disagg;
@@ -99,6 +102,7 @@ int RunGenerate(const GenerateArgs& a, const std::function<std::string(const std
   c.memory_fraction = engine.memory.kv_budget.fraction;
   c.total_gpus = a.total_gpus;
   c.gpus_per_node = s.spec().node.gpus_per_node;
+  c.image = a.image;
   if (!agg && !disagg) {
     const double weights = ModelWeightBytes(s.model(), engine_kind);
     const int tp = report::WeightsFitTp(weights, s.spec().gpu.mem_capacity_bytes, s.spec().node.gpus_per_node,

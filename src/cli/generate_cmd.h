@@ -17,6 +17,7 @@ struct GenerateArgs {
   SlaArgs sla;
   int total_gpus = 0;
   std::string save_dir;  // "" = ./servecast-<model>-<system>-<N>gpu
+  std::string image;     // "" = the engine's Dynamo runtime image (report::DefaultImage)
 };
 
 CLI::App* AddGenerateCommand(CLI::App& app, GenerateArgs& args);

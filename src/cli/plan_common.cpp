@@ -4,8 +4,10 @@
 #include <filesystem>
 #include <sstream>
 
+#include "cli/data_roots.h"
 #include "cli/value_checks.h"
 #include "core/error.h"
+#include "model/family.h"
 #include "perfdb/modes.h"
 #include "serve/session.h"
 
@@ -19,7 +21,9 @@ void AddPlanFlags(CLI::App* c, PlanArgs& a, const std::string& default_mode) {
       ->required();
   c->add_option("--system", a.system, "system (systems/<name>.yaml), e.g. h200_sxm")->required();
   c->add_option("--data", a.data, "perf-data source BACKEND[/VERSION] (default: the system's only source, else cuda)");
-  c->add_option("--data-root", a.data_roots, "data root (repeat; default: systems/data of the installation)");
+  c->add_option("--data-root", a.data_roots,
+                "data root (repeat; default: systems/data of the installation); the name aiconfigurator: the data tree "
+                "of an installed aiconfigurator");
   if (!default_mode.empty())
     c->add_option("--database-mode", a.database_mode, "silicon, hybrid, empirical or sol (any case: SILICON)")
         ->capture_default_str();
@@ -39,12 +43,32 @@ void AddSlaFlags(CLI::App* c, SlaArgs& a) {
   c->add_option("--request-latency", a.request_latency, "limit on request latency, ms (replaces --tpot)")
       ->check(NumberIn(0, 1e9));
   c->add_option("--modes", a.modes, "serving modes searched: agg, disagg or agg,disagg")->capture_default_str();
-  c->add_option("--nextn", a.nextn, "MTP draft tokens per decode step (models with MTP layers)")
-      ->capture_default_str()
-      ->check(IntIn(0, 16));
-  c->add_option("--mtp-accepted", a.mtp_accepted, "mean accepted draft tokens per step (with --nextn)")
-      ->capture_default_str()
-      ->check(NumberIn(0, 16));
+  auto* nextn = c->add_option("--nextn", a.nextn,
+                              "MTP draft tokens per decode step (models with MTP layers), or auto: the "
+                              "checkpoint's num_nextn_predict_layers; searched with and without")
+                    ->capture_default_str()
+                    ->check(CLI::Validator(
+                        [](std::string& v) -> std::string {
+                          if (v == "auto") return "";
+                          try {
+                            std::size_t used = 0;
+                            const int n = std::stoi(v, &used);
+                            if (used == v.size() && n >= 0 && n <= 16) return "";
+                          } catch (const std::exception&) {
+                          }
+                          return "'" + v + "': expected an integer in [0, 16] or auto";
+                        },
+                        "0..16|auto"));
+  auto* accepted = c->add_option("--mtp-accepted", a.mtp_accepted, "mean accepted draft tokens per step (with --nextn)")
+                       ->capture_default_str()
+                       ->check(NumberIn(0, 16));
+  c->add_option("--mtp-accept-rates", a.mtp_accept_rates,
+                "AIC's per-position acceptance rates R1,R2,...: MTP with 1, 2, ... draft tokens (one per rate, "
+                "mean accepted R1 + R1 R2 + ...) and without, searched in one pool")
+      ->delimiter(',')
+      ->check(NumberIn(0, 1))
+      ->excludes(nextn)
+      ->excludes(accepted);
   c->add_flag("--strict-sla", a.strict_sla,
               "the limits must hold: drop points over the TPOT / request-latency limit before the frontier and the "
               "pick (default: judged at pick time, the nearest shown when none meets them)");
@@ -70,7 +94,7 @@ serve::DatabaseOptions MakeDataOptions(const std::vector<std::string>& roots, co
                                        const std::string& database_mode, const std::string& transfer_policy,
                                        const std::string& systems_dir, const std::string& engine) {
   serve::DatabaseOptions dbo;
-  dbo.roots = roots;
+  dbo.roots = ResolveDataRoots(roots);
   dbo.engine = engine;
   if (dbo.roots.empty()) dbo.roots.push_back((std::filesystem::path(systems_dir) / "data").string());
   if (!data.empty()) {
@@ -94,7 +118,16 @@ const serve::Database& OpenDataNoted(serve::Deployment& d, const serve::Database
   return db;
 }
 
-search::SearchInputs SearchInputsFrom(const SlaArgs& s, model::Engine e, int total_gpus) {
+double FoldAcceptRates(int nextn, const std::vector<double>& rates) {
+  double expected = 0, chain = 1;
+  for (int i = 0; i < nextn && i < static_cast<int>(rates.size()); ++i) {
+    chain *= rates[static_cast<std::size_t>(i)];
+    expected += chain;
+  }
+  return expected;
+}
+
+search::SearchInputs SearchInputsFrom(const SlaArgs& s, model::Engine e, int total_gpus, const model::ModelConfig& m) {
   search::SearchInputs in;
   in.engine = e;
   in.total_gpus = total_gpus;
@@ -103,10 +136,38 @@ search::SearchInputs SearchInputsFrom(const SlaArgs& s, model::Engine e, int tot
   in.ttft_ms = s.ttft;
   in.tpot_ms = s.tpot;
   in.request_latency_ms = s.request_latency;
-  in.nextn = s.nextn;
-  in.mtp_accepted = s.mtp_accepted;
+  const std::int64_t layers = m.num_nextn_predict_layers;
+  const bool mtp_family = model::FamilyOf(m).Knobs().mtp;
+  if (s.nextn == "auto") {
+    in.nextn = static_cast<int>(layers);
+    if (layers > 0 && s.mtp_accepted <= 0)
+      throw UsageError("--nextn auto (" + std::to_string(layers) +
+                       " draft token(s), the checkpoint's "
+                       "num_nextn_predict_layers) needs --mtp-accepted A, the mean accepted draft tokens per step: "
+                       "the search does not guess the acceptance");
+    if (layers == 0)
+      std::fprintf(stderr,
+                   "note: --nextn auto: %s ships no MTP layers (num_nextn_predict_layers absent or 0); "
+                   "searched without MTP\n",
+                   m.name.c_str());
+  } else {
+    in.nextn = std::stoi(s.nextn);
+  }
+  in.mtp_accepted = in.nextn > 0 ? s.mtp_accepted : 0;
   in.strict_sla = s.strict_sla;
   if (in.mtp_accepted > in.nextn) throw UsageError("--mtp-accepted must lie in [0, nextn]");
+  for (std::size_t n = 1; n <= s.mtp_accept_rates.size(); ++n)
+    in.mtp_variants.emplace_back(static_cast<int>(n), FoldAcceptRates(static_cast<int>(n), s.mtp_accept_rates));
+  if (!s.mtp_accept_rates.empty() && !mtp_family)
+    std::fprintf(stderr,
+                 "note: --mtp-accept-rates: %s has no MTP draft layers servecast models (DeepSeek family); "
+                 "searched without MTP\n",
+                 m.name.c_str());
+  if (mtp_family && layers > 0 && in.nextn == 0 && s.mtp_accept_rates.empty())
+    std::fprintf(stderr,
+                 "note: %s ships MTP (num_nextn_predict_layers=%lld) and is searched without it; --nextn auto "
+                 "--mtp-accepted A, or --mtp-accept-rates R1,R2,..., searches with it too\n",
+                 m.name.c_str(), static_cast<long long>(layers));
   in.agg = in.disagg = false;
   std::stringstream ss(s.modes);
   std::string item;

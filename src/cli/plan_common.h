@@ -30,13 +30,15 @@ struct PlanArgs {
 // --model, --system, --data, --data-root, --database-mode (left out when
 // `default_mode` is ""), --transfer-policy, --systems, --models, --engines, --json.
 void AddPlanFlags(CLI::App* c, PlanArgs& a, const std::string& default_mode);
-// --isl, --osl, --ttft, --tpot, --request-latency, --modes, --nextn, --mtp-accepted, --strict-sla.
+// --isl, --osl, --ttft, --tpot, --request-latency, --modes, --nextn, --mtp-accepted,
+// --mtp-accept-rates, --strict-sla.
 struct SlaArgs {
   std::int64_t isl = 4000, osl = 1000;
   double ttft = 2000, tpot = 30, request_latency = 0;
   std::string modes = "agg,disagg";
-  int nextn = 0;            // MTP draft tokens per decode step
+  std::string nextn = "0";  // MTP draft tokens per decode step, or "auto" (the checkpoint's)
   double mtp_accepted = 0;  // mean accepted draft tokens per step
+  std::vector<double> mtp_accept_rates;  // AIC's per-position rates: one MTP depth searched per rate
   bool strict_sla = false;  // search::SearchInputs::strict_sla
 };
 void AddSlaFlags(CLI::App* c, SlaArgs& a);
@@ -69,7 +71,14 @@ serve::DatabaseOptions DataOptions(const PlanArgs& a, const std::string& systems
 const serve::Database& OpenDataNoted(serve::Deployment& d, const serve::DatabaseOptions& options,
                                      const std::set<serve::TableNeed>& needs);
 
-// Search inputs from the SLA flags (validated; UsageError naming the flag).
-search::SearchInputs SearchInputsFrom(const SlaArgs& s, model::Engine e, int total_gpus);
+// Search inputs from the SLA flags (validated; UsageError naming the flag) for
+// model `m`: --nextn auto takes the checkpoint's num_nextn_predict_layers,
+// --mtp-accept-rates becomes the search's MTP variants, and a model with MTP
+// layers searched without MTP says so on stderr ("note: ...").
+search::SearchInputs SearchInputsFrom(const SlaArgs& s, model::Engine e, int total_gpus, const model::ModelConfig& m);
+
+// The mean accepted draft tokens per step of `nextn` drafts at AIC's per-position
+// acceptance rates (chain acceptance: sum over i < nextn of rates[0] x ... x rates[i]).
+double FoldAcceptRates(int nextn, const std::vector<double>& rates);
 
 }  // namespace servecast::cli

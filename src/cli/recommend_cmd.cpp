@@ -65,7 +65,7 @@ int RunRecommend(const RecommendArgs& a, const std::function<std::string(const s
 
   PlanSetup s = LoadPlan(a.plan, find);
   const model::Engine engine_kind = model::ParseEngine(a.plan.engine);
-  search::SearchInputs in = SearchInputsFrom(a.sla, engine_kind, a.max_gpus);
+  search::SearchInputs in = SearchInputsFrom(a.sla, engine_kind, a.max_gpus, s.model());
   const std::vector<int> ladder = a.every_gpu_count ? search::EveryGpuCount(a.max_gpus) : search::GpuLadder(a.max_gpus);
   const serve::Database* db =
       &OpenDataNoted(s.deployment, DataOptions(a.plan, s.systems_dir), search::SearchNeeds(s.deployment, in));

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "cli/data_roots.h"
 #include "cli/value_checks.h"
 #include "core/error.h"
 #include "perfdb/modes.h"
@@ -64,7 +65,9 @@ CLI::App* AddValidateCommand(CLI::App& app, ValidateArgs& a) {
       "is predicted and none is impossible (a measured TTFT or TPOT <= 0, tp 0: a bad row), 1 otherwise, 2 on a "
       "malformed file");
   c->add_option("--silicon", a.silicon, "measured serving results (CSV, AIC silicon_sample.csv columns)")->required();
-  c->add_option("--data-root", a.data_roots, "data root (repeat; default: systems/data of the installation)");
+  c->add_option("--data-root", a.data_roots,
+                "data root (repeat; default: systems/data of the installation); the name aiconfigurator: the data tree "
+                "of an installed aiconfigurator");
   c->add_option("--data", a.data,
                 "one perf-data source BACKEND[/VERSION] for every row (default: per row, see --data-map)");
   c->add_option("--data-map", a.data_map,
@@ -95,7 +98,7 @@ int RunValidate(const ValidateArgs& a, const std::function<std::string(const std
   o.systems_dir = a.systems_dir.empty() ? find("systems") : a.systems_dir;
   o.models_dir = a.models_dir.empty() ? find("models") : a.models_dir;
   o.engines_dir = a.engines_dir.empty() ? find("engines") : a.engines_dir;
-  o.roots = a.data_roots;
+  o.roots = ResolveDataRoots(a.data_roots);
   if (o.roots.empty()) o.roots.push_back((std::filesystem::path(o.systems_dir) / "data").string());
   o.data = a.data;
   for (const auto& m : a.data_map) {

@@ -50,6 +50,31 @@ std::string Join(const std::vector<std::string>& parts, const std::string& sep) 
   return s;
 }
 
+// The budget of one engine step of a worker (max_num_tokens / max-num-batched-tokens
+// / chunked-prefill-size): agg the planned prefill share plus the batch's decode
+// tokens; a prefill worker its batch of prompts, and for TRT-LLM (no chunked
+// prefill there) at least max_seq_len so that no prompt the engine accepts is
+// rejected; a decode worker its batch x (1 + nextn), and for vLLM at least isl.
+std::int64_t StepTokens(const LaunchContext& c, const std::string& role, std::int64_t batch, std::int64_t ctx_tokens) {
+  const std::int64_t decode = batch * (1 + c.nextn);
+  if (role.empty()) return c.engine == model::Engine::kSglang ? ctx_tokens : ctx_tokens + decode;
+  if (role == "prefill") {
+    const std::int64_t prompts = std::max<std::int64_t>(1, batch) * c.isl;
+    return c.engine == model::Engine::kTrtllm ? std::max(prompts, c.isl + c.osl) : prompts;
+  }
+  switch (c.engine) {
+    case model::Engine::kVllm:
+      return std::max(decode, c.isl);
+    case model::Engine::kSglang:
+      return c.isl;  // SGLang's chunk size: a decode worker may still prefill locally
+    case model::Engine::kTrtllm:
+      return decode;
+  }
+  return decode;
+}
+
+const char* kNixlVllm = R"('{"kv_connector":"NixlConnector","kv_role":"kv_both"}')";
+
 // Engine flags (the model and the binary excluded), one per element.
 std::vector<std::string> EngineFlags(const LaunchContext& c, const model::ParallelConfig& par, std::int64_t max_batch,
                                      std::int64_t max_tokens, const std::string& role,
@@ -70,13 +95,13 @@ std::vector<std::string> EngineFlags(const LaunchContext& c, const model::Parall
       if (c.nextn > 0)
         f.push_back("--speculative-config '{\"method\":\"deepseek_mtp\",\"num_speculative_tokens\":" + I(c.nextn) +
                     "}'");
-      if (!role.empty()) f.push_back("--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'");
+      if (!role.empty()) f.push_back(std::string("--kv-transfer-config ") + kNixlVllm);
       break;
     case model::Engine::kSglang: {
-      // SGLang counts every GPU of the worker in --tp; attention DP splits it into --dp groups.
-      f.push_back("--tp " + I(par.tp * par.dp));
+      // SGLang counts every GPU of the worker in --tp-size; attention DP splits it into --dp-size groups.
+      f.push_back("--tp-size " + I(par.tp * par.dp));
       if (par.dp > 1) {
-        f.push_back("--dp " + I(par.dp));
+        f.push_back("--dp-size " + I(par.dp));
         f.push_back("--enable-dp-attention");
       }
       if (par.pp > 1) f.push_back("--pp-size " + I(par.pp));
@@ -92,7 +117,11 @@ std::vector<std::string> EngineFlags(const LaunchContext& c, const model::Parall
         f.push_back("--speculative-eagle-topk 1");
         f.push_back("--speculative-num-draft-tokens " + I(c.nextn + 1));
       }
-      if (!role.empty()) f.push_back("--disaggregation-mode " + role);
+      if (!role.empty()) {
+        f.push_back("--disaggregation-mode " + role);
+        f.push_back(
+            "--disaggregation-transfer-backend nixl");  // SGLang's default is mooncake; Dynamo moves KV with NIXL
+      }
       break;
     }
     case model::Engine::kTrtllm:
@@ -113,43 +142,49 @@ std::vector<std::string> EngineFlags(const LaunchContext& c, const model::Parall
 std::string ScriptHeaderNote(const model::ParallelConfig& par, int copies) {
   return "# One engine instance uses " + I(par.GpusPerWorker()) + " GPU(s); run " + I(copies) +
          " of them (e.g. CUDA_VISIBLE_DEVICES per GPU group, PORT per instance) behind a router,\n"
-         "# or apply k8s_deploy.yaml, which does that.\n";
+         "# or apply k8s_deploy.yaml (or run run_single_node.sh), which do that.\n";
+}
+
+std::string Versions(const LaunchContext& c) {
+  return std::string("# Flags as ") + model::EngineName(c.engine) + " " + EngineVersion(c.engine) + " and Dynamo " +
+         kDynamoVersion + " parse them.\n";
 }
 
 std::string Script(const LaunchContext& c, const search::Point& p, const model::ParallelConfig& par,
                    std::int64_t max_batch, std::int64_t max_tokens, const std::string& role,
                    const std::string& config_path, int copies, const std::string& what) {
-  std::string s = "#!/usr/bin/env bash\n" + Header(c, p, what) + ScriptHeaderNote(par, copies);
+  std::string s = "#!/usr/bin/env bash\n" + Header(c, p, what) + Versions(c) + ScriptHeaderNote(par, copies);
   s += "set -euo pipefail\n";
   s += "PORT=${PORT:-8000}\n";
   s += EngineCommand(c, par, max_batch, max_tokens, role, config_path) + "\n";
   return s;
 }
 
-// Dynamo worker: module and args (flags split into YAML list items).
+const char* DynamoModule(model::Engine e) {
+  return e == model::Engine::kVllm ? "dynamo.vllm" : e == model::Engine::kSglang ? "dynamo.sglang" : "dynamo.trtllm";
+}
+
+// Dynamo worker: args (flags split into list items). `config_dir` holds the TRT-LLM YAML.
 std::vector<std::string> DynamoArgs(const LaunchContext& c, const model::ParallelConfig& par, std::int64_t max_batch,
-                                    std::int64_t max_tokens, const std::string& role,
-                                    const std::string& config_path) {
+                                    std::int64_t max_tokens, const std::string& role, const std::string& config_path,
+                                    const std::string& config_dir) {
   std::vector<std::string> a;
   if (c.engine == model::Engine::kTrtllm) {
-    a = {"--model-path", c.model_id, "--extra-engine-args", "/config/" + config_path};
+    // dynamo.trtllm reads the engine settings from the YAML (tp, ep, budgets, KV, transceiver).
+    a = {"--model", c.model_id, "--extra-engine-args", config_dir + config_path};
     if (!role.empty()) a.insert(a.end(), {"--disaggregation-mode", role});
     return a;
   }
-  a = {"--model", c.model_id};
-  if (c.engine == model::Engine::kSglang) a = {"--model-path", c.model_id};
-  for (const std::string& flag : EngineFlags(c, par, max_batch, max_tokens, "", config_path)) {
+  a = {c.engine == model::Engine::kSglang ? "--model-path" : "--model", c.model_id};
+  for (const std::string& flag : EngineFlags(c, par, max_batch, max_tokens, role, config_path)) {
     const auto sp = flag.find(' ');
     a.push_back(flag.substr(0, sp));
-    if (sp != std::string::npos) a.push_back(flag.substr(sp + 1));
+    if (sp == std::string::npos) continue;
+    std::string value = flag.substr(sp + 1);
+    if (value.size() >= 2 && value.front() == '\'' && value.back() == '\'') value = value.substr(1, value.size() - 2);
+    a.push_back(value);
   }
-  if (!role.empty()) {
-    if (c.engine == model::Engine::kVllm) {
-      if (role == "prefill") a.push_back("--is-prefill-worker");
-    } else {
-      a.insert(a.end(), {"--disaggregation-mode", role});
-    }
-  }
+  if (!role.empty() && c.engine == model::Engine::kVllm) a.insert(a.end(), {"--disaggregation-mode", role});
   return a;
 }
 
@@ -162,37 +197,139 @@ std::string Quote(const std::string& s) {
   return q + "\"";
 }
 
-std::string WorkerService(const LaunchContext& c, const std::string& name, int replicas, int gpus,
-                          const std::vector<std::string>& args, bool trtllm_config) {
-  const char* module = c.engine == model::Engine::kVllm     ? "dynamo.vllm"
-                       : c.engine == model::Engine::kSglang ? "dynamo.sglang"
-                                                            : "dynamo.trtllm";
+// A word for a bash command line: single-quoted when it holds anything but [A-Za-z0-9._/:=,-].
+std::string ShellWord(const std::string& s) {
+  bool plain = !s.empty();
+  for (char ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && std::string("._/:=,-").find(ch) == std::string::npos)
+      plain = false;
+  if (plain) return s;
+  std::string q = "'";
+  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
+struct Worker {
+  std::string name, role;  // "Worker" / "PrefillWorker" / "DecodeWorker"; "" / "prefill" / "decode"
+  int replicas = 0, gpus = 0;
+  std::vector<std::string> args;
+  std::string config_file;  // TRT-LLM YAML ("" for the other engines)
+};
+
+std::string WorkerService(const LaunchContext& c, const Worker& w, const std::string& config_map) {
+  const std::string image = c.image.empty() ? DefaultImage(c.engine) : c.image;
+  const int per_node = std::max(1, std::min(w.gpus, c.gpus_per_node));
+  const int nodes = (w.gpus + per_node - 1) / per_node;
   std::string s;
-  s += "    " + name + ":\n";
+  s += "    " + w.name + ":\n";
   s += "      componentType: worker\n";
-  s += "      replicas: " + I(replicas) + "\n";
-  s += "      resources:\n        limits:\n          gpu: \"" + I(gpus) + "\"\n";
-  s += "      extraPodSpec:\n        mainContainer:\n          image: ${DYNAMO_IMAGE}\n";
-  s += "          command: [\"python3\", \"-m\", \"" + std::string(module) + "\"]\n";
+  if (!w.role.empty()) s += "      subComponentType: " + w.role + "\n";
+  s += "      replicas: " + I(w.replicas) + "\n";
+  s += "      envFromSecret: hf-token-secret\n";
+  if (nodes > 1) s += "      multinode:\n        nodeCount: " + I(nodes) + "\n";
+  s += "      resources:\n";
+  s += "        requests:\n          gpu: \"" + I(per_node) + "\"\n";
+  s += "        limits:\n          gpu: \"" + I(per_node) + "\"\n";
+  s += "      extraPodSpec:\n";
+  if (!w.config_file.empty())
+    s +=
+        "        volumes:\n          - name: engine-config\n            configMap:\n              name: " + config_map +
+        "\n";
+  s += "        mainContainer:\n          image: " + image + "\n";
+  if (!w.config_file.empty())
+    s += "          volumeMounts:\n            - name: engine-config\n              mountPath: /config\n"
+         "              readOnly: true\n";
+  s += "          command: [\"python3\", \"-m\", \"" + std::string(DynamoModule(c.engine)) + "\"]\n";
   s += "          args:\n";
-  for (const std::string& a : args) s += "            - " + Quote(a) + "\n";
-  if (trtllm_config)
-    s += "          # mount the TRT-LLM YAML next to this manifest at /config/ (e.g. from a ConfigMap)\n";
+  for (const std::string& a : w.args) s += "            - " + Quote(a) + "\n";
   return s;
 }
 
+// YAML block scalar lines of `text`, indented by `indent` spaces.
+std::string Indented(const std::string& text, int indent) {
+  std::string out, line;
+  const std::string pad(static_cast<std::size_t>(indent), ' ');
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      out += (line.empty() ? std::string() : pad + line) + "\n";
+      line.clear();
+    } else {
+      line += text[i];
+    }
+  }
+  if (!line.empty()) out += pad + line + "\n";
+  return out;
+}
+
 std::string Manifest(const LaunchContext& c, const search::Point& p, const std::string& name,
-                     const std::string& services) {
-  std::string s = Header(c, p, "Dynamo-style Kubernetes manifest (DynamoGraphDeployment)");
-  s += "# Set DYNAMO_IMAGE (e.g. envsubst) to the Dynamo runtime image of the engine before applying.\n";
-  if (std::max(p.par.GpusPerWorker(), p.decode_par.GpusPerWorker()) > c.gpus_per_node)
-    s += "# A worker spans more than one node: add the multinode settings of your Dynamo version.\n";
+                     const std::vector<Worker>& workers, const std::vector<GeneratedFile>& configs) {
+  const std::string image = c.image.empty() ? DefaultImage(c.engine) : c.image;
+  const std::string config_map = name + "-engine-config";
+  std::string s = Header(c, p, "Dynamo Kubernetes manifest (DynamoGraphDeployment), applies as written");
+  s += Versions(c);
+  s += "# Before applying: the Dynamo platform (operator) installed in the namespace, and the Hugging Face token\n"
+       "#   kubectl create secret generic hf-token-secret --from-literal=HF_TOKEN=<token>\n"
+       "# then: kubectl apply -f k8s_deploy.yaml  (the frontend serves the OpenAI API on port 8000).\n";
+  if (!configs.empty()) {
+    s += "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + config_map + "\ndata:\n";
+    for (const GeneratedFile& f : configs) {
+      const std::string file = f.path.substr(f.path.find('/') + 1);
+      s += "  " + file + ": |\n" + Indented(f.content, 4);
+    }
+    s += "---\n";
+  }
   s += "apiVersion: nvidia.com/v1alpha1\nkind: DynamoGraphDeployment\nmetadata:\n  name: " + name + "\nspec:\n";
   s += "  services:\n";
   s += "    Frontend:\n      componentType: frontend\n      replicas: 1\n";
-  s += "      extraPodSpec:\n        mainContainer:\n          image: ${DYNAMO_IMAGE}\n";
+  s += "      extraPodSpec:\n        mainContainer:\n          image: " + image + "\n";
   s += "          command: [\"python3\", \"-m\", \"dynamo.frontend\"]\n";
-  s += services;
+  s += "          args: [\"--http-port\", \"8000\"]\n";
+  for (const Worker& w : workers) s += WorkerService(c, w, config_map);
+  return s;
+}
+
+// As many replicas as fit one node: the Dynamo frontend and each worker on its
+// own GPUs, with file-based discovery (no etcd or NATS needed on one node).
+std::string SingleNodeScript(const LaunchContext& c, const search::Point& p, const std::vector<Worker>& workers,
+                             const std::string& mode) {
+  std::string s = "#!/usr/bin/env bash\n" + Header(c, p, "Single-node launch with Dynamo (" + mode + ")");
+  s += Versions(c);
+  const int per_replica = std::max(1, p.gpus_per_replica);
+  const int here = std::max(1, std::min(p.replicas, c.gpus_per_node / per_replica));
+  const int nodes = (p.replicas + here - 1) / here;
+  s += "# Starts the Dynamo frontend on $PORT and " + I(here) + " replica(s) (GPUs 0.." + I(here * per_replica - 1) +
+       ") on this node; the cluster figures above take " + I(nodes) +
+       " such node(s) behind one router, or k8s_deploy.yaml.\n"
+       "# Needs the engine's Dynamo runtime (the image of k8s_deploy.yaml) and HF_TOKEN for gated models.\n";
+  if (!workers.empty() && !workers.front().config_file.empty())
+    s += "# Reads the TRT-LLM YAML(s) beside this script.\n";
+  s += "set -euo pipefail\ncd \"$(dirname \"$0\")\"\nPORT=${PORT:-8000}\n";
+  s += "export DYN_DISCOVERY_BACKEND=${DYN_DISCOVERY_BACKEND:-file}\n";
+  s += "trap 'kill 0' EXIT INT TERM\n";
+  s += "python3 -m dynamo.frontend --http-port \"$PORT\" &\n";
+  int gpu = 0, system_port = 8081;
+  for (int r = 0; r < here; ++r) {
+    for (const Worker& w : workers) {
+      const int copies = w.replicas / std::max(1, p.replicas);
+      for (int k = 0; k < copies; ++k) {
+        std::string devices;
+        for (int g = 0; g < w.gpus; ++g) devices += (g ? "," : "") + I(gpu + g);
+        gpu += w.gpus;
+        // Ports per worker process: Dynamo's system port, and vLLM's NIXL side
+        // channel and KV event ports, SGLang's prefill bootstrap port.
+        const int i = system_port - 8081;
+        s += "DYN_SYSTEM_PORT=" + I(system_port++);
+        if (c.engine == model::Engine::kVllm)
+          s += " VLLM_NIXL_SIDE_CHANNEL_PORT=" + I(5600 + i) + " DYN_VLLM_KV_EVENT_PORT=" + I(20080 + i);
+        s += " CUDA_VISIBLE_DEVICES=" + devices + " python3 -m " + DynamoModule(c.engine);
+        for (const std::string& a : w.args) s += " " + ShellWord(a);
+        if (c.engine == model::Engine::kSglang && w.role == "prefill")
+          s += " --disaggregation-bootstrap-port " + I(8998 + i);
+        s += " &\n";
+      }
+    }
+  }
+  s += "wait\n";
   return s;
 }
 
@@ -213,13 +350,32 @@ std::string K8sName(const std::string& model_id, search::Mode mode) {
 
 }  // namespace
 
+const char* EngineVersion(model::Engine e) {
+  switch (e) {
+    case model::Engine::kVllm:
+      return "0.24.0";
+    case model::Engine::kSglang:
+      return "0.5.16";
+    case model::Engine::kTrtllm:
+      return "1.3.0rc23";
+  }
+  return "?";
+}
+
+std::string DefaultImage(model::Engine e) {
+  const char* name = e == model::Engine::kVllm     ? "vllm-runtime"
+                     : e == model::Engine::kSglang ? "sglang-runtime"
+                                                   : "tensorrtllm-runtime";
+  return std::string("nvcr.io/nvidia/ai-dynamo/") + name + ":" + kDynamoVersion;
+}
+
 std::string EngineCommand(const LaunchContext& c, const model::ParallelConfig& par, std::int64_t max_batch,
                           std::int64_t max_tokens, const std::string& role, const std::string& config_path) {
   std::vector<std::string> parts;
   switch (c.engine) {
     case model::Engine::kVllm: parts = {"vllm serve " + c.model_id, "--host 0.0.0.0", "--port \"$PORT\""}; break;
     case model::Engine::kSglang:
-      parts = {"python -m sglang.launch_server", "--model-path " + c.model_id, "--host 0.0.0.0", "--port \"$PORT\""};
+      parts = {"sglang serve", "--model-path " + c.model_id, "--host 0.0.0.0", "--port \"$PORT\""};
       break;
     case model::Engine::kTrtllm: parts = {"trtllm-serve " + c.model_id, "--host 0.0.0.0", "--port \"$PORT\""}; break;
   }
@@ -229,17 +385,25 @@ std::string EngineCommand(const LaunchContext& c, const model::ParallelConfig& p
 
 std::string TrtllmExtraConfig(const LaunchContext& c, const model::ParallelConfig& par, std::int64_t max_batch,
                               std::int64_t max_tokens, const std::string& role) {
+  const std::int64_t max_seq_len = c.isl + c.osl;
   std::string s;
   s += "# LLM-API options read by trtllm-serve --extra_llm_api_options (and Dynamo's --extra-engine-args).\n";
+  s += "backend: pytorch\n";
   s += "tensor_parallel_size: " + I(par.tp * par.dp) + "\n";
   s += "pipeline_parallel_size: " + I(par.pp) + "\n";
   if (par.moe_ep > 1) s += "moe_expert_parallel_size: " + I(par.moe_ep) + "\n";
   s += "max_batch_size: " + I(max_batch) + "\n";
   s += "max_num_tokens: " + I(max_tokens) + "\n";
-  s += "max_seq_len: " + I(c.isl + c.osl) + "\n";
+  s += "max_seq_len: " + I(max_seq_len) + "\n";
+  // A prompt longer than max_num_tokens is rejected unless chunked: a prefill
+  // worker's budget covers max_seq_len, another worker with a smaller budget chunks.
+  s += std::string("enable_chunked_prefill: ") + (role != "prefill" && max_tokens < max_seq_len ? "true" : "false") +
+       "\n";
   s += "kv_cache_config:\n  free_gpu_memory_fraction: " + Num(c.memory_fraction, 2) + "\n";
   if (c.kv_fp8) s += "  dtype: fp8\n";
   s += std::string("enable_attention_dp: ") + (par.dp > 1 ? "true" : "false") + "\n";
+  // TRT-LLM's disaggregated context (prefill) servers run without the overlap scheduler.
+  s += std::string("disable_overlap_scheduler: ") + (role == "prefill" ? "true" : "false") + "\n";
   if (c.nextn > 0) s += "speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: " + I(c.nextn) + "\n";
   if (!role.empty()) s += "cache_transceiver_config:\n  backend: DEFAULT\n";
   return s;
@@ -285,46 +449,59 @@ std::vector<GeneratedFile> LaunchFiles(const LaunchContext& context, const searc
   c.nextn = p.nextn;  // the chosen point's MTP setting (the search may drop MTP)
   std::vector<GeneratedFile> out;
   const bool trt = c.engine == model::Engine::kTrtllm;
+  const std::string mode = search::ModeName(p.mode);
+  const std::string name = K8sName(c.model_id, p.mode);
+  std::vector<Worker> workers;
+  std::vector<GeneratedFile> configs;
   if (p.mode == search::Mode::kAgg) {
-    const std::int64_t tokens = c.engine == model::Engine::kSglang ? p.ctx_tokens : p.ctx_tokens + p.batch;
+    const std::int64_t tokens = StepTokens(c, "", p.batch, p.ctx_tokens);
     const std::string cfg = "extra_llm_api_config.yaml";
     out.push_back({"agg/launch.sh", Script(c, p, p.par, p.batch, tokens, "", cfg, p.replicas,
                                            std::string("Launch command of one aggregated worker (") +
                                                model::EngineName(c.engine) + ")")});
-    if (trt)
-      out.push_back({"agg/" + cfg, Header(c, p, "TRT-LLM extra LLM-API options, aggregated worker") +
-                                       TrtllmExtraConfig(c, p.par, p.batch, tokens, "")});
-    const std::string svc =
-        WorkerService(c, "Worker", p.replicas, p.par.GpusPerWorker(),
-                      DynamoArgs(c, p.par, p.batch, tokens, "", cfg), trt);
-    out.push_back({"agg/k8s_deploy.yaml", Manifest(c, p, K8sName(c.model_id, p.mode), svc)});
-    out.push_back({"agg/bench.sh", BenchScript(c, p)});
-    return out;
+    if (trt) {
+      configs.push_back({"agg/" + cfg, Header(c, p, "TRT-LLM extra LLM-API options, aggregated worker") +
+                                           TrtllmExtraConfig(c, p.par, p.batch, tokens, "")});
+      out.push_back(configs.back());
+    }
+    workers.push_back({"Worker", "", p.replicas, p.par.GpusPerWorker(),
+                       DynamoArgs(c, p.par, p.batch, tokens, "", cfg, "/config/"), trt ? cfg : ""});
+  } else {
+    const std::int64_t prefill_batch = std::max<std::int64_t>(1, p.prefill_batch);
+    const std::int64_t prefill_tokens = StepTokens(c, "prefill", prefill_batch, 0);
+    const std::int64_t decode_tokens = StepTokens(c, "decode", p.batch, 0);
+    const std::string pcfg = "prefill_extra_llm_api_config.yaml", dcfg = "decode_extra_llm_api_config.yaml";
+    out.push_back({"disagg/prefill_launch.sh",
+                   Script(c, p, p.par, prefill_batch, prefill_tokens, "prefill", pcfg, p.prefill_workers * p.replicas,
+                          "Launch command of one prefill worker (disaggregated)")});
+    out.push_back({"disagg/decode_launch.sh",
+                   Script(c, p, p.decode_par, p.batch, decode_tokens, "decode", dcfg, p.decode_workers * p.replicas,
+                          "Launch command of one decode worker (disaggregated)")});
+    if (trt) {
+      configs.push_back({"disagg/" + pcfg, Header(c, p, "TRT-LLM extra LLM-API options, prefill worker") +
+                                               TrtllmExtraConfig(c, p.par, prefill_batch, prefill_tokens, "prefill")});
+      configs.push_back({"disagg/" + dcfg, Header(c, p, "TRT-LLM extra LLM-API options, decode worker") +
+                                               TrtllmExtraConfig(c, p.decode_par, p.batch, decode_tokens, "decode")});
+      out.insert(out.end(), configs.begin(), configs.end());
+    }
+    workers.push_back({"PrefillWorker", "prefill", p.prefill_workers * p.replicas, p.par.GpusPerWorker(),
+                       DynamoArgs(c, p.par, prefill_batch, prefill_tokens, "prefill", pcfg, "/config/"),
+                       trt ? pcfg : ""});
+    workers.push_back({"DecodeWorker", "decode", p.decode_workers * p.replicas, p.decode_par.GpusPerWorker(),
+                       DynamoArgs(c, p.decode_par, p.batch, decode_tokens, "decode", dcfg, "/config/"),
+                       trt ? dcfg : ""});
   }
-  const int prefill_copies = p.prefill_workers * p.replicas;
-  const int decode_copies = p.decode_workers * p.replicas;
-  const std::int64_t prefill_tokens = std::max<std::int64_t>(1, p.prefill_batch) * c.isl;
-  const std::int64_t decode_tokens = c.engine == model::Engine::kSglang ? c.isl : p.batch;
-  const std::string pcfg = "prefill_extra_llm_api_config.yaml", dcfg = "decode_extra_llm_api_config.yaml";
-  out.push_back({"disagg/prefill_launch.sh",
-                 Script(c, p, p.par, std::max<std::int64_t>(1, p.prefill_batch), prefill_tokens, "prefill", pcfg,
-                        prefill_copies, "Launch command of one prefill worker (disaggregated)")});
-  out.push_back({"disagg/decode_launch.sh", Script(c, p, p.decode_par, p.batch, decode_tokens, "decode", dcfg,
-                                                   decode_copies, "Launch command of one decode worker (disaggregated)")});
-  if (trt) {
-    out.push_back({"disagg/" + pcfg, Header(c, p, "TRT-LLM extra LLM-API options, prefill worker") +
-                                         TrtllmExtraConfig(c, p.par, std::max<std::int64_t>(1, p.prefill_batch), prefill_tokens, "prefill")});
-    out.push_back({"disagg/" + dcfg, Header(c, p, "TRT-LLM extra LLM-API options, decode worker") +
-                                         TrtllmExtraConfig(c, p.decode_par, p.batch, decode_tokens, "decode")});
+  out.push_back({mode + "/k8s_deploy.yaml", Manifest(c, p, name, workers, configs)});
+  if (p.gpus_per_replica <= c.gpus_per_node) {
+    // The single-node script reads the YAMLs beside it.
+    std::vector<Worker> local = workers;
+    for (Worker& w : local)
+      if (!w.config_file.empty())
+        for (std::size_t i = 0; i + 1 < w.args.size(); ++i)
+          if (w.args[i] == "--extra-engine-args") w.args[i + 1] = w.config_file;
+    out.push_back({mode + "/run_single_node.sh", SingleNodeScript(c, p, local, mode)});
   }
-  std::string svc = WorkerService(c, "PrefillWorker", prefill_copies, p.par.GpusPerWorker(),
-                                  DynamoArgs(c, p.par, std::max<std::int64_t>(1, p.prefill_batch), prefill_tokens,
-                                             "prefill", pcfg),
-                                  trt);
-  svc += WorkerService(c, "DecodeWorker", decode_copies, p.decode_par.GpusPerWorker(),
-                       DynamoArgs(c, p.decode_par, p.batch, decode_tokens, "decode", dcfg), trt);
-  out.push_back({"disagg/k8s_deploy.yaml", Manifest(c, p, K8sName(c.model_id, p.mode), svc)});
-  out.push_back({"disagg/bench.sh", BenchScript(c, p)});
+  out.push_back({mode + "/bench.sh", BenchScript(c, p)});
   return out;
 }
 

@@ -30,7 +30,15 @@ struct LaunchContext {
   int total_gpus = 0;
   int gpus_per_node = 8;
   bool predicted = true;  // false: the figures are not predictions (weights-fit rule)
+  std::string image;      // the Dynamo runtime image of k8s_deploy.yaml ("" = DefaultImage(engine))
 };
+
+// The engine and Dynamo versions whose flags the generated files use (each flag
+// is checked against those versions' parsers by the tests, tests/goldens/engine_flags/).
+inline constexpr const char* kDynamoVersion = "1.3.0";
+const char* EngineVersion(model::Engine e);  // "0.24.0" (vLLM), "0.5.16" (SGLang), "1.3.0rc23" (TRT-LLM)
+// nvcr.io/nvidia/ai-dynamo/<engine>-runtime:<kDynamoVersion>
+std::string DefaultImage(model::Engine e);
 
 struct GeneratedFile {
   std::string path;  // relative to the save dir ("agg/launch.sh")
@@ -40,7 +48,18 @@ struct GeneratedFile {
 // The files of one deployment: agg -> agg/launch.sh (+ agg/extra_llm_api_config.yaml
 // for TRT-LLM) and agg/k8s_deploy.yaml; disagg -> disagg/prefill_launch.sh,
 // disagg/decode_launch.sh (+ their YAMLs for TRT-LLM) and disagg/k8s_deploy.yaml;
-// each mode also gets <mode>/bench.sh (BenchScript).
+// each mode also gets <mode>/bench.sh (BenchScript) and, when one replica fits a
+// node, <mode>/run_single_node.sh (the Dynamo frontend and every worker of one
+// replica on one node). The manifest is complete as written: the image, a
+// ConfigMap holding the TRT-LLM YAMLs mounted at /config, the Hugging Face token
+// from the secret hf-token-secret, GPU requests and limits per worker.
+//
+// Step budgets (the engines' real limits): a TRT-LLM prefill worker runs without
+// chunked prefill, so its max_num_tokens is at least max_seq_len (isl + osl: any
+// prompt the engine accepts fits one pass) and its overlap scheduler is off; an
+// agg worker whose budget is under max_seq_len chunks longer prompts; a decode
+// worker's budget holds its whole batch (x (1 + nextn) with MTP); a vLLM decode
+// worker's at least isl besides.
 std::vector<GeneratedFile> LaunchFiles(const LaunchContext& c, const search::Point& p);
 
 // The benchmark beside a deployment's launch files: `vllm bench serve` against an

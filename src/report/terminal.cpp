@@ -235,6 +235,10 @@ nlohmann::ordered_json PointJson(const Point& p) {
                               {"gpus_per_replica", p.gpus_per_replica},
                               {"memory_gib", p.memory_gib},
                               {"meets_sla", p.meets_sla}};
+  if (p.nextn > 0) {
+    j["nextn"] = p.nextn;
+    j["mtp_accepted"] = p.mtp_accepted;
+  }
   if (p.mode == Mode::kAgg) {
     j["worker"] = par(p.par);
     j["batch"] = p.batch;

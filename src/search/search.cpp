@@ -190,12 +190,16 @@ struct Side {
 };
 
 ModeResult SearchDisagg(const model::ModelConfig& m, const serve::Database& db, const serve::EngineProfile& engine,
-                        const SearchInputs& in) {
+                        const SearchInputs& in, const DecodeSide* other) {
   ModeResult r;
   r.mode = Mode::kDisagg;
   const auto configs = EnumerateParallel(m, in.engine, in.total_gpus, &r.skipped);
   r.parallel_configs = configs.size();
   const model::OpListOptions oo = OpOptions(in, db);
+  // The decode workers' model and data: the prefill system's unless --decode-system.
+  const model::ModelConfig& dm = other ? *other->model : m;
+  const serve::Database& ddb = other ? *other->db : db;
+  const model::OpListOptions doo = OpOptions(in, ddb);
   const serve::DisaggProfile& d = engine.disagg;
 
   serve::Workload w;
@@ -226,6 +230,7 @@ ModeResult SearchDisagg(const model::ModelConfig& m, const serve::Database& db, 
       ++r.skipped[Reason("missing data (prefill): ", ex)];
     }
     // Decode workers over the batch ladder; memory grows with the batch.
+    const model::OpList dops = other ? model::BuildOpList(dm, par, doo) : model::OpList();
     for (std::int64_t b : DecodeBatches()) {
       serve::StaticOptions so;
       so.phases = serve::StaticOptions::Phases::kGenerationOnly;
@@ -234,7 +239,7 @@ ModeResult SearchDisagg(const model::ModelConfig& m, const serve::Database& db, 
       serve::StaticEstimate e;
       try {
         ++r.evaluated;
-        e = serve::RunStatic(m, par, ops, db, engine, w, so);
+        e = serve::RunStatic(dm, par, other ? dops : ops, ddb, engine, w, so);
       } catch (const perfdb::MissingDataError& ex) {
         ++r.skipped[Reason("missing data (decode): ", ex)];
         break;
@@ -404,7 +409,7 @@ std::set<serve::TableNeed> SearchNeeds(const serve::Deployment& d, const SearchI
 }
 
 SearchResult RunSearch(const model::ModelConfig& m, const serve::Database& db, const serve::EngineProfile& engine,
-                       const SearchInputs& in) {
+                       const SearchInputs& in, const DecodeSide* decode) {
   if (in.total_gpus < 1) throw UsageError("--total-gpus must be >= 1");
   if (in.osl < 2) throw UsageError("--osl must be >= 2 for serving estimates");
   if (in.ttft_ms <= 0 || (in.request_latency_ms <= 0 && in.tpot_ms <= 0))
@@ -413,21 +418,31 @@ SearchResult RunSearch(const model::ModelConfig& m, const serve::Database& db, c
   SearchResult res;
   // The two modes are independent: search them on two threads (the database is
   // read-only apart from its internally locked caches).
-  const bool run_agg = in.agg, run_disagg = in.disagg && in.total_gpus >= 2;
+  const bool run_agg = in.agg && !decode, run_disagg = in.disagg && in.total_gpus >= 2;
   // MTP (families with the knob, --nextn N > 0): every point with N draft tokens
   // and without; the two sets of points are one pool for the frontier and picking.
+  // --mtp-accept-rates adds one variant per draft depth.
   std::vector<SearchInputs> variants{in};
-  if (in.nextn > 0 && model::FamilyOf(m).Knobs().mtp) {
-    SearchInputs plain = in;
-    plain.nextn = 0;
-    plain.mtp_accepted = 0;
-    variants.push_back(plain);
+  if (model::FamilyOf(m).Knobs().mtp) {
+    if (in.nextn > 0) {
+      SearchInputs plain = in;
+      plain.nextn = 0;
+      plain.mtp_accepted = 0;
+      variants.push_back(plain);
+    }
+    for (const auto& [n, accepted] : in.mtp_variants) {
+      if (n == in.nextn) continue;
+      SearchInputs v = in;
+      v.nextn = n;
+      v.mtp_accepted = accepted;
+      variants.push_back(v);
+    }
   }
   auto search_mode = [&](auto search) {
     ModeResult merged;
     for (std::size_t v = 0; v < variants.size(); ++v) {
       ModeResult r = search(variants[v]);
-      for (Point& p : r.points) p.nextn = variants[v].nextn;
+      for (Point& p : r.points) p.nextn = variants[v].nextn, p.mtp_accepted = variants[v].mtp_accepted;
       if (v == 0) {
         merged = std::move(r);
         continue;
@@ -453,7 +468,7 @@ SearchResult RunSearch(const model::ModelConfig& m, const serve::Database& db, c
   std::exception_ptr disagg_error;
   if (run_disagg) {
     try {
-      disagg = search_mode([&](const SearchInputs& v) { return SearchDisagg(m, db, engine, v); });
+      disagg = search_mode([&](const SearchInputs& v) { return SearchDisagg(m, db, engine, v, decode); });
     } catch (...) {
       disagg_error = std::current_exception();
     }

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/model_config.h"
@@ -32,6 +33,9 @@ struct SearchInputs {
   std::string moe_distribution;
   int nextn = 0;
   double mtp_accepted = 0;
+  // More MTP settings searched in the same pool (families with the MTP knob):
+  // (draft tokens, mean accepted per step) each, e.g. from --mtp-accept-rates.
+  std::vector<std::pair<int, double>> mtp_variants;
   // The limits must hold: points over the TPOT (or request-latency) limit are
   // dropped before the frontier and the pick (counted as skips), so the frontier,
   // the tables and the choice hold only points within the limits, and a mode with
@@ -62,6 +66,7 @@ struct Point {
   double memory_gib = 0;                // per GPU (disagg: the larger side)
   bool meets_sla = false;
   int nextn = 0;                        // MTP draft tokens per decode step (0: none)
+  double mtp_accepted = 0;              // with nextn: mean accepted draft tokens per step
   std::string Parallel() const;         // "tp4pp1dp1etp1ep4" / "p:tp2... d:tp4..." (+ " mtp1" with MTP)
 };
 
@@ -104,8 +109,16 @@ std::vector<std::int64_t> CtxTokenBudgets(std::int64_t isl);
 // sorted by tokens/s/user.
 std::vector<std::size_t> ParetoFrontier(const std::vector<Point>& points);
 
+// Decode workers on another system than the prefill workers (--decode-system):
+// its model (quantization as that system runs it) and its data. With one, only
+// disaggregated serving is searched; replica GPUs count both systems' GPUs.
+struct DecodeSide {
+  const model::ModelConfig* model = nullptr;
+  const serve::Database* db = nullptr;
+};
+
 SearchResult RunSearch(const model::ModelConfig& m, const serve::Database& db, const serve::EngineProfile& engine,
-                       const SearchInputs& in);
+                       const SearchInputs& in, const DecodeSide* decode = nullptr);
 
 // Where the chosen point's op costs came from beyond measured or interpolated rows:
 // one line per (source, table), e.g. "extrapolated: context_ar_1, generation_ar_1

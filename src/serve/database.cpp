@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/yaml_util.h"
 #include "perfdb/discovery.h"
 #include "tables/table_spec.h"
 
@@ -49,6 +51,39 @@ std::string DefaultBackend(const perfdb::DataTree& tree, const std::string& syst
                                    }() + ")"));
   throw UsageError("system '" + system + "' has perf data from several sources (" + have +
                    "); choose one with --data <backend>[/<version>]");
+}
+
+// AIC's "current" version of a backend on a system: the query_versions.yaml of
+// an AIC systems folder (a data root, or the folder holding it: AIC's data root
+// is <systems>/data) names, per backend, `defaults: {B: {current: V}}`, and per
+// system `overrides: {S: {B: {current: V}}}`. The named version is the default
+// when the tree holds its tables; "" (newest) otherwise. `note` says which file
+// decided.
+std::string CurrentVersion(const perfdb::DataTree& tree, const std::string& system, const std::string& backend,
+                           std::string& note) {
+  namespace fs = std::filesystem;
+  const std::vector<std::string> versions = tree.BackendVersions(system, backend, /*with_tables_only=*/true);
+  for (const std::string& root : tree.roots()) {
+    for (const fs::path& dir : {fs::path(root), fs::path(root).lexically_normal().parent_path()}) {
+      const fs::path file = dir / "query_versions.yaml";
+      std::error_code ec;
+      if (!fs::is_regular_file(file, ec)) continue;
+      const YAML::Node doc = LoadYamlFile(file.string());
+      YAML::Node entry;
+      if (doc["overrides"] && doc["overrides"][system] && doc["overrides"][system][backend])
+        entry = doc["overrides"][system][backend];
+      else if (doc["defaults"] && doc["defaults"][backend])
+        entry = doc["defaults"][backend];
+      if (!entry || !entry.IsMap() || !entry["current"] || !entry["current"].IsScalar()) return "";
+      const std::string current = entry["current"].as<std::string>();
+      if (std::find(versions.begin(), versions.end(), current) == versions.end()) return "";
+      if (!versions.empty() && versions.back() != current)
+        note += std::string(note.empty() ? "" : "; ") + backend + " " + current + ", the current version " +
+                file.string() + " names (newer present: " + versions.back() + ")";
+      return current;
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -108,7 +143,9 @@ std::unique_ptr<Database> Database::Open(systems::SystemSpec spec, const Databas
     auto tree = std::make_shared<const perfdb::DataTree>(perfdb::DataTree::Scan(options.roots));
     if (backend.empty()) backend = DefaultBackend(*tree, system, options.engine, d->source_note_);
     d->options_.backend = backend;
-    d->db_.emplace(perfdb::PerfDatabase::Open(std::move(tree), system, backend, options.version, open));
+    const std::string version =
+        options.version.empty() ? CurrentVersion(*tree, system, backend, d->source_note_) : options.version;
+    d->db_.emplace(perfdb::PerfDatabase::Open(std::move(tree), system, backend, version, open));
     const perfdb::PerfDatabase& db = *d->db_;
     // Tables load in parallel (each into its own member); absences are collected
     // under a lock and reported in a fixed order.

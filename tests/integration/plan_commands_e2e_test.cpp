@@ -124,7 +124,9 @@ TEST(GenerateE2E, WritesLaunchFilesForBothModes) {
   const std::string k8s = ReadText(save + "/disagg/k8s_deploy.yaml");
   EXPECT_NE(k8s.find("PrefillWorker:"), std::string::npos);
   EXPECT_NE(k8s.find("DecodeWorker:"), std::string::npos);
-  EXPECT_NE(k8s.find("--is-prefill-worker"), std::string::npos);
+  // Dynamo's current role flag; the legacy --is-prefill-worker is removed in Dynamo 1.4.
+  EXPECT_NE(k8s.find("- \"--disaggregation-mode\"\n            - \"prefill\""), std::string::npos) << k8s;
+  EXPECT_EQ(k8s.find("--is-prefill-worker"), std::string::npos);
   EXPECT_EQ(Json::parse(ReadText(save + "/summary.json"))["total_gpus"].get<int>(), 4);
   fs::remove_all(dir);
 }

@@ -73,7 +73,7 @@ TEST(GenerateFiles, VllmAggCommandAndHeader) {
   LaunchContext c = Ctx(model::Engine::kVllm);
   c.kv_fp8 = true;
   const auto files = ByPath(LaunchFiles(c, AggPoint()));
-  ASSERT_EQ(files.size(), 3u);  // launch.sh, k8s_deploy.yaml, bench.sh
+  ASSERT_EQ(files.size(), 4u);  // launch.sh, k8s_deploy.yaml, run_single_node.sh, bench.sh
   const std::string& sh = files.at("agg/launch.sh");
   EXPECT_EQ(sh.rfind("#!/usr/bin/env bash\n", 0), 0u);
   EXPECT_TRUE(Has(sh, "STARTING POINT"));
@@ -92,7 +92,11 @@ TEST(GenerateFiles, VllmAggCommandAndHeader) {
   EXPECT_TRUE(Has(k8s, "kind: DynamoGraphDeployment"));
   EXPECT_TRUE(Has(k8s, "STARTING POINT"));
   EXPECT_TRUE(Has(k8s, "name: qwen3-32b-agg"));
-  EXPECT_TRUE(Has(k8s, "    Worker:\n      componentType: worker\n      replicas: 4\n"));
+  EXPECT_TRUE(
+      Has(k8s, "    Worker:\n      componentType: worker\n      replicas: 4\n      envFromSecret: hf-token-secret\n"));
+  EXPECT_TRUE(Has(k8s, "image: nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.0\n"));
+  EXPECT_FALSE(Has(k8s, "${"));               // no placeholder
+  EXPECT_FALSE(Has(k8s, "kind: ConfigMap"));  // vLLM takes every setting as a flag
   EXPECT_TRUE(Has(k8s, "gpu: \"2\""));
   EXPECT_TRUE(Has(k8s, "\"-m\", \"dynamo.vllm\""));
   EXPECT_TRUE(Has(k8s, "- \"--tensor-parallel-size\"\n            - \"2\""));
@@ -117,12 +121,13 @@ TEST(GenerateFiles, BenchScriptRunsThePlannedLoad) {
 
 TEST(GenerateFiles, SglangDisaggWithAttentionDp) {
   const auto files = ByPath(LaunchFiles(Ctx(model::Engine::kSglang), DisaggMoePoint()));
-  ASSERT_EQ(files.size(), 4u);
+  ASSERT_EQ(files.size(), 5u);  // + run_single_node.sh (6 GPUs fit a node)
   const std::string& dec = files.at("disagg/decode_launch.sh");
-  EXPECT_TRUE(Has(dec, "python -m sglang.launch_server"));
+  EXPECT_TRUE(Has(dec, "sglang serve \\\n  --model-path Qwen/Qwen3-32B"));
   EXPECT_TRUE(Has(dec, "--model-path Qwen/Qwen3-32B"));
-  EXPECT_TRUE(Has(dec, "--tp 4"));  // every GPU of the worker
-  EXPECT_TRUE(Has(dec, "--dp 4"));
+  EXPECT_TRUE(Has(dec, "--tp-size 4"));  // every GPU of the worker
+  EXPECT_TRUE(Has(dec, "--dp-size 4"));
+  EXPECT_TRUE(Has(dec, "--disaggregation-transfer-backend nixl"));
   EXPECT_TRUE(Has(dec, "--enable-dp-attention"));
   EXPECT_TRUE(Has(dec, "--ep-size 4"));
   EXPECT_TRUE(Has(dec, "--max-running-requests 256"));  // 64 per attention-DP rank
@@ -130,12 +135,15 @@ TEST(GenerateFiles, SglangDisaggWithAttentionDp) {
   EXPECT_TRUE(Has(dec, "--disaggregation-mode decode"));
   EXPECT_FALSE(Has(dec, "--kv-cache-dtype"));
   const std::string& pre = files.at("disagg/prefill_launch.sh");
-  EXPECT_TRUE(Has(pre, "--tp 1"));
+  EXPECT_TRUE(Has(pre, "--tp-size 1"));
+  EXPECT_TRUE(Has(pre, "--disaggregation-transfer-backend nixl"));
   EXPECT_TRUE(Has(pre, "--disaggregation-mode prefill"));
   EXPECT_TRUE(Has(pre, "--chunked-prefill-size 4000"));
   const std::string& k8s = files.at("disagg/k8s_deploy.yaml");
-  EXPECT_TRUE(Has(k8s, "    PrefillWorker:\n      componentType: worker\n      replicas: 2\n"));
-  EXPECT_TRUE(Has(k8s, "    DecodeWorker:\n      componentType: worker\n      replicas: 1\n"));
+  EXPECT_TRUE(Has(
+      k8s, "    PrefillWorker:\n      componentType: worker\n      subComponentType: prefill\n      replicas: 2\n"));
+  EXPECT_TRUE(
+      Has(k8s, "    DecodeWorker:\n      componentType: worker\n      subComponentType: decode\n      replicas: 1\n"));
   EXPECT_TRUE(Has(k8s, "gpu: \"4\""));
 }
 
@@ -143,7 +151,7 @@ TEST(GenerateFiles, TrtllmCommandAndExtraConfig) {
   LaunchContext c = Ctx(model::Engine::kTrtllm);
   c.kv_fp8 = true;
   const auto files = ByPath(LaunchFiles(c, DisaggMoePoint()));
-  ASSERT_EQ(files.size(), 6u);
+  ASSERT_EQ(files.size(), 7u);  // 2 scripts, 2 YAMLs, manifest, single-node script, bench
   const std::string& dec = files.at("disagg/decode_launch.sh");
   EXPECT_TRUE(Has(dec, "trtllm-serve Qwen/Qwen3-32B"));
   EXPECT_TRUE(Has(dec, "--tp_size 4"));
@@ -159,8 +167,54 @@ TEST(GenerateFiles, TrtllmCommandAndExtraConfig) {
   EXPECT_TRUE(Has(yaml, "moe_expert_parallel_size: 4"));
   const std::string& pyaml = files.at("disagg/prefill_extra_llm_api_config.yaml");
   EXPECT_TRUE(Has(pyaml, "enable_attention_dp: false"));
-  EXPECT_TRUE(Has(pyaml, "max_num_tokens: 4000"));
-  EXPECT_TRUE(Has(files.at("disagg/k8s_deploy.yaml"), "\"--disaggregation-mode\"\n            - \"prefill\""));
+  // No chunked prefill on a prefill worker: its budget covers max_seq_len, so no accepted prompt is rejected.
+  EXPECT_TRUE(Has(pyaml, "max_num_tokens: 5000"));
+  EXPECT_TRUE(Has(pyaml, "enable_chunked_prefill: false"));
+  EXPECT_TRUE(Has(pyaml, "disable_overlap_scheduler: true"));
+  EXPECT_TRUE(Has(yaml, "disable_overlap_scheduler: false"));
+  EXPECT_TRUE(Has(yaml, "max_num_tokens: 64"));  // the decode batch
+  const std::string& k8s = files.at("disagg/k8s_deploy.yaml");
+  EXPECT_TRUE(Has(k8s, "\"--disaggregation-mode\"\n            - \"prefill\""));
+  // The YAMLs travel in a ConfigMap mounted at /config, where the workers' args name them.
+  EXPECT_TRUE(Has(k8s, "kind: ConfigMap\nmetadata:\n  name: qwen3-32b-disagg-engine-config\n"));
+  EXPECT_TRUE(Has(k8s, "  prefill_extra_llm_api_config.yaml: |\n"));
+  EXPECT_TRUE(Has(k8s, "  decode_extra_llm_api_config.yaml: |\n"));
+  EXPECT_TRUE(Has(k8s, "- \"--extra-engine-args\"\n            - \"/config/prefill_extra_llm_api_config.yaml\""));
+  EXPECT_TRUE(Has(k8s, "mountPath: /config"));
+  EXPECT_TRUE(Has(k8s, "- \"--model\"\n            - \"Qwen/Qwen3-32B\""));
+}
+
+// vLLM disaggregated: Dynamo's role flag (--disaggregation-mode; --is-prefill-worker
+// is gone), NIXL on both roles, and a decode step budget that holds the batch and a prompt.
+TEST(GenerateFiles, VllmDisaggRolesAndBudgets) {
+  const auto files = ByPath(LaunchFiles(Ctx(model::Engine::kVllm), DisaggMoePoint()));
+  const std::string& k8s = files.at("disagg/k8s_deploy.yaml");
+  EXPECT_FALSE(Has(k8s, "is-prefill-worker"));
+  EXPECT_TRUE(Has(k8s, "- \"--disaggregation-mode\"\n            - \"prefill\""));
+  EXPECT_TRUE(Has(k8s, "- \"--disaggregation-mode\"\n            - \"decode\""));
+  EXPECT_TRUE(Has(k8s, "- \"--kv-transfer-config\"\n            - \"{\\\"kv_connector\\\":\\\"NixlConnector\\\""));
+  const std::string& dec = files.at("disagg/decode_launch.sh");
+  EXPECT_TRUE(Has(dec, "--max-num-batched-tokens 4000"));  // max(64 batch, isl 4000)
+  EXPECT_TRUE(Has(dec, "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"));
+}
+
+// One replica on one node: the frontend, each worker on its own GPUs, ports apart.
+TEST(GenerateFiles, SingleNodeScript) {
+  const auto files = ByPath(LaunchFiles(Ctx(model::Engine::kVllm), DisaggMoePoint()));
+  const std::string& s = files.at("disagg/run_single_node.sh");
+  EXPECT_TRUE(Has(s, "python3 -m dynamo.frontend --http-port \"$PORT\" &\n"));
+  EXPECT_TRUE(Has(s, "CUDA_VISIBLE_DEVICES=0 python3 -m dynamo.vllm"));
+  EXPECT_TRUE(Has(s, "CUDA_VISIBLE_DEVICES=1 python3 -m dynamo.vllm"));
+  EXPECT_TRUE(Has(s, "CUDA_VISIBLE_DEVICES=2,3,4,5 python3 -m dynamo.vllm"));
+  EXPECT_TRUE(Has(s, "VLLM_NIXL_SIDE_CHANNEL_PORT=5601"));
+  EXPECT_TRUE(Has(s, "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"));
+  // Agg tp2 x 4 replicas: all four on one 8-GPU node.
+  const auto agg = ByPath(LaunchFiles(Ctx(model::Engine::kTrtllm), AggPoint()));
+  const std::string& a = agg.at("agg/run_single_node.sh");
+  EXPECT_TRUE(Has(a, "4 replica(s) (GPUs 0..7)"));
+  EXPECT_TRUE(Has(a,
+                  "CUDA_VISIBLE_DEVICES=6,7 python3 -m dynamo.trtllm --model Qwen/Qwen3-32B --extra-engine-args "
+                  "extra_llm_api_config.yaml &"));
 }
 
 // A point with MTP (search::Point::nextn) gets each engine's speculative-decoding

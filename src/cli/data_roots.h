@@ -1,0 +1,27 @@
+#pragma once
+
+// --data-root values: folders, or the name of an installed tool whose data tree
+// servecast reads in place (docs/commands.md, "Data roots by name").
+
+#include <string>
+#include <vector>
+
+namespace servecast::cli {
+
+// Where an installed aiconfigurator keeps its perf data: the first
+// <site-packages>/aiconfigurator_core/systems/data (0.12 and later) or
+// <site-packages>/aiconfigurator/systems/data (earlier releases) found under, in
+// order: $VIRTUAL_ENV, the interpreter named by the shebang of each
+// `aiconfigurator` script on $PATH, the prefix of each `aiconfigurator` and
+// `python3` on $PATH, $PYTHONPATH entries, ~/.local. `looked` receives the
+// site-packages folders searched. "" when none holds it. `version` receives the
+// installed version (from its .dist-info folder name) when known.
+std::string FindAiconfiguratorData(std::vector<std::string>* looked, std::string* version);
+
+// Each --data-root value as a folder: an existing path is kept; the name
+// `aiconfigurator` (any case) is replaced by FindAiconfiguratorData's folder, with
+// a note on stderr naming it, or a UsageError listing where it looked; any other
+// value is kept (a missing folder is reported where the data is opened).
+std::vector<std::string> ResolveDataRoots(const std::vector<std::string>& roots);
+
+}  // namespace servecast::cli
