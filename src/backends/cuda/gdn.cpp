@@ -197,6 +197,10 @@ class GdnOp : public collect::Op {
             "num_k_heads", "head_k_dim", "num_v_heads", "head_v_dim", "model_name"};
   }
   double default_timeout_s() const override { return 300; }
+  // Not yet run on a GPU (written 2026-12-02 without device time left): a plain
+  // `collect` skips it until its GPU tests (tests/gpu/gdn_test.cpp) have passed on an
+  // H200; `--include-unverified` runs it. Remove this once they have.
+  bool unverified() const override { return true; }
   double MemoryBytes(const Params& p) const override {
     Shape s;
     if (Parse(p, s)) return 0;
