@@ -276,6 +276,7 @@ void PrintMemory(const serve::MemoryBreakdown& mem, const serve::EngineProfile& 
 int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std::string&)>& find) {
   if (a.mode != "static" && a.mode != "agg" && a.mode != "disagg")
     throw UsageError("--mode '" + a.mode + "': expected static, agg or disagg");
+  if (a.mode != "agg") RequireDecodeSteps(a.osl, a.stride);  // their decode is a sum over steps
   const DetailFlags detail = ParseDetail(a.detail);
   const std::string systems_dir = a.systems_dir.empty() ? find("systems") : a.systems_dir;
   const std::string models_dir = a.models_dir.empty() ? find("models") : a.models_dir;
