@@ -148,7 +148,7 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
                       (std::string(flag).substr(std::string(flag).find('-', 2) + 1)) + " (default: the shared value)")
         ->check(IntIn(1, kMaxGpus));
   c->add_option("--isl", a.isl, "input tokens per request")->capture_default_str()->check(IntIn(1, kMaxTokens));
-  c->add_option("--osl", a.osl, "output tokens per request")->capture_default_str()->check(IntIn(1, kMaxTokens));
+  c->add_option("--osl", a.osl, "output tokens per request (static, disagg: at most 65536 decode steps evaluated, (osl - 1) / stride)")->capture_default_str()->check(IntIn(1, kMaxTokens));
   c->add_option("--prefix", a.prefix, "cached prefix tokens of the input")->capture_default_str()
       ->check(IntIn(0, kMaxTokens));
   c->add_option("--batch", a.batch, "requests batched together (per attention-DP rank)")->capture_default_str()
