@@ -150,7 +150,7 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
                       (std::string(flag).substr(std::string(flag).find('-', 2) + 1)) + " (default: the shared value)")
         ->check(IntIn(1, kMaxGpus));
   c->add_option("--isl", a.isl, "input tokens per request")->capture_default_str()->check(IntIn(1, kMaxTokens));
-  c->add_option("--osl", a.osl, "output tokens per request")->capture_default_str()->check(IntIn(1, kMaxTokens));
+  c->add_option("--osl", a.osl, "output tokens per request (static, disagg: at most 65536 decode steps evaluated, (osl - 1) / stride)")->capture_default_str()->check(IntIn(1, kMaxTokens));
   c->add_option("--prefix", a.prefix, "cached prefix tokens of the input")->capture_default_str()
       ->check(IntIn(0, kMaxTokens));
   c->add_option("--batch", a.batch, "requests batched together (per attention-DP rank)")->capture_default_str()
@@ -278,6 +278,7 @@ void PrintMemory(const serve::MemoryBreakdown& mem, const serve::EngineProfile& 
 int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std::string&)>& find) {
   if (a.mode != "static" && a.mode != "agg" && a.mode != "disagg")
     throw UsageError("--mode '" + a.mode + "': expected static, agg or disagg");
+  if (a.mode != "agg") RequireDecodeSteps(a.osl, a.stride);  // their decode is a sum over steps
   const DetailFlags detail = ParseDetail(a.detail);
   const std::string systems_dir = a.systems_dir.empty() ? find("systems") : a.systems_dir;
   const std::string models_dir = a.models_dir.empty() ? find("models") : a.models_dir;

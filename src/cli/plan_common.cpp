@@ -37,7 +37,7 @@ void AddPlanFlags(CLI::App* c, PlanArgs& a, const std::string& default_mode) {
 
 void AddSlaFlags(CLI::App* c, SlaArgs& a) {
   c->add_option("--isl", a.isl, "input tokens per request")->capture_default_str()->check(IntIn(1, kMaxTokens));
-  c->add_option("--osl", a.osl, "output tokens per request")->capture_default_str()->check(IntIn(2, kMaxTokens));
+  c->add_option("--osl", a.osl, "output tokens per request (at most 131072: each candidate sums its decode steps)")->capture_default_str()->check(IntIn(2, kMaxSearchOsl));
   c->add_option("--ttft", a.ttft, "limit on time to first token, ms")->capture_default_str()->check(NumberIn(0, 1e9, true));
   c->add_option("--tpot", a.tpot, "limit on time per output token, ms")->capture_default_str()->check(NumberIn(0, 1e9, true));
   c->add_option("--request-latency", a.request_latency, "limit on request latency, ms (replaces --tpot)")

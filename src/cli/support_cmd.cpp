@@ -25,7 +25,7 @@ CLI::App* AddSupportCommand(CLI::App& app, SupportArgs& a) {
   c->add_option("--total-gpus", a.total_gpus, "GPUs whose parallel configurations are checked (default: one node)")
       ->check(IntIn(1, kMaxGpus));
   c->add_option("--isl", a.isl, "input tokens of the representative workload")->capture_default_str()->check(IntIn(1, kMaxTokens));
-  c->add_option("--osl", a.osl, "output tokens of the representative workload")->capture_default_str()->check(IntIn(2, kMaxTokens));
+  c->add_option("--osl", a.osl, "output tokens of the representative workload (at most 131072)")->capture_default_str()->check(IntIn(2, kMaxSearchOsl));
   return c;
 }
 

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "core/error.h"
 #include "core/value.h"
 #include "tables/table_spec.h"
 
@@ -43,6 +44,16 @@ CLI::Validator NumberIn(double lo, double hi, bool open_low) {
         return "";
       },
       "");
+}
+
+void RequireDecodeSteps(std::int64_t osl, std::int64_t stride) {
+  const std::int64_t steps = osl > 1 ? (osl - 2) / stride + 1 : 0;  // i = 0, stride, ... < osl - 1
+  if (steps <= kMaxDecodeSteps) return;
+  const std::int64_t min_stride = (osl - 2) / kMaxDecodeSteps + 1;
+  throw UsageError("--osl " + std::to_string(osl) + " at --stride " + std::to_string(stride) + " evaluates " +
+                   std::to_string(steps) + " decode steps; at most " + std::to_string(kMaxDecodeSteps) +
+                   " are evaluated (--stride " + std::to_string(min_stride) + " or more, or --osl " +
+                   std::to_string(kMaxDecodeSteps * stride + 1) + " or less)");
 }
 
 CLI::Validator ExpertLoad() {

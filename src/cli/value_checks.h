@@ -14,6 +14,13 @@ namespace servecast::cli {
 // Tokens of one request (input, output, prefix, prefill budget): 2^24 is far
 // past any model's context and keeps every product of sizes exact.
 inline constexpr std::int64_t kMaxTokens = std::int64_t{1} << 24;
+// Output tokens of one request in the searching commands (default, generate,
+// recommend, support): every candidate sums its decode at stride 32, so the
+// search's time grows with --osl; 2^17 keeps one search of 8 GPUs under ~30 s.
+inline constexpr std::int64_t kMaxSearchOsl = std::int64_t{1} << 17;
+// Decode steps `estimate` evaluates, ceil((osl - 1) / stride), in the static and
+// disagg modes (each step is one pass over the op list; agg is in closed form).
+inline constexpr std::int64_t kMaxDecodeSteps = std::int64_t{1} << 16;
 // Requests batched on one worker.
 inline constexpr std::int64_t kMaxBatch = std::int64_t{1} << 20;
 // GPUs of one deployment or one parallel dimension.
@@ -23,6 +30,9 @@ inline constexpr std::int64_t kMaxGpus = 4096;
 CLI::Validator IntIn(std::int64_t lo, std::int64_t hi);
 // A finite number in [lo, hi] (`open_low`: in (lo, hi]).
 CLI::Validator NumberIn(double lo, double hi, bool open_low = false);
+// UsageError when --osl at --stride needs more than kMaxDecodeSteps evaluated
+// decode steps, naming both flags and the values that fit.
+void RequireDecodeSteps(std::int64_t osl, std::int64_t stride);
 // An expert-load distribution: balanced (uniform), or power_law_<alpha> with a finite alpha > 0.
 CLI::Validator ExpertLoad();
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <set>
 #include <unordered_map>
 #include <variant>
@@ -238,6 +239,34 @@ void RefuseUnknownParams(const Op& op, const std::string& file, const KeyLines& 
                     "op '" + op.name() + "' has no parameter '" + first->first + "'", "one of: " + have);
 }
 
+// The cases a sweep crosses to with the given profiles, before `where:` (the
+// product of the axes a profile does not fix, summed over the profiles),
+// saturating at INT64_MAX; `axes` gets the axis sizes of the largest profile in
+// words ("m 10000 x n 10000").
+std::int64_t Crossing(const Sweep& sw, const std::vector<Profile>& profiles, std::string& axes) {
+  const std::vector<Profile> profs = profiles.empty() ? std::vector<Profile>{Profile{}} : profiles;
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  std::int64_t total = 0, largest = -1;
+  for (const auto& prof : profs) {
+    std::int64_t n = 1;
+    std::string words;
+    for (const auto& [name, values] : sw.axes) {
+      bool named = false;
+      for (const auto& kv : prof) named = named || kv.first == name;
+      if (named) continue;
+      const auto size = static_cast<std::int64_t>(values.size());
+      n = size != 0 && n > kMax / size ? kMax : n * size;
+      words += (words.empty() ? "" : " x ") + name + " " + std::to_string(size);
+    }
+    if (n > largest) {
+      largest = n;
+      axes = words.empty() ? "no axes" : words;
+    }
+    total = total > kMax - n ? kMax : total + n;
+  }
+  return total;
+}
+
 // Expands a sweep, crossed with the given profiles, into cases.
 void Expand(const Sweep& sw, const Op& op, const std::vector<Profile>& profiles, const std::string& owner,
             const std::string& model, std::vector<Candidate>& out) {
@@ -411,6 +440,7 @@ Plan BuildPlan(const Registry& registry, const PlanOptions& opt, const RuntimeIn
     if (!rule.backend.empty() && registry.FindBackend(rule.backend) && !registry.FindOp(rule.backend, rule.op))
       throw ConfigError(rule.where + ": backend '" + rule.backend + "' has no op '" + rule.op + "'");
   }
+  std::int64_t crossed = 0;  // raw cases of the wanted sweeps so far
   for (const auto& sw : sweeps) {
     for (const auto& b : sw.backends)
       if (!known_backends.count(b)) {
@@ -426,11 +456,27 @@ Plan BuildPlan(const Registry& registry, const PlanOptions& opt, const RuntimeIn
     RefuseUnknownParams(*op, sw.file, sw.key_lines);
     if (!wanted.count(sw.op)) continue;
     std::string owner = fs::path(sw.file).filename().string() + ":" + std::to_string(sw.line);
+    // The raw grid is counted in closed form before it is built: a plan past
+    // kMaxPlanCases is refused at the sweep that crosses the limit, in no time.
+    const auto count = [&](const std::vector<Profile>& profiles, const std::string& with) {
+      std::string axes;
+      const std::int64_t n = Crossing(sw, profiles, axes);
+      crossed += std::min(n, kMaxPlanCases + 1);  // crossed <= kMaxPlanCases before: no overflow
+      if (crossed > kMaxPlanCases)
+        throw ConfigError(SourceLocation{sw.file, sw.line, "axes"},
+                          "this sweep" + with + " crosses to " +
+                              (n == std::numeric_limits<std::int64_t>::max() ? "more than 2^63" : std::to_string(n)) +
+                              " cases (" + axes + "), taking the plan past its limit of " +
+                              std::to_string(kMaxPlanCases) + " cases (counted before where:, skips and --limit)",
+                          "fewer axis values, or fewer ops per run (--ops)");
+    };
+    count(sw.profiles, "");
     Expand(sw, *op, sw.profiles, owner, "", raw[sw.op]);
     if (sw.model_shapes) {
       for (const auto& m : models) {
         auto it = m.profiles.find(sw.op);
         if (it == m.profiles.end() || it->second.empty()) continue;
+        count(it->second, " with the shapes of " + fs::path(m.file).filename().string());
         Expand(sw, *op, it->second, fs::path(m.file).filename().string(), m.model, raw[sw.op]);
       }
     }

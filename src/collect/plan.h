@@ -42,6 +42,12 @@ struct StageCounts {
   std::int64_t final = 0;        // after shuffle + limit
 };
 
+// The most cases a plan may cross to: the raw grid of every wanted sweep (axes
+// crossed with profiles and model shapes), counted before `where:`, skips and
+// --limit. AIC's largest grid (GEMM on SM100) is 133,264 tasks; a plan past the
+// limit is a ConfigError at the sweep that crosses it.
+inline constexpr std::int64_t kMaxPlanCases = 1'000'000;
+
 struct PlanOptions {
   std::string cases_dir;  // root holding base_ops/, models/, skips.yaml
   std::string backend;

@@ -263,10 +263,12 @@ Table Table::ParseCsv(std::string_view text, const std::string& origin, const st
   std::vector<ColumnData> data;
   data.reserve(ncol);
   for (std::size_t c = 0; c < ncol; ++c) {
+    bool declared = false;
+    for (const auto& t : types) declared = declared || t.name == header[c];
     auto fail = [&](std::size_t r, std::string_view cell, const char* what) {
       throw DataError(SourceLocation{origin, csv.lines[r], header[c]},
                       cell.empty() ? std::string("empty cell") : "'" + std::string(cell) + "' is not " + what,
-                      std::string(what) + " like the rest of the column");
+                      std::string(what) + (declared ? " (the column's declared type)" : " like the rest of the column"));
     };
     switch (specs[c].type) {
       case ValueType::kInt64: {

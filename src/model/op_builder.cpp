@@ -150,16 +150,14 @@ void AddMoeDispatch(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig&
   const std::string name = pre ? "moe_pre_dispatch" : "moe_post_dispatch";
   switch (o.engine) {
     case Engine::kTrtllm:
-      if (o.sm_version == 100) {
-        if (p.dp > 1)
-          b.Nccl(name, pre ? "all_gather" : "reduce_scatter", gpus, H, p.dp, dt, L);
-        else if (attn_tp > 1)
-          b.AllReduce(name, gpus, H, dt, L);
-      } else if (attn_tp > 1) {
+      // One rule for every SM: TRT-LLM's attention dp needs tp 1
+      // (ValidateExpertParallel), so attn_tp > 1 and dp > 1 never hold together and
+      // the order AIC keys on sm == 100 (dp first on Blackwell, all-reduce first
+      // elsewhere, which routed sm 103 as Hopper) selects the same collective.
+      if (attn_tp > 1)
         b.AllReduce(name, gpus, H, dt, L);
-      } else if (p.dp > 1) {
+      else if (p.dp > 1)
         b.Nccl(name, pre ? "all_gather" : "reduce_scatter", gpus, H, p.dp, dt, L);
-      }
       break;
     case Engine::kVllm:
       if (attn_tp > 1) b.AllReduce(name + (p.dp > 1 ? "_ar" : ""), gpus, H, dt, L);

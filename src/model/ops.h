@@ -125,8 +125,8 @@ struct OpListOptions {
   Engine engine = Engine::kTrtllm;
   int nextn = 0;  // MTP draft tokens: decode ops scale x (L + nextn) / L
   std::string moe_distribution;  // "" = the family default (power_law_1.2; DeepSeek power_law_1.01)
-  // The system, for the engines' MoE communication rules (TRT-LLM differs on sm 100).
-  int sm_version = 90;
+  // GPUs per node of the system (no op list reads it yet: AIC's TRT-LLM
+  // all-to-all on 72-GPU NVLink domains is not modelled).
   int gpus_per_node = 8;
 };
 

@@ -194,6 +194,11 @@ bool IsCsv(const std::string& file) { return file.size() >= 4 && file.compare(fi
 void RefuseBadRows(const std::string& table_name, const servecast::Table& t, const std::string& file,
                    bool is_slice) {
   std::optional<tables::RowProblem> p = tables::FirstBadRow(table_name, t);
+  // An integer key read as floating point with no value the checks refuse (128.0,
+  // 1e30): the CSV re-read with the declared types names the cell.
+  if (!p && IsCsv(file))
+    if (auto keys = tables::IntegerKeysStoredAsDouble(table_name, t); !keys.empty())
+      servecast::Table::ReadCsv(file, keys);
   if (!p) return;
   if (is_slice)
     if (auto whole = tables::FirstBadRow(table_name, LoadTableFile(file))) p = whole;

@@ -149,7 +149,6 @@ SupportReport CheckSupport(const model::ModelConfig& m, model::Engine e, int gpu
                            const serve::Database* hybrid, const SupportWorkload& w) {
   model::OpListOptions oo;
   oo.engine = e;
-  oo.sm_version = silicon.spec().gpu.sm_version;
   oo.gpus_per_node = silicon.spec().node.gpus_per_node;
   std::vector<SupportConfig> configs;
   std::string rejected;

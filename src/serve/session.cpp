@@ -89,7 +89,6 @@ std::set<TableNeed> NeedsOf(const model::OpList& ops) {
 model::OpListOptions OpOptionsFor(model::Engine engine, const systems::SystemSpec& spec) {
   model::OpListOptions o;
   o.engine = engine;
-  o.sm_version = spec.gpu.sm_version;
   o.gpus_per_node = spec.node.gpus_per_node;
   return o;
 }

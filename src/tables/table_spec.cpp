@@ -393,6 +393,15 @@ std::optional<RowProblem> FirstBadRow(const std::string& table_name, const Table
   return std::nullopt;
 }
 
+std::vector<ColumnSpec> IntegerKeysStoredAsDouble(const std::string& table_name, const Table& t) {
+  std::vector<ColumnSpec> out;
+  if (const TableSpec* spec = FindTableSpec(table_name))
+    for (const auto& k : spec->key_columns)
+      if (k.type == ValueType::kInt64)
+        if (auto c = t.FindColumn(k.name); c && t.columns()[*c].type == ValueType::kDouble) out.push_back(k);
+  return out;
+}
+
 TableWriteOptions TableSpec::WriteOptions() const {
   TableWriteOptions o;
   o.parquet.group_by = slice_columns;

@@ -140,6 +140,11 @@ struct RowProblem {
 // A table without a declaration gets the latency rule only. Columns `t` lacks
 // are not checked here (the readers name missing key columns).
 std::optional<RowProblem> FirstBadRow(const std::string& table_name, const Table& t);
+// The integer key columns of `table_name` that `t` holds as floating point (a CSV
+// cell such as 128.0, 1e3 or 9223372036854775808 makes the reader infer a double
+// column): re-reading a CSV with these types names the file, line and cell.
+// Empty when every integer key is stored as an integer (or there is no declaration).
+std::vector<ColumnSpec> IntegerKeysStoredAsDouble(const std::string& table_name, const Table& t);
 
 // Columns every table starts with.
 const std::vector<ColumnSpec>& PrefixColumns();

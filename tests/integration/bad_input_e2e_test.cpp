@@ -1,5 +1,6 @@
 // Malformed YAML, unknown op, bad flag, corrupt journal: exit 2 with a message
 // naming the file, the line and what was expected; never a crash.
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -262,6 +263,22 @@ TEST(BadInputE2E, CheckRejectsBadTables) {
     EXPECT_EQ(k.exit_code, 1) << Describe(k);
     EXPECT_NE(k.out.find("column 'num_tokens' is " + std::string(key)), std::string::npos) << k.out;
     EXPECT_NE(k.out.find("line "), std::string::npos) << k.out;
+  }
+  // An integer key written as a decimal or beyond int64 (the column read as
+  // floating point, every value whole): named at its line, not "not an integer column".
+  for (const char* key : {"1024.0", "1e30"}) {
+    std::string broken = csv;
+    const std::size_t at = broken.find("rmsnorm,float32,1024,");
+    ASSERT_NE(at, std::string::npos);
+    const std::size_t line = static_cast<std::size_t>(std::count(broken.begin(), broken.begin() + at, '\n')) + 1;
+    broken.replace(at, std::string("rmsnorm,float32,1024,").size(), std::string("rmsnorm,float32,") + key + ",");
+    WriteText(tables[0], broken);
+    auto k = RunProcess({kBin, "check", dir + "/data", "--systems", kSystems});
+    EXPECT_EQ(k.exit_code, 1) << Describe(k);
+    EXPECT_NE(k.out.find(tables[0] + ":" + std::to_string(line) + ": key 'num_tokens': '" + key +
+                         "' is not an integer; expected an integer (the column's declared type)"),
+              std::string::npos)
+        << k.out;
   }
   fs::remove_all(dir);
 }

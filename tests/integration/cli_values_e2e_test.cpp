@@ -70,6 +70,26 @@ TEST(CliValuesE2E, BadValuesExit2NamingTheFlagAndTheRange) {
       {Collect({"--timing-budget-s", "nan"}), "--timing-budget-s", "not a finite number"},
       {Collect({"--worker-memory-gb", "-1"}), "--worker-memory-gb", "out of range"},
       {Collect({"--gpus", "0,0"}), "--gpus", "listed twice"},
+      // Sizes inside the flag's range that ran for minutes (issue 28 item 3): the
+      // decode sum of static and disagg estimates is bounded in evaluated steps,
+      // the searching commands' --osl in tokens.
+      {Estimate({"--osl", "16777216"}), "--osl 16777216 at --stride 32",
+       "evaluates 524288 decode steps; at most 65536 are evaluated (--stride 256 or more, or --osl 2097153 or less)"},
+      {Estimate({"--osl", "2097154", "--mode", "disagg"}), "--osl 2097154 at --stride 32",
+       "evaluates 65537 decode steps; at most 65536"},
+      {Estimate({"--osl", "70000", "--stride", "1"}), "--osl 70000 at --stride 1", "evaluates 69999 decode steps"},
+      {Default({"--osl", "16777216"}), "--osl", "expected an integer in [2, 131072]"},
+      {Default({"--osl", "131073"}), "--osl", "expected an integer in [2, 131072]"},
+      {{"generate", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--total-gpus", "8", "--osl", "1000000"},
+       "--osl",
+       "expected an integer in [2, 131072]"},
+      {{"recommend", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--target-concurrency", "8", "--osl",
+        "16777216"},
+       "--osl",
+       "expected an integer in [2, 131072]"},
+      {{"support", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--osl", "16777216"},
+       "--osl",
+       "expected an integer in [2, 131072]"},
   };
   for (const BadValue& c : cases) {
     std::vector<std::string> argv = {kBinary};
@@ -85,14 +105,32 @@ TEST(CliValuesE2E, BadValuesExit2NamingTheFlagAndTheRange) {
   }
 }
 
-// The largest accepted values still answer (no saturation, no minutes-long run).
+// The largest accepted values still answer (no saturation, no minutes-long run):
+// each run below is bounded by the limits above and must finish well inside its
+// timeout (a 16777216-token decode at stride 32 took ~60 s per estimate and
+// hours in `default` before).
 TEST(CliValuesE2E, TheLimitsThemselvesAreAccepted) {
-  const ProcessResult r =
-      RunProcess({kBinary, "estimate", "--model", "tests/goldens/models/tiny-dense", "--system", "tiny_gpu",
-                  "--systems", "tests/goldens/systems", "--database-mode", "sol", "--isl", "16777216", "--osl",
-                  "16777216", "--stride", "16777216"},
-                 120, kSrc);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::vector<std::string>> runs = {
+      {"--database-mode", "sol", "--isl", "16777216", "--osl", "16777216", "--stride", "16777216"},
+      {"--osl", "2097153"},                      // 65536 steps at stride 32, on the tables
+      {"--osl", "16777216", "--stride", "256"},  // the stride the message names
+      {"--osl", "16777216", "--mode", "agg"},    // agg's decode is not a sum over steps
+  };
+  for (const auto& extra : runs) {
+    std::string line;
+    for (const auto& a : extra) line += a + " ";
+    SCOPED_TRACE(line);
+    std::vector<std::string> argv = {kBinary};
+    for (const auto& a : Estimate(extra)) argv.push_back(a);
+    const ProcessResult r = RunProcess(argv, 60, kSrc);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("TTFT"), std::string::npos) << r.out;
+  }
+  std::vector<std::string> argv = {kBinary};
+  for (const auto& a : Default({"--osl", "131072"})) argv.push_back(a);
+  const ProcessResult r = RunProcess(argv, 120, kSrc);
+  EXPECT_NE(r.exit_code, 2) << r.err;  // answered (0) or no config met the SLA (1), never refused or timed out
+  EXPECT_LT(r.exit_code, 2) << r.err;
 }
 
 }  // namespace

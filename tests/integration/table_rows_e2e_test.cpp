@@ -81,6 +81,45 @@ TEST(TableRowsE2E, ATextLatencyIsNamedAtItsLine) {
   fs::remove_all(root);
 }
 
+// A key of the wrong type or range is refused when the table loads, with file,
+// line and column (a num_tokens of -1024 or 1024.7 was interpolated over before;
+// 128.0 or 1e30 in an integer key gave "column 'm' is not an integer column",
+// naming neither file nor line). `check` refuses the same rows
+// (BadInputE2E.CheckRejectsBadTables).
+TEST(TableRowsE2E, AKeyOutsideItsDeclarationStopsTheEstimateWithFileLineAndColumn) {
+  struct Bad {
+    std::string cell, says;
+  };
+  const Bad bad[] = {
+      {"-1024", ":3: column 'm' is -1024 (table gemm_perf); expected an integer >= 1 (a key of gemm_perf)"},
+      {"1024.7", ":3: column 'm' is 1024.7 (table gemm_perf); expected an integer >= 1 (a key of gemm_perf)"},
+      {"nan", ":3: column 'm' is nan (table gemm_perf)"},
+      {"128.0", ":3: key 'm': '128.0' is not an integer; expected an integer (the column's declared type)"},
+      {"1e30", ":3: key 'm': '1e30' is not an integer; expected an integer (the column's declared type)"},
+      {"9223372036854775808", ":3: key 'm': '9223372036854775808' is not an integer"},
+  };
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.cell);
+    const std::string root = MakeTempDir("sc_rows_key_");
+    fs::copy(kSource + "/tests/goldens/data", root, fs::copy_options::recursive);
+    const std::string file = root + "/tiny_gpu/gemm/dense/1/gemm_perf.csv";
+    std::string text = ReadFile(file);
+    // Line 3, the second data row: its m (the column after gemm_dtype) replaced.
+    const std::size_t start = text.find('\n', text.find('\n') + 1) + 1;
+    const std::size_t a = text.find(',', start) + 1, e = text.find(',', a);
+    ASSERT_EQ(text.substr(0, text.find('\n')), "gemm_dtype,m,n,k,latency");
+    text = text.substr(0, a) + b.cell + text.substr(e);
+    std::ofstream(file) << text;
+    const ProcessResult r =
+        RunProcess({kBin, "estimate", "--model", kSource + "/tests/goldens/models/tiny-dense", "--system", "tiny_gpu",
+                    "--systems", kSource + "/tests/goldens/systems", "--data-root", root, "--data", "dense/1"});
+    EXPECT_EQ(r.exit_code, 2) << Describe(r);
+    EXPECT_NE(r.err.find(file + b.says), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("TTFT"), std::string::npos) << r.out;
+    fs::remove_all(root);
+  }
+}
+
 // A key repeated inside one table file is refused when the table loads, as
 // `servecast check` refuses it: exit 2 naming the file, both lines and the key
 // (the loader kept the first row silently before). A folder whose

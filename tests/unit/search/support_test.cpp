@@ -70,7 +70,6 @@ TEST(SupportFixture, TablesAnswerOrMissNamingTheTable) {
   w.osl = 2;
   w.batches = {2};
   model::OpListOptions oo;
-  oo.sm_version = spec.gpu.sm_version;
   oo.gpus_per_node = spec.node.gpus_per_node;
   const auto dense = model::LoadModel(kSrc + "/tests/goldens/models/tiny-dense", kSrc + "/models");
   const SupportConfig ok = CheckConfig(dense, model::ParallelConfig{}, oo, *silicon, nullptr, w);
