@@ -87,7 +87,9 @@ TEST(Session, DeploymentAnswersFp4OnHopperWithWhatRunsThere) {
   EXPECT_NE(d.system_notes()[1].find("moe nvfp4 -> w4a16_mxfp4"), std::string::npos) << d.system_notes()[1];
   EXPECT_EQ(d.model().quant_notes.size(), f.dense.quant_notes.size() + 2);
   for (const model::Op& op : d.Ops({}, {}).context) {
-    if (op.kind == model::OpKind::kGemm) EXPECT_EQ(op.quant, "bfloat16") << op.name;
+    if (op.kind == model::OpKind::kGemm) {
+      EXPECT_EQ(op.quant, "bfloat16") << op.name;
+    }
   }
 
   // A flag asking for fp4 is answered the same way, with both notes (the override's and the system's).
