@@ -33,14 +33,8 @@ class DenseFamily final : public ModelFamily {
     (void)o;
     const double layers = static_cast<double>(m.num_layers) * phase_scale;
     PhaseBuilder b(context ? "context" : "generation", layers);
-    const std::int64_t H = m.hidden_size, I = m.intermediate_size / p.tp;
     AddAttentionBlock(b, m, p, context, phase_scale);
-    if (p.tp > 1) b.AllReduce("ar_1", p.tp, H, m.quant.comm, layers);
-    b.Elementwise("add_norm_2", 2 * H, 2 * H, "rmsnorm_residual", H);
-    b.Gemm("gate_ffn1_gemm", 2 * I, H, m.quant.gemm, layers);
-    b.Elementwise("act_gate", 2 * I, I, "silu_and_mul", I);
-    b.Gemm("ffn2_gemm", H, I, m.quant.gemm, layers);
-    if (p.tp > 1) b.AllReduce("ar_2", p.tp, H, m.quant.comm, layers);
+    AddGatedFfn(b, m, p);
     AddLogits(b, m, p, context, phase_scale);
     AddTail(b, m, p, phase_scale);
     return b.Take();

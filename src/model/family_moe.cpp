@@ -83,20 +83,6 @@ void AddExpertLayer(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig&
 
 namespace {
 
-// The FFN half of a dense layer of an MoE model (Llama-4 Maverick): the
-// attention output's all-reduce, then a gated FFN of width I split over the
-// attention tensor parallelism, and its all-reduce.
-void AddDenseLayer(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p) {
-  const double layers = b.layers();
-  const std::int64_t H = m.hidden_size, I = m.intermediate_size / p.tp;
-  if (p.tp > 1) b.AllReduce("dense_ar_1", p.tp, H, m.quant.comm, layers);
-  b.Elementwise("dense_add_norm_2", 2 * H, 2 * H, "rmsnorm_residual", H);
-  b.Gemm("dense_gate_ffn1_gemm", 2 * I, H, m.quant.gemm, layers);
-  b.Elementwise("dense_act_gate", 2 * I, I, "silu_and_mul", I);
-  b.Gemm("dense_ffn2_gemm", H, I, m.quant.gemm, layers);
-  if (p.tp > 1) b.AllReduce("dense_ar_2", p.tp, H, m.quant.comm, layers);
-}
-
 class MoeFamily final : public ModelFamily {
  public:
   const char* Name() const override { return "moe"; }
@@ -141,7 +127,7 @@ class MoeFamily final : public ModelFamily {
     const std::int64_t moe_layers = m.num_layers / m.moe_layer_interval;
     std::vector<Op> ops = b.Take();
     PhaseBuilder dense(phase, static_cast<double>(m.num_layers - moe_layers) * phase_scale);
-    AddDenseLayer(dense, m, p);
+    AddGatedFfn(dense, m, p, "dense_");  // the FFN half of a dense layer (Llama-4 Maverick)
     PhaseBuilder experts(phase, static_cast<double>(moe_layers) * phase_scale);
     AddExpertLayer(experts, m, p, o);
     PhaseBuilder tail(phase, layers);

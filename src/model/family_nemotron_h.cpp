@@ -101,12 +101,7 @@ class NemotronHFamily final : public ModelFamily {
     // Attention.
     const std::int64_t d = m.head_dim, heads = m.num_heads / p.tp, kv_heads = CeilDiv(m.num_kv_heads, p.tp);
     b.Gemm("qkv_gemm", heads * d + 2 * d * kv_heads, H, q, A);
-    Op& a = b.Add("attention", context ? OpKind::kContextAttention : OpKind::kGenerationAttention, A);
-    a.heads = heads;
-    a.kv_heads = kv_heads;
-    a.head_dim = d;
-    a.kv_quant = m.quant.kv;
-    a.fmha_quant = m.quant.fmha;
+    AddAttentionOp(b, m, "attention", context, A, heads, kv_heads);
     b.Gemm("proj_gemm", H, heads * d, q, A).low_precision_input = true;
     if (p.tp > 1) b.AllReduce("attention_ar", p.tp, H, m.quant.comm, A);
 

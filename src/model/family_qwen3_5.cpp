@@ -76,13 +76,7 @@ void AddMixers(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, b
   const std::string& q = m.quant.gemm;
   // Gated attention: q and its gate (2 n d), k and v.
   b.Gemm("qkv_gemm", 2 * heads * d + 2 * d * kv_heads, H, q, A);
-  Op& a = b.Add("attention", context ? OpKind::kContextAttention : OpKind::kGenerationAttention, A);
-  a.heads = heads;
-  a.kv_heads = kv_heads;
-  a.head_dim = d;
-  a.kv_quant = m.quant.kv;
-  a.fmha_quant = m.quant.fmha;
-  a.qk_norm = m.qk_norm;
+  AddAttentionOp(b, m, "attention", context, A, heads, kv_heads);
   b.Elementwise("attention_gate", 2 * heads * d, heads * d, "", 0).scale = A;
   b.Gemm("proj_gemm", H, heads * d, q, A).low_precision_input = true;
   // Gated DeltaNet.
@@ -147,15 +141,9 @@ class Qwen35Family final : public ModelFamily {
     (void)o;
     const double layers = static_cast<double>(m.num_layers) * phase_scale;
     PhaseBuilder b(context ? "context" : "generation", layers);
-    const std::int64_t H = m.hidden_size, I = m.intermediate_size / p.tp;
     AddEmbedding(b, m, p, phase_scale);
     AddMixers(b, m, p, context, phase_scale);
-    if (p.tp > 1) b.AllReduce("ar_1", p.tp, H, m.quant.comm, layers);
-    b.Elementwise("add_norm_2", 2 * H, 2 * H, "rmsnorm_residual", H);
-    b.Gemm("gate_ffn1_gemm", 2 * I, H, m.quant.gemm, layers);
-    b.Elementwise("act_gate", 2 * I, I, "silu_and_mul", I);
-    b.Gemm("ffn2_gemm", H, I, m.quant.gemm, layers);
-    if (p.tp > 1) b.AllReduce("ar_2", p.tp, H, m.quant.comm, layers);
+    AddGatedFfn(b, m, p);
     AddLogits(b, m, p, context, phase_scale);
     AddTail(b, m, p, phase_scale);
     return b.Take();

@@ -103,6 +103,29 @@ Op& AddRoutedExperts(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig
   return moe;
 }
 
+Op& AddAttentionOp(PhaseBuilder& b, const ModelConfig& m, const std::string& name, bool context, double layers,
+                   std::int64_t heads, std::int64_t kv_heads) {
+  Op& a = b.Add(name, context ? OpKind::kContextAttention : OpKind::kGenerationAttention, layers);
+  a.heads = heads;
+  a.kv_heads = kv_heads;
+  a.head_dim = m.head_dim;
+  a.kv_quant = m.quant.kv;
+  a.fmha_quant = m.quant.fmha;
+  a.qk_norm = m.qk_norm;
+  return a;
+}
+
+void AddGatedFfn(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, const std::string& prefix) {
+  const double layers = b.layers();
+  const std::int64_t H = m.hidden_size, I = m.intermediate_size / p.tp;
+  if (p.tp > 1) b.AllReduce(prefix + "ar_1", p.tp, H, m.quant.comm, layers);
+  b.Elementwise(prefix + "add_norm_2", 2 * H, 2 * H, "rmsnorm_residual", H);
+  b.Gemm(prefix + "gate_ffn1_gemm", 2 * I, H, m.quant.gemm, layers);
+  b.Elementwise(prefix + "act_gate", 2 * I, I, "silu_and_mul", I);
+  b.Gemm(prefix + "ffn2_gemm", H, I, m.quant.gemm, layers);
+  if (p.tp > 1) b.AllReduce(prefix + "ar_2", p.tp, H, m.quant.comm, layers);
+}
+
 void AddAttentionBlock(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, bool context,
                        double phase_scale) {
   const std::int64_t H = m.hidden_size, d = m.head_dim;
@@ -114,15 +137,7 @@ void AddAttentionBlock(PhaseBuilder& b, const ModelConfig& m, const ParallelConf
   for (const auto& [window, count] : groups) {
     std::string name = "attention";
     if (groups.size() > 1) name += window > 0 ? "_window" + std::to_string(window) : "_full";
-    Op& a = b.Add(name, context ? OpKind::kContextAttention : OpKind::kGenerationAttention,
-                  static_cast<double>(count) * phase_scale);
-    a.heads = heads;
-    a.kv_heads = kv_heads;
-    a.head_dim = d;
-    a.window = window;
-    a.kv_quant = m.quant.kv;
-    a.fmha_quant = m.quant.fmha;
-    a.qk_norm = m.qk_norm;
+    AddAttentionOp(b, m, name, context, static_cast<double>(count) * phase_scale, heads, kv_heads).window = window;
   }
   Op& proj = b.Gemm("proj_gemm", H, heads * d, m.quant.gemm, b.layers());
   proj.low_precision_input = true;

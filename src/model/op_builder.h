@@ -56,6 +56,15 @@ void AddEmbedding(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p
 // converts a layer count into the phase's occurrences.
 void AddAttentionBlock(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, bool context,
                        double phase_scale);
+// One attention op (context or generation) occurring `layers` times: this rank's
+// `heads` and `kv_heads`, the model's head dim, q/k norm and KV / fmha quantization.
+Op& AddAttentionOp(PhaseBuilder& b, const ModelConfig& m, const std::string& name, bool context, double layers,
+                   std::int64_t heads, std::int64_t kv_heads);
+// The gated FFN of a dense layer, width intermediate_size split over tp: the
+// attention output's all-reduce (tp > 1), residual add + norm, gate/up GEMM,
+// SiLU-and-mul, down GEMM and its all-reduce, each b.layers() times. `prefix`
+// names the ops ("dense_" for the dense layers of an MoE model).
+void AddGatedFfn(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, const std::string& prefix = "");
 // The logits GEMM (bf16; the context phase computes only each request's last token).
 void AddLogits(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, bool context, double phase_scale);
 // The embedding all-reduce (tp > 1) and the pipeline-stage transfers (pp > 1).

@@ -45,18 +45,6 @@ std::optional<double> PointPower(const GemmSite& s, std::size_t i) {
 
 }  // namespace
 
-const char* GemmSourceName(GemmSource s) {
-  switch (s) {
-    case GemmSource::kSilicon:
-      return "silicon";
-    case GemmSource::kInterpolated:
-      return "interpolated";
-    case GemmSource::kExtrapolated:
-      return "extrapolated";
-  }
-  return "?";
-}
-
 std::string GemmMiss::Message() const {
   std::ostringstream os;
   os << "gemm_perf slice '" << slice << "': no collected (n, k) site near (n=" << n << ", k=" << k << ") at m=" << m

@@ -28,17 +28,18 @@
 #include <vector>
 
 #include "core/table.h"
+#include "perfdb/grid.h"
 #include "perfdb/perf_database.h"
 #include "perfdb/sol.h"
 
 namespace servecast::perfdb {
 
-enum class GemmSource {
-  kSilicon,       // a measured row, verbatim
-  kInterpolated,  // inside the data: lerp in m, or IDW over sites within the gate
-  kExtrapolated,  // util-hold beyond a curve, or a blend that leans on one
-};
-const char* GemmSourceName(GemmSource s);  // "silicon", "interpolated", "extrapolated"
+// Where a GEMM answer came from, the sources of the other tables (grid.h):
+//   kSilicon       a measured row, verbatim
+//   kInterpolated  inside the data: lerp in m, or IDW over sites within the gate
+//   kExtrapolated  util-hold beyond a curve, or a blend that leans on one
+// EstimateSourceName names it.
+using GemmSource = EstimateSource;
 
 // Power (W) follows latency: the row's own, lerped in m, the median of the held
 // boundary points beyond a sweep, the IDW-weighted mean over neighbour sites;

@@ -388,7 +388,7 @@ const UtilGrid& OpEstimator::GemmUtilGrid(std::string_view quant) const {
 OpEstimate OpEstimator::GemmSilicon(std::string_view quant, std::int64_t m, std::int64_t n, std::int64_t k) const {
   if (!gemm_) throw MissingDataError("gemm_perf is not in the database");
   const GemmResult r = gemm_->Query(quant, m, n, k);
-  OpEstimate e{r.latency_ms, GemmSourceName(r.source), r.sol_ms, r.sol_fraction,
+  OpEstimate e{r.latency_ms, EstimateSourceName(r.source), r.sol_ms, r.sol_fraction,
                "gemm_perf[" + gemm_->Slice(quant).gemm_dtype() + "]"};
   e.power_w = r.power_w;
   return e;

@@ -18,14 +18,7 @@ void Append(PhaseEstimate& into, const PhaseEstimate& part, double weight) {
     l.energy_wms *= weight;
     into.ops.push_back(std::move(l));
   }
-  into.latency_ms += part.latency_ms * weight;
-  into.sol_ms += part.sol_ms * weight;
-  into.math_ms += part.math_ms * weight;
-  into.energy_wms += part.energy_wms * weight;
-}
-
-void Shares(PhaseEstimate& p) {
-  for (OpLine& l : p.ops) l.share = p.latency_ms > 0 ? l.latency_ms / p.latency_ms : 0;
+  into.AddTotals(part, weight);
 }
 
 PassShape DecodeShape(const StepInputs& in) {
@@ -60,14 +53,14 @@ PhaseEstimate MixedStep(const model::OpList& ops, const Database& db, const Step
   // 3. Decode attention of the requests decoding in the same step.
   if (in.gen_tokens > 0)
     Append(step, EvaluatePass(ops.generation, db, DecodeShape(in), 1.0, OpFilter::kGenerationAttentionOnly), 1.0);
-  Shares(step);
+  step.SetShares();
   return step;
 }
 
 PhaseEstimate DecodeStep(const model::OpList& ops, const Database& db, const StepInputs& in) {
   if (in.gen_tokens < 1) throw UsageError("a decode step needs at least one request");
   PhaseEstimate step = EvaluatePass(ops.generation, db, DecodeShape(in));
-  Shares(step);
+  step.SetShares();
   return step;
 }
 

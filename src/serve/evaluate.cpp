@@ -55,6 +55,20 @@ OpCost CommCost(const perfdb::CommEstimate& e, const Database& db, std::string d
   return c;
 }
 
+// A collective table's answer in this mode (EMPIRICAL util-empirical, HYBRID the
+// table then util-empirical, SILICON the table or a donor's GPU count), labelled
+// `table`: `what`, and the donor's GPU count when one was borrowed.
+template <class CommTable, class Query>
+OpCost QueryComm(const CommTable& t, const Query& q, const Database& db, const std::string& table,
+                 const std::string& what) {
+  const perfdb::CommEstimate e = EmpiricalMode(db) ? t.QueryEmpirical(q)
+                                 : HybridMode(db)  ? t.QueryHybrid(q)
+                                                   : t.QueryWithDonor(q);
+  std::string detail = table + ": " + what;
+  if (e.borrowed_from_gpus) detail += " (borrowed from " + std::to_string(*e.borrowed_from_gpus) + " GPUs)";
+  return CommCost(e, db, detail);
+}
+
 // An elementwise_perf answer in this mode, when the data has a bfloat16 slice
 // for `measured_op`: SILICON the table; HYBRID the table, a typed miss falling
 // back to util-empirical over the slice; EMPIRICAL util-empirical over the slice.
@@ -311,25 +325,14 @@ OpCost Comm(const Op& op, const Database& db, std::int64_t tokens) {
     if (!db.custom_allreduce())
       throw perfdb::MissingDataError(op.name + " (" + what + "): custom_allreduce_perf is not in the data source " +
                                      db.source());
-    const perfdb::CustomAllReduceQuery q{op.gpus, size, op.comm_dtype};
-    const perfdb::CommEstimate e = EmpiricalMode(db) ? db.custom_allreduce()->QueryEmpirical(q)
-                                   : HybridMode(db)  ? db.custom_allreduce()->QueryHybrid(q)
-                                                     : db.custom_allreduce()->QueryWithDonor(q);
-    std::string detail = "custom_allreduce_perf: " + what;
-    if (e.borrowed_from_gpus) detail += " (borrowed from " + std::to_string(*e.borrowed_from_gpus) + " GPUs)";
-    return CommCost(e, db, detail);
+    return QueryComm(*db.custom_allreduce(), perfdb::CustomAllReduceQuery{op.gpus, size, op.comm_dtype}, db,
+                     "custom_allreduce_perf", what);
   }
   const double sol = db.sol().NcclMs(op.collective, size, op.gpus, op.comm_dtype);
   if (SolMode(db)) return OpCost{sol, sol, 0, "sol", what};
   if (!db.nccl())
     throw perfdb::MissingDataError(op.name + " (" + what + "): nccl_perf is not in the data of " + db.spec().name);
-  const perfdb::NcclQuery q{op.collective, op.comm_dtype, op.gpus, size};
-  const perfdb::CommEstimate e = EmpiricalMode(db) ? db.nccl()->QueryEmpirical(q)
-                                 : HybridMode(db)  ? db.nccl()->QueryHybrid(q)
-                                                   : db.nccl()->QueryWithDonor(q);
-  std::string detail = "nccl_perf: " + what;
-  if (e.borrowed_from_gpus) detail += " (borrowed from " + std::to_string(*e.borrowed_from_gpus) + " GPUs)";
-  return CommCost(e, db, detail);
+  return QueryComm(*db.nccl(), perfdb::NcclQuery{op.collective, op.comm_dtype, op.gpus, size}, db, "nccl_perf", what);
 }
 
 OpCost P2P(const Op& op, const Database& db, std::int64_t tokens) {

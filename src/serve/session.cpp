@@ -6,17 +6,22 @@ namespace servecast::serve {
 
 namespace {
 
-void AdjustQuantForSystem(model::ModelConfig& m, const systems::SystemSpec& spec, const model::QuantOverrides& o) {
+// Hopper and older have no FP4 tensor cores (nor the block-scaled MMA that mxfp8
+// activations need). An fp4 GEMM or MoE asked of them, inferred or by a flag or
+// a validate row, is answered with what the engines run there: the GEMMs in
+// bf16, the experts as 4-bit weights with bf16 activations (w4a16_mxfp4, the
+// weight-only MoE kernel of moe_perf). Each change is a note.
+void AdjustQuantForSystem(model::ModelConfig& m, const systems::SystemSpec& spec, std::vector<std::string>& notes) {
   if (spec.gpu.sm_version >= 100) return;
-  if (!o.gemm && m.quant.gemm == "nvfp4") {
-    m.quant.gemm = "nvfp4_wo";
-    m.quant_notes.push_back("gemm nvfp4 -> nvfp4_wo: sm " + std::to_string(spec.gpu.sm_version) +
-                            " has no FP4 tensor cores (weight-only)");
+  const std::string why = ": sm " + std::to_string(spec.gpu.sm_version) + " has no FP4 tensor cores; engines run ";
+  if (m.quant.gemm == "nvfp4") {
+    m.quant.gemm = "bfloat16";
+    notes.push_back("gemm nvfp4 -> bfloat16" + why + "the GEMMs in bf16 there");
   }
-  if (!o.moe && m.quant.moe == "nvfp4") {
-    m.quant.moe = "nvfp4_wo";
-    m.quant_notes.push_back("moe nvfp4 -> nvfp4_wo: sm " + std::to_string(spec.gpu.sm_version) +
-                            " has no FP4 tensor cores (weight-only)");
+  if (m.quant.moe == "nvfp4" || m.quant.moe == "w4a8_mxfp4_mxfp8" || m.quant.moe == "w4a8_mxfp4_mxfp8_trtllm") {
+    notes.push_back("moe " + m.quant.moe + " -> w4a16_mxfp4" + why +
+                    "the experts as 4-bit weights with bf16 activations there (weight-only)");
+    m.quant.moe = "w4a16_mxfp4";
   }
 }
 
@@ -96,7 +101,8 @@ model::OpListOptions OpOptionsFor(model::Engine engine, const systems::SystemSpe
 Deployment::Deployment(model::ModelConfig m, systems::SystemSpec spec, const model::QuantOverrides& overrides)
     : model_(std::move(m)), spec_(std::move(spec)), overrides_(overrides) {
   model::ApplyQuantOverrides(model_, overrides_);
-  AdjustQuantForSystem(model_, spec_, overrides_);
+  AdjustQuantForSystem(model_, spec_, system_notes_);
+  for (const std::string& n : system_notes_) model_.quant_notes.push_back(n);
 }
 
 std::set<TableNeed> Deployment::Needs(const std::vector<model::ParallelConfig>& configs,

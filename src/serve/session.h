@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "model/model_config.h"
@@ -24,11 +25,12 @@ model::OpListOptions OpOptionsFor(model::Engine engine, const systems::SystemSpe
 
 // A model made ready for one system and one data source. In order:
 //   1. the user's quantization overrides (UsageError naming the flag for an unknown mode);
-//   2. the system: Hopper and older have no FP4 tensor cores, so an inferred nvfp4
-//      GEMM / MoE runs weight-only (nvfp4_wo);
+//   2. the system: Hopper and older have no FP4 tensor cores, so an fp4 GEMM / MoE
+//      (inferred or overridden) is answered with what the engines run there: bf16
+//      GEMMs, weight-only mxfp4 experts (w4a16_mxfp4), each change a note;
 //   3. the data (OpenData / UseData): an inferred fp8 attention (fmha) falls back to
 //      bfloat16 when the context-attention table has no fp8 slice.
-// Overridden fields stay as the user set them. Op lists built before the data is
+// Other overridden fields stay as the user set them. Op lists built before the data is
 // read serve only to name the tables it needs; Ops() after it builds from the
 // settled model.
 class Deployment {
@@ -47,11 +49,14 @@ class Deployment {
   const model::ModelConfig& model() const { return model_; }
   const systems::SystemSpec& spec() const { return spec_; }
   const Database& db() const;  // Error before OpenData / UseData
+  // The notes of step 2 (also in model().quant_notes): what the system changed.
+  const std::vector<std::string>& system_notes() const { return system_notes_; }
 
  private:
   model::ModelConfig model_;
   systems::SystemSpec spec_;
   model::QuantOverrides overrides_;
+  std::vector<std::string> system_notes_;
   std::shared_ptr<const Database> owned_;
   const Database* db_ = nullptr;
 };

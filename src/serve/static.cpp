@@ -34,14 +34,7 @@ void Accumulate(PhaseEstimate& into, const PhaseEstimate& pass, double weight) {
       if (SourceRank(pass.ops[i].source) > SourceRank(into.ops[i].source)) into.ops[i].source = pass.ops[i].source;
     }
   }
-  into.latency_ms += pass.latency_ms * weight;
-  into.sol_ms += pass.sol_ms * weight;
-  into.math_ms += pass.math_ms * weight;
-  into.energy_wms += pass.energy_wms * weight;
-}
-
-void Shares(PhaseEstimate& p) {
-  for (OpLine& l : p.ops) l.share = p.latency_ms > 0 ? l.latency_ms / p.latency_ms : 0;
+  into.AddTotals(pass, weight);
 }
 
 }  // namespace
@@ -129,7 +122,7 @@ StaticEstimate RunStatic(const model::ModelConfig& m, const model::ParallelConfi
     ctx.seq = w.isl - w.prefix;
     ctx.prefix = w.prefix;
     r.context = EvaluatePass(ops.context, db, ctx, options.context_correction);
-    Shares(r.context);
+    r.context.SetShares();
   }
 
   // Decode: a left Riemann sum over steps i = 0, stride, ... < osl - 1, each at KV
@@ -144,7 +137,7 @@ StaticEstimate RunStatic(const model::ModelConfig& m, const model::ParallelConfi
     Accumulate(r.generation, EvaluatePass(ops.generation, db, gen, options.generation_correction), weight);
     ++r.decode_steps_evaluated;
   }
-  Shares(r.generation);
+  r.generation.SetShares();
 
   const double progress = 1.0 + w.mtp_accepted;
   r.ttft_ms = r.context.latency_ms;

@@ -47,6 +47,17 @@ struct PhaseEstimate {
   std::vector<OpLine> ops;
   // Mean power over the phase: energy / latency (W); 0 for an empty phase.
   double PowerW() const { return latency_ms > 0 ? energy_wms / latency_ms : 0.0; }
+  // Adds `part`'s totals x weight (its op lines are the caller's to merge).
+  void AddTotals(const PhaseEstimate& part, double weight) {
+    latency_ms += part.latency_ms * weight;
+    sol_ms += part.sol_ms * weight;
+    math_ms += part.math_ms * weight;
+    energy_wms += part.energy_wms * weight;
+  }
+  // Sets each op line's share of latency_ms (0 for a phase that takes no time).
+  void SetShares() {
+    for (OpLine& l : ops) l.share = latency_ms > 0 ? l.latency_ms / latency_ms : 0;
+  }
 };
 
 struct StaticEstimate {

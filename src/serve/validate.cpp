@@ -309,6 +309,7 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
   if (moe_model) ov.moe = row.moe_quant;
   std::optional<Deployment> d;
   if (auto f = Guard("bad row", [&] { d.emplace(*base, *spec, ov); })) return fail(*f);
+  for (const std::string& n : d->system_notes()) out.notes.push_back(n);
 
   std::string why;
   const std::string source = res.sources.Resolve(row, why);

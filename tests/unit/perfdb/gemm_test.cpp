@@ -64,7 +64,7 @@ TEST(GemmSliceTest, ExactHitIsTheMeasuredRow) {
   EXPECT_EQ(r.source, GemmSource::kSilicon);
   EXPECT_DOUBLE_EQ(r.sol_ms, 0.2);
   EXPECT_DOUBLE_EQ(r.sol_fraction, 0.2 / 0.3);
-  EXPECT_STREQ(GemmSourceName(r.source), "silicon");
+  EXPECT_STREQ(EstimateSourceName(r.source), "silicon");
 }
 
 TEST(GemmSliceTest, RawLerpInM) {

@@ -73,30 +73,51 @@ TEST(Memory, OomWhenKvDoesNotFit) {
   EXPECT_LT(m.max_batch, 1000);
 }
 
-TEST(Session, DeploymentDemotesNvfp4OnHopper) {
+TEST(Session, DeploymentAnswersFp4OnHopperWithWhatRunsThere) {
   Fixture f;
   model::ModelConfig m = f.dense;
   m.quant.gemm = "nvfp4";
   m.quant.moe = "nvfp4";
   const Deployment d(m, f.spec);
-  EXPECT_EQ(d.model().quant.gemm, "nvfp4_wo");
-  EXPECT_EQ(d.model().quant.moe, "nvfp4_wo");
+  EXPECT_EQ(d.model().quant.gemm, "bfloat16");
+  EXPECT_EQ(d.model().quant.moe, "w4a16_mxfp4");
+  ASSERT_EQ(d.system_notes().size(), 2u);
+  EXPECT_NE(d.system_notes()[0].find("gemm nvfp4 -> bfloat16: sm 90 has no FP4 tensor cores"), std::string::npos)
+      << d.system_notes()[0];
+  EXPECT_NE(d.system_notes()[1].find("moe nvfp4 -> w4a16_mxfp4"), std::string::npos) << d.system_notes()[1];
   EXPECT_EQ(d.model().quant_notes.size(), f.dense.quant_notes.size() + 2);
   for (const model::Op& op : d.Ops({}, {}).context) {
-    if (op.kind == model::OpKind::kGemm && op.name != "context_logits_gemm") {
-      EXPECT_EQ(op.quant, "nvfp4_wo") << op.name;
+    if (op.kind == model::OpKind::kGemm) {
+      EXPECT_EQ(op.quant, "bfloat16") << op.name;
     }
   }
 
+  // A flag asking for fp4 is answered the same way, with both notes (the override's and the system's).
   model::QuantOverrides ov;
   ov.gemm = "nvfp4";
+  ov.moe = "w4a8_mxfp4_mxfp8";
   const Deployment o(f.dense, f.spec, ov);
-  EXPECT_EQ(o.model().quant.gemm, "nvfp4");  // the user's choice stays
+  EXPECT_EQ(o.model().quant.gemm, "bfloat16");
+  EXPECT_EQ(o.model().quant.moe, "w4a16_mxfp4");
+  EXPECT_EQ(o.model().quant_notes.size(), f.dense.quant_notes.size() + 4);
+  ASSERT_EQ(o.system_notes().size(), 2u);
+  EXPECT_NE(o.system_notes()[1].find("moe w4a8_mxfp4_mxfp8 -> w4a16_mxfp4"), std::string::npos);
+
+  // Weight-only fp4 and other modes run on Hopper: untouched, no note.
+  model::QuantOverrides wo;
+  wo.gemm = "nvfp4_wo";
+  wo.moe = "w4a16_nvfp4";
+  const Deployment w(f.dense, f.spec, wo);
+  EXPECT_EQ(w.model().quant.gemm, "nvfp4_wo");
+  EXPECT_EQ(w.model().quant.moe, "w4a16_nvfp4");
+  EXPECT_TRUE(w.system_notes().empty());
 
   systems::SystemSpec blackwell = f.spec;
   blackwell.gpu.sm_version = 100;
   const Deployment b(m, blackwell);
   EXPECT_EQ(b.model().quant.gemm, "nvfp4");
+  EXPECT_EQ(b.model().quant.moe, "nvfp4");
+  EXPECT_TRUE(b.system_notes().empty());
 
   model::QuantOverrides bad;
   bad.gemm = "fp9";
@@ -112,7 +133,7 @@ TEST(Session, DeploymentDropsFp8FmhaWithoutFp8Slice) {
   o.backend = "dense";
   o.version = "1";
   Deployment d(m, f.spec);
-  EXPECT_THROW(d.db(), Error);  // no data yet
+  EXPECT_THROW(d.db(), Error);                            // no data yet
   EXPECT_EQ(d.Ops({}, {}).context[3].fmha_quant, "fp8");  // before the data: as inferred
   d.OpenData(o, d.Needs({model::ParallelConfig{}}, {}));
   EXPECT_EQ(d.model().quant.fmha, "bfloat16");  // the fixture's context_attention_perf is bf16 only
