@@ -129,10 +129,7 @@ class Qwen35Family final : public ModelFamily {
   bool HasExperts() const override { return false; }
   void ValidateParallel(const ModelConfig& m, const ParallelConfig& p, Engine e) const override {
     (void)e;
-    Require(p.dp == 1, "attention data parallelism (dp " + std::to_string(p.dp) + ") applies to MoE models; " + m.name +
-                           " is dense (run more replicas instead)");
-    Require(m.intermediate_size % p.tp == 0, "tp " + std::to_string(p.tp) + " does not divide the FFN width " +
-                                                 std::to_string(m.intermediate_size) + " of " + m.name);
+    ValidateDenseParallel(m, p);
     ValidateLinearHeads(m, p);
   }
   SearchKnobs Knobs() const override { return {8, false, false, true}; }

@@ -11,6 +11,13 @@ void Require(bool ok, const std::string& what) {
   if (!ok) throw UsageError(what);
 }
 
+void ValidateDenseParallel(const ModelConfig& m, const ParallelConfig& p) {
+  Require(p.dp == 1, "attention data parallelism (dp " + std::to_string(p.dp) + ") applies to MoE models; " + m.name +
+                         " is dense (run more replicas instead)");
+  Require(m.intermediate_size % p.tp == 0, "tp " + std::to_string(p.tp) + " does not divide the FFN width " +
+                                               std::to_string(m.intermediate_size) + " of " + m.name);
+}
+
 Op& PhaseBuilder::Add(const std::string& name, OpKind kind, double scale) {
   Op op;
   op.name = phase_ + "_" + name;

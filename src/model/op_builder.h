@@ -20,6 +20,9 @@ inline std::int64_t CeilDiv(std::int64_t a, std::int64_t b) {
 
 // UsageError(what) unless ok.
 void Require(bool ok, const std::string& what);
+// The parallel rules of a model without experts: no attention DP, tp divides the
+// FFN width (UsageError naming the model otherwise).
+void ValidateDenseParallel(const ModelConfig& m, const ParallelConfig& p);
 
 // The ops of one phase, named "<phase>_<name>".
 class PhaseBuilder {

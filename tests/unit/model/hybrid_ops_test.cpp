@@ -22,6 +22,31 @@ using oplist_test::Find;
 using oplist_test::Has;
 using oplist_test::kModels;
 
+// The dense parallel rules (op_builder's ValidateDenseParallel), shared by the dense
+// family and dense Qwen3.5: no attention DP, tp divides the FFN width.
+TEST(Qwen35Ops, DenseFamiliesRefuseAttentionDpAndATpThatSplitsTheFfn) {
+  for (const char* id : {"Qwen/Qwen3.5-27B", "Qwen/Qwen3-32B"}) {
+    const ModelConfig m = LoadModel(id, kModels);
+    try {
+      Build(m, {.tp = 2, .dp = 2});
+      ADD_FAILURE() << id << ": dp 2 accepted";
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()), "attention data parallelism (dp 2) applies to MoE models; " + m.name +
+                                           " is dense (run more replicas instead)");
+    }
+    ModelConfig odd = m;  // an FFN width tp 2 cannot split, the heads still can
+    odd.intermediate_size += 1;
+    try {
+      Build(odd, {.tp = 2});
+      ADD_FAILURE() << id << ": tp 2 accepted for an odd FFN width";
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()), "tp 2 does not divide the FFN width " + std::to_string(odd.intermediate_size) +
+                                           " of " + m.name);
+    }
+    EXPECT_NO_THROW(Build(m, {.tp = 2}));
+  }
+}
+
 TEST(Qwen35Ops, DenseInterleavesGatedDeltaNetWithGatedAttention) {
   const ModelConfig m = LoadModel("Qwen/Qwen3.5-27B", kModels);
   EXPECT_STREQ(FamilyOf(m).Name(), "qwen3_5");
