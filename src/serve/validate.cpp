@@ -85,14 +85,23 @@ class RowReader {
     }
     throw DataError(SourceLocation{file_, line_, column}, "'" + t + "' is not a number", "a number or empty");
   }
-  std::int64_t Count(const std::string& column) const {
+  // A non-negative whole number up to `max` (the command line's ranges: tokens
+  // 2^24, requests 2^20, GPUs 4096); 1e30 was cast to INT64_MIN before.
+  std::int64_t Count(const std::string& column, std::int64_t max = kMaxTokens) const {
     const std::optional<double> v = Number(column);
     if (!v) return 0;
     if (*v < 0 || std::floor(*v) != *v)
       throw DataError(SourceLocation{file_, line_, column}, "'" + Text(column) + "' is not a count",
                       "a non-negative integer or empty");
+    if (*v > static_cast<double>(max))
+      throw DataError(SourceLocation{file_, line_, column}, "'" + Text(column) + "' is out of range",
+                      "an integer in [0, " + std::to_string(max) + "] or empty");
     return static_cast<std::int64_t>(*v);
   }
+  int Size(const std::string& column) const { return static_cast<int>(Count(column, kMaxGpus)); }
+  static constexpr std::int64_t kMaxTokens = std::int64_t{1} << 24;
+  static constexpr std::int64_t kMaxRequests = std::int64_t{1} << 20;
+  static constexpr std::int64_t kMaxGpus = 4096;
 
  private:
   std::string file_;
@@ -500,28 +509,28 @@ std::vector<SiliconRow> ReadSiliconCsv(const std::string& path) {
     s.mode = r.Text("mode");
     s.isl = r.Count("isl");
     s.osl = r.Count("osl");
-    s.batch = r.Count("batch_size");
-    s.tp = static_cast<int>(r.Count("tp_size"));
-    s.pp = static_cast<int>(r.Count("pp_size"));
-    s.dp = static_cast<int>(r.Count("attention_dp_size"));
-    s.moe_tp = static_cast<int>(r.Count("moe_tp_size"));
-    s.moe_ep = static_cast<int>(r.Count("moe_ep_size"));
+    s.batch = r.Count("batch_size", RowReader::kMaxRequests);
+    s.tp = r.Size("tp_size");
+    s.pp = r.Size("pp_size");
+    s.dp = r.Size("attention_dp_size");
+    s.moe_tp = r.Size("moe_tp_size");
+    s.moe_ep = r.Size("moe_ep_size");
     if (const std::string g = r.Text("gemm_quant_mode"); !g.empty()) s.gemm_quant = g;
     if (const std::string q = r.Text("moe_quant_mode"); !q.empty()) s.moe_quant = q;
-    s.prefill_batch = r.Count("prefill_batch_size");
-    s.prefill_workers = static_cast<int>(r.Count("prefill_num_workers"));
-    s.prefill_tp = static_cast<int>(r.Count("prefill_tp_size"));
-    s.prefill_pp = static_cast<int>(r.Count("prefill_pp_size"));
-    s.prefill_dp = static_cast<int>(r.Count("prefill_attention_dp_size"));
-    s.prefill_moe_tp = static_cast<int>(r.Count("prefill_moe_tp_size"));
-    s.prefill_moe_ep = static_cast<int>(r.Count("prefill_moe_ep_size"));
-    s.decode_batch = r.Count("decode_batch_size");
-    s.decode_workers = static_cast<int>(r.Count("decode_num_workers"));
-    s.decode_tp = static_cast<int>(r.Count("decode_tp_size"));
-    s.decode_pp = static_cast<int>(r.Count("decode_pp_size"));
-    s.decode_dp = static_cast<int>(r.Count("decode_attention_dp_size"));
-    s.decode_moe_tp = static_cast<int>(r.Count("decode_moe_tp_size"));
-    s.decode_moe_ep = static_cast<int>(r.Count("decode_moe_ep_size"));
+    s.prefill_batch = r.Count("prefill_batch_size", RowReader::kMaxRequests);
+    s.prefill_workers = r.Size("prefill_num_workers");
+    s.prefill_tp = r.Size("prefill_tp_size");
+    s.prefill_pp = r.Size("prefill_pp_size");
+    s.prefill_dp = r.Size("prefill_attention_dp_size");
+    s.prefill_moe_tp = r.Size("prefill_moe_tp_size");
+    s.prefill_moe_ep = r.Size("prefill_moe_ep_size");
+    s.decode_batch = r.Count("decode_batch_size", RowReader::kMaxRequests);
+    s.decode_workers = r.Size("decode_num_workers");
+    s.decode_tp = r.Size("decode_tp_size");
+    s.decode_pp = r.Size("decode_pp_size");
+    s.decode_dp = r.Size("decode_attention_dp_size");
+    s.decode_moe_tp = r.Size("decode_moe_tp_size");
+    s.decode_moe_ep = r.Size("decode_moe_ep_size");
     s.source_concurrency = SourceConcurrency(r.Text("silicon_data_source"), path, line_no);
     s.ttft_ms = r.Number("silicon_ttft_ms");
     s.tpot_ms = r.Number("silicon_tpot_ms");

@@ -150,6 +150,21 @@ TEST(ValidateE2e, MalformedRowExitsTwoWithFileLineAndColumn) {
   const ProcessResult f = RunProcess(ValidateArgv(bad, false), 120, kValSource);
   EXPECT_EQ(f.exit_code, 2) << Describe(f);
   EXPECT_NE(f.err.find(bad + ":2"), std::string::npos) << f.err;
+
+  // Counts past the command line's ranges (tokens 2^24, requests 2^20, GPUs 4096):
+  // an osl of 1e30 was cast to INT64_MIN and shown as "64/-9223372036854775808".
+  const std::string head = "backend,model_path,system,mode,isl,osl,batch_size,tp_size,silicon_ttft_ms,silicon_tpot_ms\n";
+  for (const auto& [row, says] :
+       {std::pair<std::string, std::string>{"64,1e30,4,1", "key 'osl': '1e30' is out of range; expected an integer in [0, "
+                                                           "16777216] or empty"},
+        {"64,8,2000000,1", "key 'batch_size': '2000000' is out of range; expected an integer in [0, 1048576]"},
+        {"64,8,4,100000", "key 'tp_size': '100000' is out of range; expected an integer in [0, 4096]"}}) {
+    WriteText(bad, head + "trtllm,tests/goldens/models/tiny-dense,tiny_gpu,agg," + row + ",0.5,0.1\n");
+    const ProcessResult o = RunProcess(ValidateArgv(bad, false), 120, kValSource);
+    EXPECT_EQ(o.exit_code, 2) << Describe(o);
+    EXPECT_NE(o.err.find(bad + ":2"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find(says), std::string::npos) << o.err;
+  }
 }
 
 TEST(ValidateE2e, NoPredictableRowExitsOne) {
