@@ -458,8 +458,9 @@ TEST(DeployE2E, GeneratedFilesParseAsTheEnginesAtTheVersionsNamed) {
           std::vector<std::string> args;
           for (const YAML::Node& a : main["args"]) args.push_back(a.as<std::string>());
           for (std::size_t i = 0; i < args.size(); ++i) {
-            if (args[i].rfind("--", 0) == 0)
+            if (args[i].rfind("--", 0) == 0) {
               EXPECT_TRUE(worker_flags.count(args[i])) << args[i] << " is no flag of " << e.module;
+            }
             if (args[i].rfind("/config/", 0) == 0) {
               // Every file a worker names is in the ConfigMap, mounted where it is named.
               EXPECT_TRUE(config_files.count(args[i].substr(8))) << args[i];
@@ -476,7 +477,9 @@ TEST(DeployE2E, GeneratedFilesParseAsTheEnginesAtTheVersionsNamed) {
           }
         }
         EXPECT_GE(workers, 1);
-        if (e.engine == "trtllm") EXPECT_FALSE(config_files.empty());
+        if (e.engine == "trtllm") {
+          EXPECT_FALSE(config_files.empty());
+        }
       }
     }
     EXPECT_EQ(scripts, 3);  // agg/launch.sh, disagg/prefill_launch.sh, disagg/decode_launch.sh

@@ -117,8 +117,11 @@ TEST(SimulateE2e, ConcurrencyTheKvCacheCannotHoldIsReportedAsSuch) {
     EXPECT_TRUE(s["kv_saturated"].get<bool>());
     EXPECT_LT(s["max_running"].get<int>(), 200);
     EXPECT_GT(s["kv_peak_fraction"].get<double>(), 0.95);
-    if (engine == "vllm") EXPECT_GT(s["preemptions"].get<int>(), 0);
-    else EXPECT_EQ(s["preemptions"].get<int>(), 0);
+    if (engine == "vllm") {
+      EXPECT_GT(s["preemptions"].get<int>(), 0);
+    } else {
+      EXPECT_EQ(s["preemptions"].get<int>(), 0);
+    }
     // Queued requests wait for whole requests to finish: TTFT of seconds.
     EXPECT_GT(s["ttft_ms"]["median"].get<double>(), 1000.0);
     const ProcessResult t = RunProcess(argv, 120, kSimSource);
