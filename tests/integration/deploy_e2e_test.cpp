@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -48,9 +49,11 @@ std::vector<std::string> WithEnv(const std::vector<std::string>& env, std::vecto
   return a;
 }
 
-// A Python environment as pip lays it out, holding the golden data tree where an
-// installed aiconfigurator keeps its own.
-std::string FakeInstall(const std::string& root, const std::string& version) {
+// The folders pip makes for aiconfigurator (site-packages, the package's data folder,
+// its dist-info naming the version), with the golden data tree linked where the
+// package keeps its own: what the name lookup reads, without PyPI. The same lookup on
+// a real `pip install aiconfigurator` runs in DataRootFindsARealAiconfiguratorInstall.
+std::string AicPipLayout(const std::string& root, const std::string& version) {
   const fs::path site = fs::path(root) / "lib" / "python3.11" / "site-packages";
   fs::create_directories(site / "aiconfigurator_core" / "systems");
   fs::create_directories(site / ("aiconfigurator_core-" + version + ".dist-info"));
@@ -61,7 +64,7 @@ std::string FakeInstall(const std::string& root, const std::string& version) {
 TEST(DeployE2E, DataRootFindsAnInstalledAiconfiguratorByName) {
   const std::string tmp = MakeTempDir("servecast_aicroot");
   const std::string venv = tmp + "/venv";
-  const std::string data = FakeInstall(venv, "0.12.0");
+  const std::string data = AicPipLayout(venv, "0.12.0");
   const auto args = Model("default", "tiny-dense", {"--total-gpus", "2", "--data", "dense/1", "--json"});
   auto with_root = [&](const std::string& root) {
     auto a = args;
@@ -79,7 +82,7 @@ TEST(DeployE2E, DataRootFindsAnInstalledAiconfiguratorByName) {
       << named.err;
   // Through the interpreter named by the aiconfigurator script on $PATH (any case of the name).
   const std::string venv2 = tmp + "/venv2";
-  FakeInstall(venv2, "0.12.0");
+  AicPipLayout(venv2, "0.12.0");
   fs::create_directories(tmp + "/bin");
   {
     std::ofstream script(tmp + "/bin/aiconfigurator");
@@ -97,6 +100,24 @@ TEST(DeployE2E, DataRootFindsAnInstalledAiconfiguratorByName) {
   EXPECT_EQ(none.exit_code, 2) << Show(none);
   EXPECT_NE(none.err.find("--data-root aiconfigurator: no installed aiconfigurator data tree"), std::string::npos)
       << none.err;
+}
+
+// The same lookup on a real install: SERVECAST_AIC_VENV names a virtual environment
+// made by `python3 -m venv V && V/bin/pip install aiconfigurator==0.12.0` (needs PyPI,
+// so it is not made here; skipped when unset).
+TEST(DeployE2E, DataRootFindsARealAiconfiguratorInstall) {
+  const char* venv = std::getenv("SERVECAST_AIC_VENV");
+  if (venv == nullptr || *venv == 0) GTEST_SKIP() << "SERVECAST_AIC_VENV is not set";
+  const ProcessResult r = RunProcess(
+      WithEnv({std::string("VIRTUAL_ENV=") + venv, "PATH=/nonexistent", "HOME=/nonexistent"},
+              {kDepBin, "default", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--total-gpus", "8",
+               "--data-root", "aiconfigurator", "--json"}),
+      600, kDepSrc);
+  ASSERT_EQ(r.exit_code, 0) << Show(r);
+  EXPECT_NE(r.err.find("note: --data-root aiconfigurator: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/site-packages/aiconfigurator_core/systems/data (aiconfigurator 0.12.0)"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(Json::parse(r.out)["chosen"].is_null()) << r.out.substr(0, 2000);
 }
 
 // An AIC systems folder's query_versions.yaml names the "current" version of a
