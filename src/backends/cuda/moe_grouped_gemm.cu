@@ -54,6 +54,26 @@ __device__ __forceinline__ void Ldsm2(unsigned (&r)[2], unsigned addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
 }
 
+// The token (N-side) fragments of one 32-byte k step for this warp's kNt n8 tiles,
+// from the swizzled activation stage at `asa` (shared-memory address); both the
+// 8-bit/16-bit kernel and the 4-bit kernel read them this way.
+template <class C>
+__device__ __forceinline__ void LoadTokenFragments(unsigned (&bfr)[C::kNt][2], unsigned asa, int wt, int ks, int lane) {
+  if constexpr (C::kNt == 1) {
+    Ldsm2(bfr[0], asa + Swz(wt * C::kWarpTokens + (lane & 7), ks * 2 + ((lane >> 3) & 1)));
+  } else {
+#pragma unroll
+    for (int j = 0; j < C::kNt / 2; ++j) {
+      unsigned t4[4];
+      Ldsm4(t4, asa + Swz(wt * C::kWarpTokens + j * 16 + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)));
+      bfr[2 * j][0] = t4[0];
+      bfr[2 * j][1] = t4[1];
+      bfr[2 * j + 1][0] = t4[2];
+      bfr[2 * j + 1][1] = t4[3];
+    }
+  }
+}
+
 // c += a · b over one 32-byte k step (16 bf16 or 32 e4m3 elements). The fragments'
 // byte layout is the same for both types, so one ldmatrix scheme feeds both.
 template <MoeGemmType T>
@@ -137,19 +157,7 @@ __global__ void __launch_bounds__(Cfg<BT, T>::kThreads)
       for (int mt = 0; mt < 2; ++mt)
         Ldsm4(af[mt], wsa + Swz(wn * kWarpRows + mt * 16 + (lane & 15), ks * 2 + (lane >> 4)));
       unsigned bfr[C::kNt][2];
-      if constexpr (C::kNt == 1) {
-        Ldsm2(bfr[0], asa + Swz(wt * C::kWarpTokens + (lane & 7), ks * 2 + ((lane >> 3) & 1)));
-      } else {
-#pragma unroll
-        for (int j = 0; j < C::kNt / 2; ++j) {
-          unsigned t4[4];
-          Ldsm4(t4, asa + Swz(wt * C::kWarpTokens + j * 16 + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)));
-          bfr[2 * j][0] = t4[0];
-          bfr[2 * j][1] = t4[1];
-          bfr[2 * j + 1][0] = t4[2];
-          bfr[2 * j + 1][1] = t4[3];
-        }
-      }
+      LoadTokenFragments<C>(bfr, asa, wt, ks, lane);
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -309,19 +317,7 @@ __global__ void __launch_bounds__(W4Cfg<BT, T>::kThreads)
         af[mt][3] = W4Dequant<T, 3>(word, sc[mt][q][1]);
       }
       unsigned bfr[C::kNt][2];
-      if constexpr (C::kNt == 1) {
-        Ldsm2(bfr[0], asa + Swz(wt * C::kWarpTokens + (lane & 7), ks * 2 + ((lane >> 3) & 1)));
-      } else {
-#pragma unroll
-        for (int j = 0; j < C::kNt / 2; ++j) {
-          unsigned t4[4];
-          Ldsm4(t4, asa + Swz(wt * C::kWarpTokens + j * 16 + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)));
-          bfr[2 * j][0] = t4[0];
-          bfr[2 * j][1] = t4[1];
-          bfr[2 * j + 1][0] = t4[2];
-          bfr[2 * j + 1][1] = t4[3];
-        }
-      }
+      LoadTokenFragments<C>(bfr, asa, wt, ks, lane);
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
