@@ -52,18 +52,18 @@ TEST(CoverageE2E, ShippedTablesPassWithEveryMissDeclared) {
   EXPECT_EQ(doc["undeclared"], 0);
   EXPECT_TRUE(doc["stale_gaps"].empty());
   EXPECT_GE(doc["models"].get<int>(), 22);
-  // The known gaps are listed, each with its declaration: GLM-5-FP8's fp8_block
-  // experts (issue 25).
-  bool glm = false;
-  std::set<std::string> glm_engines;
+  // The known gaps are listed, each with its declaration: Nemotron-3-Nano's relu2
+  // experts, which the moe op does not run (issue 25).
+  bool nemotron = false;
+  std::set<std::string> nemotron_engines;
   for (const auto& m : doc["misses"]) {
     ASSERT_FALSE(m["declared"].is_null()) << m.dump();
-    if (m["model"] == "zai-org/GLM-5-FP8" && m["table"] == "moe_perf") {
-      EXPECT_EQ(m["key"]["moe_dtype"], "fp8_block");
-      EXPECT_EQ(m["key"]["hidden_size"], "6144");
+    if (m["model"] == "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16" && m["table"] == "moe_perf") {
+      EXPECT_EQ(m["key"]["moe_dtype"], "bfloat16");
+      EXPECT_EQ(m["key"]["hidden_size"], "2688");
       EXPECT_EQ(m["declared"]["issue"], 25);
-      for (const auto& e : m["engines"]) glm_engines.insert(e.get<std::string>());
-      glm = true;
+      for (const auto& e : m["engines"]) nemotron_engines.insert(e.get<std::string>());
+      nemotron = true;
     }
     // Models the tables cover have no miss at all (DeepSeek-V3 and R1 through the
     // MLA tables).
@@ -82,25 +82,33 @@ TEST(CoverageE2E, ShippedTablesPassWithEveryMissDeclared) {
     EXPECT_NE(m["model"], "moonshotai/Kimi-K2.5");
     EXPECT_NE(m["model"], "meta-llama/Llama-4-Scout-17B-16E-Instruct");
     EXPECT_NE(m["model"], "meta-llama/Llama-4-Maverick-17B-128E-Instruct");
+    // Qwen3.5 through gdn_perf, its head-dim-256 attention and its experts (h200-gdn,
+    // h200-q35attn, h200-moe7); GLM-5's experts (h200-moe8: only its DSA misses).
+    EXPECT_NE(m["model"], "Qwen/Qwen3.5-397B-A17B");
+    EXPECT_NE(m["model"], "Qwen/Qwen3.5-35B-A3B");
+    EXPECT_NE(m["model"], "Qwen/Qwen3.5-27B");
+    if (m["model"] == "zai-org/GLM-5" || m["model"] == "zai-org/GLM-5-FP8") {
+      EXPECT_NE(m["table"], "moe_perf") << m.dump();
+    }
   }
-  EXPECT_TRUE(glm) << r.out.substr(0, 4000);
-  EXPECT_EQ(glm_engines, (std::set<std::string>{"sglang", "trtllm", "vllm"}));
+  EXPECT_TRUE(nemotron) << r.out.substr(0, 4000);
+  EXPECT_EQ(nemotron_engines, (std::set<std::string>{"sglang", "trtllm", "vllm"}));
 }
 
-// GLM-5-FP8's fp8_block expert slices (hidden 6144, inter 2048, 256 experts) that the
-// search's one-node configurations look up: the (moe_tp, moe_ep) pairs of 8 GPUs.
-constexpr int kGlmMoeMisses = 10;
+// Nemotron-3-Nano's bf16 relu2 expert slices (hidden 2688, inter 1856, 128 experts)
+// that the search's one-node configurations look up: the (moe_tp, moe_ep) pairs of 8 GPUs.
+constexpr int kNemotronMoeMisses = 10;
 
 TEST(CoverageE2E, UndeclaredMissFails) {
   const std::string dir = MakeTempDir("sc_coverage_");
-  WithoutEntry(dir + "/gaps.yaml", "zai-org/GLM-5-FP8", "moe_perf");
+  WithoutEntry(dir + "/gaps.yaml", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "moe_perf");
   const ProcessResult r = Gate({"--gaps", dir + "/gaps.yaml"});
   EXPECT_EQ(r.exit_code, 1) << Describe(r);
   EXPECT_NE(r.out.find("UNDECLARED"), std::string::npos) << Describe(r);
-  EXPECT_NE(r.out.find("moe_perf {moe_dtype=fp8_block, hidden_size=6144, inter_size=2048, topk=8, num_experts=256"),
+  EXPECT_NE(r.out.find("moe_perf {moe_dtype=bfloat16, hidden_size=2688, inter_size=1856, topk=6, num_experts=128"),
             std::string::npos)
       << Describe(r);
-  EXPECT_NE(r.out.find("coverage: FAIL (" + std::to_string(kGlmMoeMisses) + " undeclared misses, 0 stale gaps)"),
+  EXPECT_NE(r.out.find("coverage: FAIL (" + std::to_string(kNemotronMoeMisses) + " undeclared misses, 0 stale gaps)"),
             std::string::npos)
       << Describe(r);
   fs::remove_all(dir);
