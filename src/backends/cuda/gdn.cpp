@@ -197,14 +197,11 @@ class GdnOp : public collect::Op {
             "num_k_heads", "head_k_dim", "num_v_heads", "head_v_dim", "model_name"};
   }
   double default_timeout_s() const override { return 300; }
-  // Not yet run on a GPU (written 2026-12-02 without device time left): a plain
-  // `collect` skips it until its GPU tests (tests/gpu/gdn_test.cpp) have passed on an
-  // H200; `--include-unverified` runs it. Remove this once they have.
-  bool unverified() const override { return true; }
   double MemoryBytes(const Params& p) const override {
     Shape s;
     if (Parse(p, s)) return 0;
-    return SetBytes(s.g) + 256.0 * 1024 * 1024;
+    return SetBytes(s.g) + (s.context ? static_cast<double>(GdnChunkWorkspaceBytes(s.g)) : 0.0) +
+           256.0 * 1024 * 1024;
   }
   CaseResult Run(const collect::Case& c, const collect::RunContext& ctx) override;
 
@@ -225,6 +222,7 @@ class GdnPhases : public collect::CasePhases {
     conv_source_ = std::string(s_.context ? "servecast_causal_conv1d" : "servecast_causal_conv1d_update") +
                    ":silu,k=" + std::to_string(g_.conv);
     scan_source_ = s_.context ? "servecast_gdn_chunk64:fp32" : "servecast_gdn_recurrent:fp32";
+    if (s_.context) workspace_ = DeviceBuffer(GdnChunkWorkspaceBytes(g_));
     sets_.push_back(MakeSet(SeedFor(base_seed_, 100)));
     return std::nullopt;
   }
@@ -341,7 +339,7 @@ class GdnPhases : public collect::CasePhases {
     Set& set = sets_[i];
     if (s_.context)
       LaunchGdnChunkPrefill(g_, set.y.get(), set.g.as<float>(), set.beta.as<float>(), set.o.get(),
-                            set.state.as<float>(), st);
+                            set.state.as<float>(), workspace_.as<float>(), st);
     else
       LaunchGdnRecurrentDecode(g_, set.y.get(), set.g.as<float>(), set.beta.as<float>(), set.o.get(),
                                set.state.as<float>(), st);
@@ -487,6 +485,7 @@ class GdnPhases : public collect::CasePhases {
   const std::uint64_t base_seed_;
   std::string conv_source_, scan_source_;
   std::vector<Set> sets_;
+  DeviceBuffer workspace_;  // the prefill scan's per-chunk float32 workspace (shared by the sets)
   collect::TimingStats conv_stats_, scan_stats_;
 };
 

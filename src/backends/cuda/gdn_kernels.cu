@@ -2,17 +2,17 @@
 // the chunked prefill scan and the recurrent decode step. All math in float32 on CUDA
 // cores (no tensor cores yet); inputs and outputs bf16, the state float32.
 //
-// Prefill scan (gdn_chunk_prefill): one CTA of 256 threads per (value head, sequence),
-// the 128 x 128 state in shared memory for the whole sequence. Per chunk of 64 tokens
-// (rows past the sequence's end are zeros with g = 0, so they change nothing):
-//   1. q, k (L2-normalized, q scaled), v, g, beta into shared memory; G = cumsum(g);
-//   2. thread (column d, row half) forms, for its 32 rows, K S0 and Q S0 over the 128
-//      state rows: U = beta (V - exp(G) K S0) replaces V, exp(G) Q S0 stays in registers;
-//   3. A = beta_i exp(G_i - G_j) k_i.k_j (j < i); then threads 0..127 solve
-//      (I + A) U = R for their own column by forward substitution (in registers) while
-//      threads 128..255 form P = exp(G_i - G_j) q_i.k_j (j <= i);
-//   4. O = exp(G) Q S0 + P U written out (bf16);
-//   5. S = exp(G_L) S + K^T diag(exp(G_L - G)) U, in place (each thread owns its entries).
+// Prefill scan, two kernels (chunks of 64 tokens; rows past a sequence's end are zeros
+// with g = 0, so they change nothing; G = the chunk's cumulative log decay):
+//   gdn_chunk_prep, one CTA per (chunk, value head, sequence), all chunks at once: what
+//     does not depend on the state. A = beta_i exp(G_i - G_j) k_i.k_j (j < i); the
+//     forward substitution through (I + A) of beta V and beta exp(G) K gives U' and W
+//     (one column per thread); P = exp(G_i - G_j) q_i.k_j (j <= i). Into a float32
+//     workspace per chunk.
+//   gdn_chunk_scan, one CTA per (32 value columns, value head, sequence), the chunks in
+//     order, that slice of the 128 x 128 state in shared memory (the delta rule is
+//     independent per value column): U = U' - W S0; O = exp(G) Q S0 + P U written out
+//     (bf16); S = exp(G_L) S0 + K^T diag(exp(G_L - G)) U in place.
 // Decode step (gdn_recurrent_decode): one CTA of 128 threads per (32 value columns,
 // value head, sequence); each thread holds 32 state rows of one column in registers.
 
@@ -42,14 +42,27 @@ constexpr int kConvVec = 8;  // channels per convolution thread (one 16-byte loa
 
 static_assert(D == 128 && L == 64, "the thread maps below assume dk = dv = 128 and 64-token chunks");
 
-struct ScanSmem {
-  float S[D * D];
+constexpr int kScanCols = 32;  // value columns per CTA of the state pass
+constexpr std::int64_t kChunkWork = 2 * L * D + L * L;  // floats of workspace per (sequence, head, chunk)
+
+struct ChunkGates {
+  float G[L], eG[L], dec[L];
+};
+struct PrepSmem {
   float Q[L * kRowQ];
   float K[L * kRowQ];
-  float U[L * D];
   float A[L * kRowA];
+  float beta[L];
+  ChunkGates gates;
+};
+struct ScanSmem {
+  float S[D * kScanCols];
+  float U[L * kScanCols];
+  float Q[L * kRowQ];  // exp(G_i) q_i
+  float K[L * kRowQ];  // exp(G_L - G_j) k_j
+  float W[L * kRowQ];
   float P[L * kRowA];
-  float G[L], beta[L], eG[L], dec[L];
+  ChunkGates gates;
 };
 
 __device__ __forceinline__ float Silu(float x) { return x / (1.0f + __expf(-x)); }
@@ -167,173 +180,231 @@ __device__ __forceinline__ void LoadRow4(const __nv_bfloat16* row, int lane, boo
   for (int e = 0; e < 4; ++e) out[e] *= inv;
 }
 
-__global__ void __launch_bounds__(kScanThreads, 1)
-    gdn_chunk_prefill(const __nv_bfloat16* __restrict__ qkv, const float* __restrict__ g,
-                      const float* __restrict__ beta, __nv_bfloat16* __restrict__ o, float* __restrict__ state,
-                      std::int64_t seq, int hk, int hv, float scale) {
+// The chunk's cumulative log decay G (one thread, in token order, so both scan
+// kernels get the same values), exp(G) and exp(G_L - G). Rows past the sequence's end
+// have g = 0.
+__device__ __forceinline__ void ChunkDecay(const float* __restrict__ g, std::int64_t tok0, int n, int hv, int h,
+                                           ChunkGates& cg) {
+  const int tid = threadIdx.x;
+  if (tid < L) cg.G[tid] = tid < n ? g[(tok0 + tid) * hv + h] : 0.0f;
+  __syncthreads();
+  if (tid == 0) {
+    float run = 0.0f;
+    for (int i = 0; i < L; ++i) cg.G[i] = (run += cg.G[i]);
+  }
+  __syncthreads();
+  if (tid < L) {
+    cg.eG[tid] = __expf(cg.G[tid]);
+    cg.dec[tid] = __expf(cg.G[L - 1] - cg.G[tid]);
+  }
+  __syncthreads();
+}
+
+// Row r of the chunk's q (normalized, scaled, times qmul) and k (normalized, times kmul)
+// into shared rows of kRowQ floats; zeros past the sequence's end.
+__device__ __forceinline__ void LoadQkRow(const __nv_bfloat16* __restrict__ qkv, std::int64_t tok, bool valid,
+                                          std::int64_t C, std::int64_t q_col, std::int64_t k_col, int lane,
+                                          float scale, float qmul, float kmul, float* qdst, float* kdst) {
+  float qf[4] = {}, kf[4] = {};
+  if (valid) {
+    const __nv_bfloat16* row = qkv + tok * C;
+    LoadRow4(row + q_col, lane, true, scale, qf);
+    LoadRow4(row + k_col, lane, true, 1.0f, kf);
+  }
+  *reinterpret_cast<float4*>(qdst + 4 * lane) = make_float4(qf[0] * qmul, qf[1] * qmul, qf[2] * qmul, qf[3] * qmul);
+  *reinterpret_cast<float4*>(kdst + 4 * lane) = make_float4(kf[0] * kmul, kf[1] * kmul, kf[2] * kmul, kf[3] * kmul);
+}
+
+// Kernel 1 of the prefill scan: what does not depend on the state, for every chunk at
+// once (one CTA per chunk, value head, sequence). With A strictly lower,
+// A_ij = beta_i exp(G_i - G_j) k_i.k_j, T = (I + A)^-1:
+//   U' = T diag(beta) V,  W = T diag(beta exp(G)) K   (forward substitution, one column per thread)
+//   P_ij = exp(G_i - G_j) q_i.k_j for j <= i, else 0
+// written to the chunk's workspace [U' 64x128 | W 64x128 | P 64x64] float32.
+__global__ void __launch_bounds__(kScanThreads)
+    gdn_chunk_prep(const __nv_bfloat16* __restrict__ qkv, const float* __restrict__ g,
+                   const float* __restrict__ beta, float* __restrict__ work, std::int64_t seq, int hk, int hv,
+                   float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  ScanSmem& sm = *reinterpret_cast<ScanSmem*>(smem_raw);
-  const int h = blockIdx.x;
-  const std::int64_t b = blockIdx.y;
+  PrepSmem& sm = *reinterpret_cast<PrepSmem*>(smem_raw);
+  const std::int64_t c = blockIdx.x;
+  const int h = blockIdx.y;
+  const std::int64_t b = blockIdx.z;
+  const std::int64_t nchunks = gridDim.x;
   const int kh = h / (hv / hk);
   const std::int64_t C = static_cast<std::int64_t>(2 * hk + hv) * D;
   const std::int64_t q_col = static_cast<std::int64_t>(kh) * D, k_col = (hk + kh) * static_cast<std::int64_t>(D),
                      v_col = (2 * hk + h) * static_cast<std::int64_t>(D);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int d = tid & (D - 1), half = tid >> 7;
+  const std::int64_t c0 = c * L;
+  const int n = seq - c0 < L ? static_cast<int>(seq - c0) : L;
+  const std::int64_t tok0 = b * seq + c0;
+  float* out = work + ((b * hv + h) * nchunks + c) * kChunkWork;
 
-  for (int i = tid; i < D * D; i += kScanThreads) sm.S[i] = 0.0f;
-
-  for (std::int64_t c0 = 0; c0 < seq; c0 += L) {
-    const int n = seq - c0 < L ? static_cast<int>(seq - c0) : L;
-    const std::int64_t tok0 = b * seq + c0;
-    // 1. the chunk's rows.
-    for (int r = warp; r < L; r += kScanThreads / 32) {
-      float qf[4] = {}, kf[4] = {}, vf[4] = {};
-      if (r < n) {
-        const __nv_bfloat16* row = qkv + (tok0 + r) * C;
-        LoadRow4(row + q_col, lane, true, scale, qf);
-        LoadRow4(row + k_col, lane, true, 1.0f, kf);
-        LoadRow4(row + v_col, lane, false, 1.0f, vf);
-      }
-      *reinterpret_cast<float4*>(&sm.Q[r * kRowQ + 4 * lane]) = make_float4(qf[0], qf[1], qf[2], qf[3]);
-      *reinterpret_cast<float4*>(&sm.K[r * kRowQ + 4 * lane]) = make_float4(kf[0], kf[1], kf[2], kf[3]);
-      *reinterpret_cast<float4*>(&sm.U[r * D + 4 * lane]) = make_float4(vf[0], vf[1], vf[2], vf[3]);
-    }
-    if (tid < L) {
-      sm.G[tid] = tid < n ? g[(tok0 + tid) * hv + h] : 0.0f;
-      sm.beta[tid] = tid < n ? beta[(tok0 + tid) * hv + h] : 0.0f;
-    }
-    __syncthreads();
-    if (tid == 0) {
-      float run = 0.0f;
-      for (int i = 0; i < L; ++i) sm.G[i] = (run += sm.G[i]);
-    }
-    __syncthreads();
-    if (tid < L) {
-      sm.eG[tid] = __expf(sm.G[tid]);
-      sm.dec[tid] = __expf(sm.G[L - 1] - sm.G[tid]);
-    }
-    __syncthreads();
-
-    // 2. K S0 and Q S0 for rows half*32 .. half*32 + 31 of column d.
-    float oq[32];
-    {
-      float ks[32];
-#pragma unroll
-      for (int r = 0; r < 32; ++r) ks[r] = oq[r] = 0.0f;
-      for (int k = 0; k < D; k += 4) {
-        const float s0 = sm.S[(k + 0) * D + d], s1 = sm.S[(k + 1) * D + d], s2 = sm.S[(k + 2) * D + d],
-                    s3 = sm.S[(k + 3) * D + d];
-#pragma unroll
-        for (int r = 0; r < 32; ++r) {
-          const int i = half * 32 + r;
-          const float4 kv = *reinterpret_cast<const float4*>(&sm.K[i * kRowQ + k]);
-          const float4 qv = *reinterpret_cast<const float4*>(&sm.Q[i * kRowQ + k]);
-          ks[r] += kv.x * s0 + kv.y * s1 + kv.z * s2 + kv.w * s3;
-          oq[r] += qv.x * s0 + qv.y * s1 + qv.z * s2 + qv.w * s3;
-        }
-      }
-#pragma unroll
-      for (int r = 0; r < 32; ++r) {
-        const int i = half * 32 + r;
-        sm.U[i * D + d] = sm.beta[i] * (sm.U[i * D + d] - sm.eG[i] * ks[r]);
-        oq[r] *= sm.eG[i];
-      }
-    }
-    // 3a. A (strictly lower): row i = tid / 4, columns j = 4 jj + tid % 4.
-    {
-      const int i = tid >> 2, jg = tid & 3;
-      float acc[16] = {};
-      for (int k = 0; k < D; k += 4) {
-        const float4 ki = *reinterpret_cast<const float4*>(&sm.K[i * kRowQ + k]);
-#pragma unroll
-        for (int jj = 0; jj < 16; ++jj) {
-          const float4 kj = *reinterpret_cast<const float4*>(&sm.K[(4 * jj + jg) * kRowQ + k]);
-          acc[jj] += ki.x * kj.x + ki.y * kj.y + ki.z * kj.z + ki.w * kj.w;
-        }
-      }
+  ChunkDecay(g, tok0, n, hv, h, sm.gates);
+  if (tid < L) sm.beta[tid] = tid < n ? beta[(tok0 + tid) * hv + h] : 0.0f;
+  for (int r = warp; r < L; r += kScanThreads / 32)
+    LoadQkRow(qkv, tok0 + r, r < n, C, q_col, k_col, lane, scale, 1.0f, 1.0f, &sm.Q[r * kRowQ], &sm.K[r * kRowQ]);
+  __syncthreads();
+  // A and P: row i = tid / 4, columns j = 4 jj + tid % 4.
+  {
+    const int i = tid >> 2, jg = tid & 3;
+    float ka[16] = {}, pa[16] = {};
+    for (int k = 0; k < D; k += 4) {
+      const float4 ki = *reinterpret_cast<const float4*>(&sm.K[i * kRowQ + k]);
+      const float4 qi = *reinterpret_cast<const float4*>(&sm.Q[i * kRowQ + k]);
 #pragma unroll
       for (int jj = 0; jj < 16; ++jj) {
-        const int j = 4 * jj + jg;
-        sm.A[i * kRowA + j] = j < i ? sm.beta[i] * __expf(sm.G[i] - sm.G[j]) * acc[jj] : 0.0f;
+        const float4 kj = *reinterpret_cast<const float4*>(&sm.K[(4 * jj + jg) * kRowQ + k]);
+        ka[jj] += ki.x * kj.x + ki.y * kj.y + ki.z * kj.z + ki.w * kj.w;
+        pa[jj] += qi.x * kj.x + qi.y * kj.y + qi.z * kj.z + qi.w * kj.w;
       }
     }
+    float* P = out + 2 * L * D;
+#pragma unroll
+    for (int jj = 0; jj < 16; ++jj) {
+      const int j = 4 * jj + jg;
+      const float m = __expf(sm.gates.G[i] - sm.gates.G[j]);
+      sm.A[i * kRowA + j] = j < i ? sm.beta[i] * m * ka[jj] : 0.0f;
+      P[i * L + j] = j <= i ? m * pa[jj] : 0.0f;
+    }
+  }
+  __syncthreads();
+  // Forward substitution: threads 0..127 column tid of beta V, 128..255 column tid - 128
+  // of beta exp(G) K.
+  {
+    const bool is_v = tid < D;
+    const int col = tid & (D - 1);
+    float u[L];
+#pragma unroll
+    for (int i = 0; i < L; ++i) {
+      const float x = is_v ? (i < n ? __bfloat162float(qkv[(tok0 + i) * C + v_col + col]) : 0.0f)
+                           : sm.gates.eG[i] * sm.K[i * kRowQ + col];
+      u[i] = sm.beta[i] * x;
+    }
+#pragma unroll
+    for (int i = 1; i < L; ++i) {
+      float acc = 0.0f;
+#pragma unroll
+      for (int j = 0; j < i; ++j) acc += sm.A[i * kRowA + j] * u[j];
+      u[i] -= acc;
+    }
+    float* dst = out + (is_v ? 0 : L * D) + col;
+#pragma unroll
+    for (int i = 0; i < L; ++i) dst[i * D] = u[i];
+  }
+}
+
+// Kernel 2 of the prefill scan: the pass over the chunks in order that needs the state,
+// from a zero state. One CTA per (kScanCols value columns, value head, sequence): the
+// delta rule is independent per value column, so the state's columns split over CTAs.
+// Thread (column lane, warp w) owns output rows 8w .. 8w + 7 and state rows
+// 16w .. 16w + 15 of its column. Per chunk:
+//   U = U' - W S0;  O = exp(G) Q S0 + P U;  S = exp(G_L) S0 + (diag(exp(G_L - G)) K)^T U.
+__global__ void __launch_bounds__(kScanThreads, 1)
+    gdn_chunk_scan(const __nv_bfloat16* __restrict__ qkv, const float* __restrict__ g,
+                   const float* __restrict__ work, __nv_bfloat16* __restrict__ o, float* __restrict__ state,
+                   std::int64_t seq, int hk, int hv, float scale) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  ScanSmem& sm = *reinterpret_cast<ScanSmem*>(smem_raw);
+  const int col0 = blockIdx.x * kScanCols;
+  const int h = blockIdx.y;
+  const std::int64_t b = blockIdx.z;
+  const std::int64_t nchunks = (seq + L - 1) / L;
+  const int kh = h / (hv / hk);
+  const std::int64_t C = static_cast<std::int64_t>(2 * hk + hv) * D;
+  const std::int64_t q_col = static_cast<std::int64_t>(kh) * D, k_col = (hk + kh) * static_cast<std::int64_t>(D);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  constexpr int kRows = L / (kScanThreads / 32);      // output rows per warp (8)
+  constexpr int kStateRows = D / (kScanThreads / 32);  // state rows per warp (16)
+
+  for (int i = tid; i < D * kScanCols; i += kScanThreads) sm.S[i] = 0.0f;
+
+  for (std::int64_t c = 0; c < nchunks; ++c) {
+    const std::int64_t c0 = c * L;
+    const int n = seq - c0 < L ? static_cast<int>(seq - c0) : L;
+    const std::int64_t tok0 = b * seq + c0;
+    const float* cw = work + ((b * hv + h) * nchunks + c) * kChunkWork;
+    ChunkDecay(g, tok0, n, hv, h, sm.gates);
+    for (int r = warp; r < L; r += kScanThreads / 32) {
+      LoadQkRow(qkv, tok0 + r, r < n, C, q_col, k_col, lane, scale, sm.gates.eG[r], sm.gates.dec[r],
+                &sm.Q[r * kRowQ], &sm.K[r * kRowQ]);
+      *reinterpret_cast<float4*>(&sm.W[r * kRowQ + 4 * lane]) =
+          *reinterpret_cast<const float4*>(cw + L * D + r * D + 4 * lane);
+      if (lane < L / 4)
+        *reinterpret_cast<float4*>(&sm.P[r * kRowA + 4 * lane]) =
+            *reinterpret_cast<const float4*>(cw + 2 * L * D + r * L + 4 * lane);
+    }
+    float up[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) up[r] = cw[(warp * kRows + r) * D + col0 + lane];
     __syncthreads();
-    // 3b. forward substitution (threads 0..127, one column each) and P (threads 128..255).
-    if (tid < D) {
-      float u[L];
+
+    // W S0 and exp(G) Q S0 for the warp's rows.
+    float ws[kRows], qs[kRows];
 #pragma unroll
-      for (int i = 0; i < L; ++i) u[i] = sm.U[i * D + tid];
+    for (int r = 0; r < kRows; ++r) ws[r] = qs[r] = 0.0f;
+    for (int k = 0; k < D; k += 4) {
+      const float s0 = sm.S[(k + 0) * kScanCols + lane], s1 = sm.S[(k + 1) * kScanCols + lane],
+                  s2 = sm.S[(k + 2) * kScanCols + lane], s3 = sm.S[(k + 3) * kScanCols + lane];
 #pragma unroll
-      for (int i = 1; i < L; ++i) {
-        float s = 0.0f;
-#pragma unroll
-        for (int j = 0; j < i; ++j) s += sm.A[i * kRowA + j] * u[j];
-        u[i] -= s;
-      }
-#pragma unroll
-      for (int i = 0; i < L; ++i) sm.U[i * D + tid] = u[i];
-    } else {
-      const int t2 = tid - D, i = t2 >> 1, jg = t2 & 1;
-      float acc[32] = {};
-      for (int k = 0; k < D; k += 4) {
-        const float4 qi = *reinterpret_cast<const float4*>(&sm.Q[i * kRowQ + k]);
-#pragma unroll
-        for (int jj = 0; jj < 32; ++jj) {
-          const float4 kj = *reinterpret_cast<const float4*>(&sm.K[(2 * jj + jg) * kRowQ + k]);
-          acc[jj] += qi.x * kj.x + qi.y * kj.y + qi.z * kj.z + qi.w * kj.w;
-        }
-      }
-#pragma unroll
-      for (int jj = 0; jj < 32; ++jj) {
-        const int j = 2 * jj + jg;
-        sm.P[i * kRowA + j] = j <= i ? __expf(sm.G[i] - sm.G[j]) * acc[jj] : 0.0f;
+      for (int r = 0; r < kRows; ++r) {
+        const int i = warp * kRows + r;
+        const float4 wv = *reinterpret_cast<const float4*>(&sm.W[i * kRowQ + k]);
+        const float4 qv = *reinterpret_cast<const float4*>(&sm.Q[i * kRowQ + k]);
+        ws[r] += wv.x * s0 + wv.y * s1 + wv.z * s2 + wv.w * s3;
+        qs[r] += qv.x * s0 + qv.y * s1 + qv.z * s2 + qv.w * s3;
       }
     }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) sm.U[(warp * kRows + r) * kScanCols + lane] = up[r] - ws[r];
     __syncthreads();
-    // 4. O = exp(G) Q S0 + P U.
-    for (int j = 0; j < L; j += 4) {
-      const float u0 = sm.U[(j + 0) * D + d], u1 = sm.U[(j + 1) * D + d], u2 = sm.U[(j + 2) * D + d],
-                  u3 = sm.U[(j + 3) * D + d];
+
+    // O = exp(G) Q S0 + P U (P is zero above the diagonal).
+    const int jmax = (warp + 1) * kRows;
+    for (int j = 0; j < jmax; j += 4) {
+      const float u0 = sm.U[(j + 0) * kScanCols + lane], u1 = sm.U[(j + 1) * kScanCols + lane],
+                  u2 = sm.U[(j + 2) * kScanCols + lane], u3 = sm.U[(j + 3) * kScanCols + lane];
 #pragma unroll
-      for (int r = 0; r < 32; ++r) {
-        const float4 p = *reinterpret_cast<const float4*>(&sm.P[(half * 32 + r) * kRowA + j]);
-        oq[r] += p.x * u0 + p.y * u1 + p.z * u2 + p.w * u3;
+      for (int r = 0; r < kRows; ++r) {
+        const float4 p = *reinterpret_cast<const float4*>(&sm.P[(warp * kRows + r) * kRowA + j]);
+        qs[r] += p.x * u0 + p.y * u1 + p.z * u2 + p.w * u3;
       }
     }
 #pragma unroll
-    for (int r = 0; r < 32; ++r) {
-      const int i = half * 32 + r;
-      if (i < n) o[((tok0 + i) * hv + h) * D + d] = __float2bfloat16_rn(oq[r]);
+    for (int r = 0; r < kRows; ++r) {
+      const int i = warp * kRows + r;
+      if (i < n) o[((tok0 + i) * hv + h) * D + col0 + lane] = __float2bfloat16_rn(qs[r]);
     }
-    // 5. the state: rows half*64 .. half*64 + 63 of column d.
+
+    // The state's rows 16w .. 16w + 15 of the column.
     {
-      float acc[64];
+      float acc[kStateRows];
 #pragma unroll
-      for (int kk = 0; kk < 64; ++kk) acc[kk] = 0.0f;
+      for (int kk = 0; kk < kStateRows; ++kk) acc[kk] = 0.0f;
       for (int j = 0; j < L; ++j) {
-        const float uj = sm.U[j * D + d] * sm.dec[j];
+        const float uj = sm.U[j * kScanCols + lane];
 #pragma unroll
-        for (int kk = 0; kk < 64; kk += 4) {
-          const float4 kv = *reinterpret_cast<const float4*>(&sm.K[j * kRowQ + half * 64 + kk]);
+        for (int kk = 0; kk < kStateRows; kk += 4) {
+          const float4 kv = *reinterpret_cast<const float4*>(&sm.K[j * kRowQ + warp * kStateRows + kk]);
           acc[kk] += kv.x * uj;
           acc[kk + 1] += kv.y * uj;
           acc[kk + 2] += kv.z * uj;
           acc[kk + 3] += kv.w * uj;
         }
       }
-      const float eL = sm.eG[L - 1];
+      const float eL = sm.gates.eG[L - 1];
 #pragma unroll
-      for (int kk = 0; kk < 64; ++kk) {
-        float& s = sm.S[(half * 64 + kk) * D + d];
+      for (int kk = 0; kk < kStateRows; ++kk) {
+        float& s = sm.S[(warp * kStateRows + kk) * kScanCols + lane];
         s = eL * s + acc[kk];
       }
     }
     __syncthreads();
   }
   float* out = state + (b * hv + h) * static_cast<std::int64_t>(D * D);
-  for (int i = tid; i < D * D; i += kScanThreads) out[i] = sm.S[i];
+  for (int i = tid; i < D * kScanCols; i += kScanThreads)
+    out[(i / kScanCols) * D + col0 + i % kScanCols] = sm.S[i];
 }
 
 __global__ void __launch_bounds__(kDecodeThreads)
@@ -406,7 +477,11 @@ void CheckShape(const GdnShape& s, const char* what) {
 
 }  // namespace
 
-std::size_t GdnChunkSmemBytes() { return sizeof(ScanSmem); }
+std::size_t GdnChunkSmemBytes() { return std::max(sizeof(ScanSmem), sizeof(PrepSmem)); }
+
+std::size_t GdnChunkWorkspaceBytes(const GdnShape& s) {
+  return static_cast<std::size_t>(s.batch * s.hv * ((s.seq + L - 1) / L) * kChunkWork) * sizeof(float);
+}
 
 void LaunchGdnConvPrefill(const GdnShape& s, const void* x, const void* conv_w, void* y, void* conv_state,
                           cudaStream_t stream) {
@@ -431,14 +506,24 @@ void LaunchGdnConvDecode(const GdnShape& s, const void* x, const void* conv_w, v
 }
 
 void LaunchGdnChunkPrefill(const GdnShape& s, const void* qkv, const float* g, const float* beta, void* o,
-                           float* state, cudaStream_t stream) {
+                           float* state, float* workspace, cudaStream_t stream) {
   CheckShape(s, "LaunchGdnChunkPrefill");
-  const int bytes = static_cast<int>(sizeof(ScanSmem));
-  SC_CUDA_CHECK(cudaFuncSetAttribute(gdn_chunk_prefill, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  const dim3 grid(static_cast<unsigned>(s.hv), static_cast<unsigned>(s.batch));
-  gdn_chunk_prefill<<<grid, kScanThreads, bytes, stream>>>(
-      static_cast<const __nv_bfloat16*>(qkv), g, beta, static_cast<__nv_bfloat16*>(o), state, s.seq,
-      static_cast<int>(s.hk), static_cast<int>(s.hv), 1.0f / std::sqrt(static_cast<float>(D)));
+  const std::int64_t nchunks = (s.seq + L - 1) / L;
+  if (nchunks > 2147483647LL)
+    throw Error("LaunchGdnChunkPrefill: seq " + std::to_string(s.seq) + " has more chunks than a grid holds");
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const int prep_bytes = static_cast<int>(sizeof(PrepSmem)), scan_bytes = static_cast<int>(sizeof(ScanSmem));
+  SC_CUDA_CHECK(cudaFuncSetAttribute(gdn_chunk_prep, cudaFuncAttributeMaxDynamicSharedMemorySize, prep_bytes));
+  SC_CUDA_CHECK(cudaFuncSetAttribute(gdn_chunk_scan, cudaFuncAttributeMaxDynamicSharedMemorySize, scan_bytes));
+  const dim3 prep_grid(static_cast<unsigned>(nchunks), static_cast<unsigned>(s.hv), static_cast<unsigned>(s.batch));
+  gdn_chunk_prep<<<prep_grid, kScanThreads, prep_bytes, stream>>>(static_cast<const __nv_bfloat16*>(qkv), g, beta,
+                                                                   workspace, s.seq, static_cast<int>(s.hk),
+                                                                   static_cast<int>(s.hv), scale);
+  SC_CUDA_CHECK(cudaGetLastError());
+  const dim3 scan_grid(D / kScanCols, static_cast<unsigned>(s.hv), static_cast<unsigned>(s.batch));
+  gdn_chunk_scan<<<scan_grid, kScanThreads, scan_bytes, stream>>>(
+      static_cast<const __nv_bfloat16*>(qkv), g, workspace, static_cast<__nv_bfloat16*>(o), state, s.seq,
+      static_cast<int>(s.hk), static_cast<int>(s.hv), scale);
   SC_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -20,6 +20,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace servecast::cuda {
@@ -51,14 +52,18 @@ void LaunchGdnConvDecode(const GdnShape& s, const void* x, const void* conv_w, v
                          cudaStream_t stream);
 
 // Prefill scan (chunk_gated_delta_rule's job) from a zero state, chunks of kGdnChunk
-// tokens: one CTA per (value head, sequence) keeps the state in shared memory; per chunk
-// the rows u of the chunk solve (I + A) U = beta (V - exp(G) K S0) by forward
-// substitution (A strictly lower, A_ij = beta_i exp(G_i - G_j) k_i.k_j, G the chunk's
-// cumulative log decay), the outputs are O = exp(G) Q S0 + (M o Q K^T) U (M_ij =
-// exp(G_i - G_j) for j <= i) and the state S = exp(G_L) S0 + K^T diag(exp(G_L - G)) U.
-// `qkv` is the convolution's output y. Writes o and the final state.
+// tokens. Per chunk, with G its cumulative log decay, A strictly lower (A_ij = beta_i
+// exp(G_i - G_j) k_i.k_j) and T = (I + A)^-1: U' = T beta V and W = T beta exp(G) K
+// (a first kernel, all chunks in parallel, with P = exp(G_i - G_j) q_i.k_j for j <= i);
+// then in chunk order (a second kernel, the state's value columns split over CTAs):
+// U = U' - W S0, O = exp(G) Q S0 + P U, S = exp(G_L) S0 + K^T diag(exp(G_L - G)) U.
+// `qkv` is the convolution's output y; `workspace` holds GdnChunkWorkspaceBytes(s)
+// (written before it is read; no initial contents). Writes o and the final state.
 void LaunchGdnChunkPrefill(const GdnShape& s, const void* qkv, const float* g, const float* beta, void* o,
-                           float* state, cudaStream_t stream);
+                           float* state, float* workspace, cudaStream_t stream);
+
+// The prefill scan's float32 workspace for shape s (bytes).
+std::size_t GdnChunkWorkspaceBytes(const GdnShape& s);
 
 // Decode step (fused_recurrent_gated_delta_rule's job): one token per sequence, the
 // state read and written in place.
@@ -68,7 +73,7 @@ void LaunchGdnRecurrentDecode(const GdnShape& s, const void* qkv, const float* g
 // x <- a x + b over n floats (the inputs' gates from uniform fills).
 void LaunchGdnAffineF32(float* x, std::int64_t n, float a, float b, cudaStream_t stream);
 
-// Shared memory the prefill scan's CTA needs (bytes).
+// Shared memory the larger of the prefill scan's two CTAs needs (bytes).
 std::size_t GdnChunkSmemBytes();
 
 }  // namespace servecast::cuda
