@@ -62,7 +62,6 @@ struct ScanSmem {
   float K[L * kRowQ];  // exp(G_L - G_j) k_j
   float W[L * kRowQ];
   float P[L * kRowA];
-  ChunkGates gates;
 };
 
 __device__ __forceinline__ float Silu(float x) { return x / (1.0f + __expf(-x)); }
@@ -180,39 +179,58 @@ __device__ __forceinline__ void LoadRow4(const __nv_bfloat16* row, int lane, boo
   for (int e = 0; e < 4; ++e) out[e] *= inv;
 }
 
-// The chunk's cumulative log decay G (one thread, in token order, so both scan
-// kernels get the same values), exp(G) and exp(G_L - G). Rows past the sequence's end
-// have g = 0.
+// Unpacks four bf16 of a row (raw, as loaded by lane `lane`) and, with `norm`,
+// L2-normalizes the row across the warp, times `scale`.
+__device__ __forceinline__ void Row4(uint2 raw, bool norm, float scale, float* out) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+  const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
+  out[0] = a.x, out[1] = a.y, out[2] = b.x, out[3] = b.y;
+  if (!norm) return;
+  float ss = out[0] * out[0] + out[1] * out[1] + out[2] * out[2] + out[3] * out[3];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float inv = rsqrtf(ss + kGdnNormEps) * scale;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) out[e] *= inv;
+}
+
+// The chunk's cumulative log decay across a warp: lane l holds g of rows l and l + 32
+// (0 past the sequence's end) and gets G of those rows back, a warp scan in row order
+// (every warp that runs it on the same values gets the same sums).
+__device__ __forceinline__ void WarpCumsum64(float& lo, float& hi, int lane) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const float a = __shfl_up_sync(0xffffffffu, lo, o), b = __shfl_up_sync(0xffffffffu, hi, o);
+    if (lane >= o) lo += a, hi += b;
+  }
+  hi += __shfl_sync(0xffffffffu, lo, 31);
+}
+// G of row r (0..63) from WarpCumsum64's output; every lane gets it.
+__device__ __forceinline__ float RowOf64(float lo, float hi, int r) {
+  const float a = __shfl_sync(0xffffffffu, lo, r & 31), b = __shfl_sync(0xffffffffu, hi, r & 31);
+  return r < 32 ? a : b;
+}
+
+// G, exp(G) and exp(G_L - G) of the chunk into shared memory (warp 0), then a barrier.
 __device__ __forceinline__ void ChunkDecay(const float* __restrict__ g, std::int64_t tok0, int n, int hv, int h,
                                            ChunkGates& cg) {
   const int tid = threadIdx.x;
-  if (tid < L) cg.G[tid] = tid < n ? g[(tok0 + tid) * hv + h] : 0.0f;
-  __syncthreads();
-  if (tid == 0) {
-    float run = 0.0f;
-    for (int i = 0; i < L; ++i) cg.G[i] = (run += cg.G[i]);
-  }
-  __syncthreads();
-  if (tid < L) {
-    cg.eG[tid] = __expf(cg.G[tid]);
-    cg.dec[tid] = __expf(cg.G[L - 1] - cg.G[tid]);
+  if (tid < 32) {
+    float lo = tid < n ? g[(tok0 + tid) * hv + h] : 0.0f, hi = tid + 32 < n ? g[(tok0 + tid + 32) * hv + h] : 0.0f;
+    WarpCumsum64(lo, hi, tid);
+    const float GL = __shfl_sync(0xffffffffu, hi, 31);
+    cg.G[tid] = lo, cg.G[tid + 32] = hi;
+    cg.eG[tid] = __expf(lo), cg.eG[tid + 32] = __expf(hi);
+    cg.dec[tid] = __expf(GL - lo), cg.dec[tid + 32] = __expf(GL - hi);
   }
   __syncthreads();
 }
 
-// Row r of the chunk's q (normalized, scaled, times qmul) and k (normalized, times kmul)
-// into shared rows of kRowQ floats; zeros past the sequence's end.
-__device__ __forceinline__ void LoadQkRow(const __nv_bfloat16* __restrict__ qkv, std::int64_t tok, bool valid,
-                                          std::int64_t C, std::int64_t q_col, std::int64_t k_col, int lane,
-                                          float scale, float qmul, float kmul, float* qdst, float* kdst) {
-  float qf[4] = {}, kf[4] = {};
-  if (valid) {
-    const __nv_bfloat16* row = qkv + tok * C;
-    LoadRow4(row + q_col, lane, true, scale, qf);
-    LoadRow4(row + k_col, lane, true, 1.0f, kf);
-  }
-  *reinterpret_cast<float4*>(qdst + 4 * lane) = make_float4(qf[0] * qmul, qf[1] * qmul, qf[2] * qmul, qf[3] * qmul);
-  *reinterpret_cast<float4*>(kdst + 4 * lane) = make_float4(kf[0] * kmul, kf[1] * kmul, kf[2] * kmul, kf[3] * kmul);
+__device__ __forceinline__ uint2 RawRow4(const __nv_bfloat16* __restrict__ p, int lane, bool valid) {
+  return valid ? *reinterpret_cast<const uint2*>(p + 4 * lane) : make_uint2(0u, 0u);
+}
+__device__ __forceinline__ void StoreRow4(float* dst, int lane, const float* f, float mul) {
+  *reinterpret_cast<float4*>(dst + 4 * lane) = make_float4(f[0] * mul, f[1] * mul, f[2] * mul, f[3] * mul);
 }
 
 // Kernel 1 of the prefill scan: what does not depend on the state, for every chunk at
@@ -243,9 +261,28 @@ __global__ void __launch_bounds__(kScanThreads)
 
   ChunkDecay(g, tok0, n, hv, h, sm.gates);
   if (tid < L) sm.beta[tid] = tid < n ? beta[(tok0 + tid) * hv + h] : 0.0f;
-  for (int r = warp; r < L; r += kScanThreads / 32)
-    LoadQkRow(qkv, tok0 + r, r < n, C, q_col, k_col, lane, scale, 1.0f, 1.0f, &sm.Q[r * kRowQ], &sm.K[r * kRowQ]);
+  {
+    constexpr int kPer = L / (kScanThreads / 32);
+    uint2 rq[kPer], rk[kPer];
+#pragma unroll
+    for (int t = 0; t < kPer; ++t) {  // all loads first, then the row reductions
+      const int r = warp * kPer + t;
+      const __nv_bfloat16* row = qkv + (tok0 + r) * C;
+      rq[t] = RawRow4(row + q_col, lane, r < n);
+      rk[t] = RawRow4(row + k_col, lane, r < n);
+    }
+#pragma unroll
+    for (int t = 0; t < kPer; ++t) {
+      const int r = warp * kPer + t;
+      float f[4];
+      Row4(rq[t], true, scale, f);
+      StoreRow4(&sm.Q[r * kRowQ], lane, f, 1.0f);
+      Row4(rk[t], true, 1.0f, f);
+      StoreRow4(&sm.K[r * kRowQ], lane, f, 1.0f);
+    }
+  }
   __syncthreads();
+
   // A and P: row i = tid / 4, columns j = 4 jj + tid % 4.
   {
     const int i = tid >> 2, jg = tid & 3;
@@ -320,24 +357,56 @@ __global__ void __launch_bounds__(kScanThreads, 1)
 
   for (int i = tid; i < D * kScanCols; i += kScanThreads) sm.S[i] = 0.0f;
 
+  // The next chunk's inputs, loaded into registers while the current chunk computes.
+  struct Raw {
+    uint2 q[kRows], k[kRows];
+    float4 w[kRows], p[kRows];
+    float up[kRows];
+    float g_lo, g_hi;
+  } raw;
+  auto load = [&](std::int64_t c) {
+    const std::int64_t c0 = c * L, tok0 = b * seq + c0;
+    const int n = seq - c0 < L ? static_cast<int>(seq - c0) : L;
+    const float* cw = work + ((b * hv + h) * nchunks + c) * kChunkWork;
+#pragma unroll
+    for (int t = 0; t < kRows; ++t) {
+      const int r = warp * kRows + t;
+      const __nv_bfloat16* row = qkv + (tok0 + r) * C;
+      raw.q[t] = RawRow4(row + q_col, lane, r < n);
+      raw.k[t] = RawRow4(row + k_col, lane, r < n);
+      raw.w[t] = *reinterpret_cast<const float4*>(cw + L * D + r * D + 4 * lane);
+      raw.p[t] = lane < L / 4 ? *reinterpret_cast<const float4*>(cw + 2 * L * D + r * L + 4 * lane)
+                              : make_float4(0.f, 0.f, 0.f, 0.f);
+      raw.up[t] = cw[r * D + col0 + lane];
+    }
+    raw.g_lo = lane < n ? g[(tok0 + lane) * hv + h] : 0.0f;
+    raw.g_hi = lane + 32 < n ? g[(tok0 + lane + 32) * hv + h] : 0.0f;
+  };
+  load(0);
+
   for (std::int64_t c = 0; c < nchunks; ++c) {
     const std::int64_t c0 = c * L;
     const int n = seq - c0 < L ? static_cast<int>(seq - c0) : L;
     const std::int64_t tok0 = b * seq + c0;
-    const float* cw = work + ((b * hv + h) * nchunks + c) * kChunkWork;
-    ChunkDecay(g, tok0, n, hv, h, sm.gates);
-    for (int r = warp; r < L; r += kScanThreads / 32) {
-      LoadQkRow(qkv, tok0 + r, r < n, C, q_col, k_col, lane, scale, sm.gates.eG[r], sm.gates.dec[r],
-                &sm.Q[r * kRowQ], &sm.K[r * kRowQ]);
-      *reinterpret_cast<float4*>(&sm.W[r * kRowQ + 4 * lane]) =
-          *reinterpret_cast<const float4*>(cw + L * D + r * D + 4 * lane);
-      if (lane < L / 4)
-        *reinterpret_cast<float4*>(&sm.P[r * kRowA + 4 * lane]) =
-            *reinterpret_cast<const float4*>(cw + 2 * L * D + r * L + 4 * lane);
-    }
+    // The chunk's rows into shared memory: q times exp(G), k times exp(G_L - G).
+    float lo = raw.g_lo, hi = raw.g_hi;
+    WarpCumsum64(lo, hi, lane);
+    const float GL = __shfl_sync(0xffffffffu, hi, 31), eL = __expf(GL);
     float up[kRows];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) up[r] = cw[(warp * kRows + r) * D + col0 + lane];
+    for (int t = 0; t < kRows; ++t) {
+      const int r = warp * kRows + t;
+      const float Gr = RowOf64(lo, hi, r);
+      float f[4];
+      Row4(raw.q[t], true, scale, f);
+      StoreRow4(&sm.Q[r * kRowQ], lane, f, __expf(Gr));
+      Row4(raw.k[t], true, 1.0f, f);
+      StoreRow4(&sm.K[r * kRowQ], lane, f, __expf(GL - Gr));
+      *reinterpret_cast<float4*>(&sm.W[r * kRowQ + 4 * lane]) = raw.w[t];
+      if (lane < L / 4) *reinterpret_cast<float4*>(&sm.P[r * kRowA + 4 * lane]) = raw.p[t];
+      up[t] = raw.up[t];
+    }
+    if (c + 1 < nchunks) load(c + 1);
     __syncthreads();
 
     // W S0 and exp(G) Q S0 for the warp's rows.
@@ -393,7 +462,6 @@ __global__ void __launch_bounds__(kScanThreads, 1)
           acc[kk + 3] += kv.w * uj;
         }
       }
-      const float eL = sm.gates.eG[L - 1];
 #pragma unroll
       for (int kk = 0; kk < kStateRows; ++kk) {
         float& s = sm.S[(warp * kStateRows + kk) * kScanCols + lane];
