@@ -22,6 +22,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <type_traits>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gdn_kernels.h"
@@ -84,12 +86,30 @@ __device__ __forceinline__ uint4 Pack8(const float* f) {
 }
 
 // ---- convolution ----------------------------------------------------------------
+// Both kernels take d_conv as a template parameter, so every tap's load is issued
+// before the first multiply (a runtime bound serialized them: one memory latency per
+// tap). Thread = one token (or sequence) x kConvVec channels; the channels' K taps are
+// kConvVec * K consecutive bf16 of w, read as K 16-byte loads.
 
+template <int K>
+__device__ __forceinline__ void LoadTaps(const __nv_bfloat16* __restrict__ w, int c0, float (&taps)[kConvVec][K]) {
+  uint4 raw[K];
+  const uint4* src = reinterpret_cast<const uint4*>(w + static_cast<std::int64_t>(c0) * K);
+#pragma unroll
+  for (int i = 0; i < K; ++i) raw[i] = src[i];
+  const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(raw);
+#pragma unroll
+  for (int e = 0; e < kConvVec; ++e)
+#pragma unroll
+    for (int j = 0; j < K; ++j) taps[e][j] = __bfloat162float(h[e * K + j]);
+}
+
+template <int K>
 __global__ void __launch_bounds__(kConvThreads) gdn_conv_prefill(const __nv_bfloat16* __restrict__ x,
                                                                  const __nv_bfloat16* __restrict__ w,
                                                                  __nv_bfloat16* __restrict__ y,
                                                                  __nv_bfloat16* __restrict__ state, std::int64_t tokens,
-                                                                 std::int64_t seq, int C, int K) {
+                                                                 std::int64_t seq, int C) {
   const int groups = C / kConvVec;
   const std::int64_t total = tokens * groups;
   for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < total;
@@ -97,39 +117,42 @@ __global__ void __launch_bounds__(kConvThreads) gdn_conv_prefill(const __nv_bflo
     const std::int64_t t = idx / groups;
     const int c0 = static_cast<int>(idx % groups) * kConvVec;
     const std::int64_t b = t / seq, p = t % seq;
+    uint4 in[K];
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+      const std::int64_t back = K - 1 - j;  // tap j reads the input `back` tokens earlier
+      in[j] = p - back >= 0 ? *reinterpret_cast<const uint4*>(x + (t - back) * C + c0) : uint4{0, 0, 0, 0};
+    }
+    float taps[kConvVec][K];
+    LoadTaps<K>(w, c0, taps);
     float acc[kConvVec] = {};
     float xin[kConvVec];
-    uint4 own{};
 #pragma unroll
-    for (int j = 0; j < kGdnMaxConv; ++j) {
-      if (j >= K) break;
-      const std::int64_t back = K - 1 - j;  // tap j reads the input `back` tokens earlier
-      if (p - back < 0) continue;
-      const uint4 raw = *reinterpret_cast<const uint4*>(x + (t - back) * C + c0);
-      if (back == 0) own = raw;
-      Unpack8(raw, xin);
+    for (int j = 0; j < K; ++j) {
+      Unpack8(in[j], xin);
 #pragma unroll
-      for (int e = 0; e < kConvVec; ++e) acc[e] += __bfloat162float(w[(c0 + e) * K + j]) * xin[e];
+      for (int e = 0; e < kConvVec; ++e) acc[e] += taps[e][j] * xin[e];
     }
 #pragma unroll
     for (int e = 0; e < kConvVec; ++e) acc[e] = Silu(acc[e]);
     *reinterpret_cast<uint4*>(y + t * C + c0) = Pack8(acc);
-    if (K > 1) {
+    if constexpr (K > 1) {
       // Slot j of the window holds position seq - (K - 1) + j.
       const std::int64_t slot = p - (seq - (K - 1));
       __nv_bfloat16* win = state + b * (K - 1) * C + c0;
-      if (slot >= 0) *reinterpret_cast<uint4*>(win + slot * C) = own;
+      if (slot >= 0) *reinterpret_cast<uint4*>(win + slot * C) = in[K - 1];
       if (p == 0)
         for (std::int64_t j = 0; j < (K - 1) - seq; ++j) *reinterpret_cast<uint4*>(win + j * C) = uint4{0, 0, 0, 0};
     }
   }
 }
 
+template <int K>
 __global__ void __launch_bounds__(kConvThreads) gdn_conv_decode(const __nv_bfloat16* __restrict__ x,
                                                                 const __nv_bfloat16* __restrict__ w,
                                                                 __nv_bfloat16* __restrict__ y,
                                                                 __nv_bfloat16* __restrict__ state, std::int64_t batch,
-                                                                int C, int K) {
+                                                                int C) {
   const int groups = C / kConvVec;
   const std::int64_t total = batch * groups;
   for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < total;
@@ -137,29 +160,44 @@ __global__ void __launch_bounds__(kConvThreads) gdn_conv_decode(const __nv_bfloa
     const std::int64_t b = idx / groups;
     const int c0 = static_cast<int>(idx % groups) * kConvVec;
     __nv_bfloat16* win = state + b * (K - 1) * C + c0;
+    uint4 in[K];  // the window, oldest first, then this token's input
+#pragma unroll
+    for (int j = 0; j < K - 1; ++j) in[j] = *reinterpret_cast<const uint4*>(win + j * C);
+    in[K - 1] = *reinterpret_cast<const uint4*>(x + b * C + c0);
+    float taps[kConvVec][K];
+    LoadTaps<K>(w, c0, taps);
     float acc[kConvVec] = {};
     float v[kConvVec];
-    uint4 prev[kGdnMaxConv];
 #pragma unroll
-    for (int j = 0; j < kGdnMaxConv - 1; ++j) {
-      if (j >= K - 1) break;
-      prev[j] = *reinterpret_cast<const uint4*>(win + j * C);
-      Unpack8(prev[j], v);
+    for (int j = 0; j < K; ++j) {
+      Unpack8(in[j], v);
 #pragma unroll
-      for (int e = 0; e < kConvVec; ++e) acc[e] += __bfloat162float(w[(c0 + e) * K + j]) * v[e];
+      for (int e = 0; e < kConvVec; ++e) acc[e] += taps[e][j] * v[e];
     }
-    const uint4 cur = *reinterpret_cast<const uint4*>(x + b * C + c0);
-    Unpack8(cur, v);
 #pragma unroll
-    for (int e = 0; e < kConvVec; ++e) acc[e] = Silu(acc[e] + __bfloat162float(w[(c0 + e) * K + K - 1]) * v[e]);
+    for (int e = 0; e < kConvVec; ++e) acc[e] = Silu(acc[e]);
     *reinterpret_cast<uint4*>(y + b * C + c0) = Pack8(acc);
 #pragma unroll
-    for (int j = 0; j < kGdnMaxConv - 1; ++j) {
-      if (j >= K - 1) break;
-      *reinterpret_cast<uint4*>(win + j * C) = j + 1 < K - 1 ? prev[j + 1] : cur;
-    }
+    for (int j = 0; j < K - 1; ++j) *reinterpret_cast<uint4*>(win + j * C) = in[j + 1];
   }
 }
+
+// Calls f(std::integral_constant<int, k>) for 1 <= k <= kGdnMaxConv.
+template <class F>
+void WithConvWidth(std::int64_t k, F&& f) {
+  switch (k) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 5: f(std::integral_constant<int, 5>{}); break;
+    case 6: f(std::integral_constant<int, 6>{}); break;
+    case 7: f(std::integral_constant<int, 7>{}); break;
+    case 8: f(std::integral_constant<int, 8>{}); break;
+    default: throw Error("gdn: d_conv " + std::to_string(k) + " outside 1.." + std::to_string(kGdnMaxConv));
+  }
+}
+static_assert(kGdnMaxConv == 8, "WithConvWidth lists the widths 1..8");
 
 // ---- scan -------------------------------------------------------------------------
 
@@ -555,10 +593,11 @@ void LaunchGdnConvPrefill(const GdnShape& s, const void* x, const void* conv_w, 
                           cudaStream_t stream) {
   CheckShape(s, "LaunchGdnConvPrefill");
   const int C = static_cast<int>(s.channels());
-  gdn_conv_prefill<<<FlatBlocks(s.tokens() * (C / kConvVec)), kConvThreads, 0, stream>>>(
-      static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(conv_w),
-      static_cast<__nv_bfloat16*>(y), static_cast<__nv_bfloat16*>(conv_state), s.tokens(), s.seq, C,
-      static_cast<int>(s.conv));
+  WithConvWidth(s.conv, [&](auto kc) {
+    gdn_conv_prefill<decltype(kc)::value><<<FlatBlocks(s.tokens() * (C / kConvVec)), kConvThreads, 0, stream>>>(
+        static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(conv_w),
+        static_cast<__nv_bfloat16*>(y), static_cast<__nv_bfloat16*>(conv_state), s.tokens(), s.seq, C);
+  });
   SC_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -566,10 +605,11 @@ void LaunchGdnConvDecode(const GdnShape& s, const void* x, const void* conv_w, v
                          cudaStream_t stream) {
   CheckShape(s, "LaunchGdnConvDecode");
   const int C = static_cast<int>(s.channels());
-  gdn_conv_decode<<<FlatBlocks(s.batch * (C / kConvVec)), kConvThreads, 0, stream>>>(
-      static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(conv_w),
-      static_cast<__nv_bfloat16*>(y), static_cast<__nv_bfloat16*>(conv_state), s.batch, C,
-      static_cast<int>(s.conv));
+  WithConvWidth(s.conv, [&](auto kc) {
+    gdn_conv_decode<decltype(kc)::value><<<FlatBlocks(s.batch * (C / kConvVec)), kConvThreads, 0, stream>>>(
+        static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(conv_w),
+        static_cast<__nv_bfloat16*>(y), static_cast<__nv_bfloat16*>(conv_state), s.batch, C);
+  });
   SC_CUDA_CHECK(cudaGetLastError());
 }
 
