@@ -93,25 +93,14 @@ struct EngineRun {
 
 // The chosen point of a run, when it meets the limits (auto compares only those).
 const search::Point* MeetingPoint(const EngineRun& e) {
-  if (!e.error.empty() || e.result.chosen < 0) return nullptr;
-  const search::ModeResult& m = e.result.modes[static_cast<std::size_t>(e.result.chosen)];
-  return m.best_meets_sla ? search::ChosenPoint(e.result) : nullptr;
+  return e.error.empty() ? search::MeetingPoint(e.result) : nullptr;
 }
 
-// The best engine of --backend auto: the highest tokens/s per GPU of the cluster
-// among the engines whose chosen deployment meets the limits (ties: tokens/s/user,
-// then the order trtllm, vllm, sglang); -1 when none does.
+// The best engine of --backend auto (search::PickMeeting); -1 when none meets the limits.
 int PickEngine(const std::vector<EngineRun>& runs) {
-  int best = -1;
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    const search::Point* p = MeetingPoint(runs[i]);
-    if (!p) continue;
-    const search::Point* b = best < 0 ? nullptr : MeetingPoint(runs[static_cast<std::size_t>(best)]);
-    if (!b || p->tokens_per_s_gpu_cluster > b->tokens_per_s_gpu_cluster ||
-        (p->tokens_per_s_gpu_cluster == b->tokens_per_s_gpu_cluster && p->tokens_per_s_user > b->tokens_per_s_user))
-      best = static_cast<int>(i);
-  }
-  return best;
+  std::vector<const search::SearchResult*> results;
+  for (const EngineRun& e : runs) results.push_back(e.error.empty() ? &e.result : nullptr);
+  return search::PickMeeting(results);
 }
 
 std::string Fmt(const char* f, double v) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <vector>
 
 #include "cli/value_checks.h"
 #include "core/error.h"
@@ -27,7 +28,10 @@ CLI::App* AddGenerateCommand(CLI::App& app, GenerateArgs& a) {
                                "write launch configurations (engine command lines, Kubernetes manifest) for the best "
                                "deployments of a model on N GPUs");
   AddPlanFlags(c, a.plan, "silicon");
-  c->add_option("--backend", a.plan.engine, "serving engine: trtllm, vllm or sglang")->capture_default_str();
+  c->add_option("--backend", a.plan.engine,
+                "serving engine: trtllm, vllm, sglang, or auto (search each, write the files of the engine whose best "
+                "deployment meets the limits with the most tokens/s per GPU)")
+      ->capture_default_str();
   c->add_option("--total-gpus", a.total_gpus, "GPUs to deploy on")->required()->check(IntIn(1, kMaxGpus));
   AddSlaFlags(c, a.sla);
   c->add_option("--save-dir", a.save_dir, "output folder (default: ./servecast-<model>-<system>-<N>gpu)");
@@ -56,10 +60,68 @@ double ModelWeightBytes(const model::ModelConfig& m, model::Engine e) {
   }
 }
 
+// --backend auto: one search per engine on its own data and profile; the engine whose
+// chosen deployment meets the limits with the most tokens/s per GPU (search::PickMeeting).
+// Fills `table` (one entry per engine) and returns the pick, "" when none meets them.
+std::string PickEngineByFiles(const GenerateArgs& a, const PlanSetup& s, nlohmann::ordered_json& table) {
+  const std::vector<std::string> engines = {"trtllm", "vllm", "sglang"};
+  std::vector<search::SearchResult> results(engines.size());
+  std::vector<const search::SearchResult*> searched(engines.size(), nullptr);
+  std::vector<std::string> errors(engines.size());
+  for (std::size_t i = 0; i < engines.size(); ++i) {
+    PlanArgs pa = a.plan;
+    pa.engine = engines[i];
+    const model::Engine kind = model::ParseEngine(engines[i]);
+    const search::SearchInputs in = SearchInputsFrom(a.sla, kind, a.total_gpus, s.model());
+    serve::Deployment d(s.model(), s.spec());
+    try {
+      const serve::Database& db = OpenDataNoted(d, DataOptions(pa, s.systems_dir), search::SearchNeeds(d, in));
+      const serve::EngineProfile profile = serve::LoadEngineProfileByName(s.engines_dir, kind);
+      results[i] = search::RunSearch(d.model(), db, profile, in);
+      searched[i] = &results[i];
+    } catch (const perfdb::MissingDataError& ex) {
+      errors[i] = std::string("no data: ") + ex.what();
+    } catch (const UsageError& ex) {
+      errors[i] = ex.what();
+    }
+  }
+  const int pick = search::PickMeeting(searched);
+  table = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < engines.size(); ++i) {
+    nlohmann::ordered_json e = {{"engine", engines[i]}};
+    const search::Point* p = searched[i] ? search::ChosenPoint(*searched[i]) : nullptr;
+    if (!errors[i].empty()) {
+      e["error"] = errors[i].substr(0, errors[i].find('\n'));
+    } else if (!p) {
+      e["error"] = "no deployment could be estimated";
+    } else {
+      e["deployment"] = report::PointJson(*p);
+      e["meets_limits"] = search::MeetingPoint(*searched[i]) != nullptr;
+    }
+    e["picked"] = static_cast<int>(i) == pick;
+    table.push_back(std::move(e));
+  }
+  return pick < 0 ? std::string() : engines[static_cast<std::size_t>(pick)];
+}
+
 }  // namespace
 
-int RunGenerate(const GenerateArgs& a, const std::function<std::string(const std::string&)>& find) {
+int RunGenerate(const GenerateArgs& a_in, const std::function<std::string(const std::string&)>& find) {
+  GenerateArgs a = a_in;
   PlanSetup s = LoadPlan(a.plan, find);
+  nlohmann::ordered_json auto_table;
+  if (a.plan.engine == "auto") {
+    const std::string pick = PickEngineByFiles(a, s, auto_table);
+    if (pick.empty()) {
+      std::string why;
+      for (const auto& e : auto_table)
+        why += "\n  " + e["engine"].get<std::string>() + ": " +
+               (e.contains("error") ? e["error"].get<std::string>() : std::string("does not meet the limits"));
+      throw UsageError("--backend auto: no engine's best deployment on " + std::to_string(a.total_gpus) +
+                       " GPUs meets the limits; give --backend to write one engine's files anyway" + why);
+    }
+    a.plan.engine = pick;
+  }
   const model::Engine engine_kind = model::ParseEngine(a.plan.engine);
   const search::SearchInputs in = SearchInputsFrom(a.sla, engine_kind, a.total_gpus, s.model());
   const serve::EngineProfile engine = serve::LoadEngineProfileByName(s.engines_dir, engine_kind);
@@ -130,6 +192,7 @@ int RunGenerate(const GenerateArgs& a, const std::function<std::string(const std
   summary["system"] = s.spec().name;
   summary["engine"] = model::EngineName(engine_kind);
   summary["total_gpus"] = a.total_gpus;
+  if (!auto_table.is_null()) summary["backend_auto"] = auto_table;
   summary["origin"] = origin;
   summary["predicted"] = c.predicted;
   summary["limits"] = {{"isl", in.isl}, {"osl", in.osl}, {"ttft_ms", in.ttft_ms}, {"tpot_ms", in.tpot_ms},
@@ -175,6 +238,21 @@ int RunGenerate(const GenerateArgs& a, const std::function<std::string(const std
   std::printf("servecast generate: %s on %s, %d GPUs, engine %s\n", s.model().name.c_str(), s.spec().name.c_str(),
               a.total_gpus, model::EngineName(engine_kind));
   std::printf("chosen by: %s\n", origin.c_str());
+  if (!auto_table.is_null()) {
+    std::printf("backend auto: each engine's best deployment on %d GPUs\n", a.total_gpus);
+    for (const auto& e : auto_table) {
+      if (e.contains("error")) {
+        std::printf("  %-7s %s\n", e["engine"].get<std::string>().c_str(), e["error"].get<std::string>().c_str());
+        continue;
+      }
+      const auto& d = e["deployment"];
+      std::printf("  %-7s %-6s %-32s %9.1f tokens/s/GPU  %7.1f tokens/s/user  meets limits: %s%s\n",
+                  e["engine"].get<std::string>().c_str(), d["mode"].get<std::string>().c_str(),
+                  d["parallel"].get<std::string>().c_str(), d["tokens_per_s_gpu"].get<double>(),
+                  d["tokens_per_s_user"].get<double>(), e["meets_limits"].get<bool>() ? "yes" : "no",
+                  e["picked"].get<bool>() ? "  <- picked" : "");
+    }
+  }
   for (const auto& [name, p, meets] : {std::tuple{"agg", agg, agg_meets}, std::tuple{"disagg", disagg, disagg_meets}}) {
     if (!p) {
       std::printf("%-6s none%s\n", name, std::string(name) == "disagg" && !c.predicted ? " (weights-fit rule: agg only)" : "");

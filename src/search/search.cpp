@@ -516,6 +516,24 @@ const Point* ChosenPoint(const SearchResult& r) {
   return m.best.empty() ? nullptr : &m.points[m.best.front()];
 }
 
+const Point* MeetingPoint(const SearchResult& r) {
+  if (r.chosen < 0) return nullptr;
+  return r.modes[static_cast<std::size_t>(r.chosen)].best_meets_sla ? ChosenPoint(r) : nullptr;
+}
+
+int PickMeeting(const std::vector<const SearchResult*>& results) {
+  int best = -1;
+  const Point* b = nullptr;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const Point* p = results[i] ? MeetingPoint(*results[i]) : nullptr;
+    if (!p) continue;
+    if (!b || p->tokens_per_s_gpu_cluster > b->tokens_per_s_gpu_cluster ||
+        (p->tokens_per_s_gpu_cluster == b->tokens_per_s_gpu_cluster && p->tokens_per_s_user > b->tokens_per_s_user))
+      best = static_cast<int>(i), b = p;
+  }
+  return best;
+}
+
 std::vector<std::string> DataNotes(const Point& p, const model::ModelConfig& m, const serve::Database& db,
                                    const SearchInputs& in) {
   // (source, table) -> op names (first seen order) and the first detail.

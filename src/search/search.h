@@ -90,6 +90,14 @@ struct SearchResult {
 
 // The chosen deployment: the chosen mode's best point; nullptr when none.
 const Point* ChosenPoint(const SearchResult& r);
+// The chosen deployment when it meets the limits (the chosen mode's best_meets_sla);
+// nullptr otherwise.
+const Point* MeetingPoint(const SearchResult& r);
+// Of several engines' searches of one deployment question (nullptr: that engine was
+// not searched), the index of the one whose chosen deployment meets the limits with
+// the highest tokens/s per GPU of the cluster (ties: tokens/s/user, then the earlier
+// in the list); -1 when none meets them. `--backend auto` of default and generate.
+int PickMeeting(const std::vector<const SearchResult*>& results);
 
 // Parallel configurations of one worker per AIC's enumeration rules for `total_gpus`
 // and the family's search knobs (dense: tp in {1,2,4,8}; MoE: tp, dp, moe_tp, moe_ep in {1,2,4,8,16} with

@@ -1,8 +1,8 @@
 // The invocations AIC users type (issue 29 items 3 and 4), run as the real
 // binary: --model-path, mode names in any case, --backend auto, default
 // --target-request-rate without --total-gpus, each engine reading its own data
-// in a tree with several sources, grouped skip reasons, and generate's benchmark
-// scripts and report. SOL mode on the fixture model needs no data; the data
+// in a tree with several sources, grouped skip reasons, generate --backend auto, and
+// generate's benchmark scripts and report. SOL mode on the fixture model needs no data; the data
 // choice and the skip groups read the shared AIC tree and the bundled H200 data.
 
 #include <gtest/gtest.h>
@@ -202,6 +202,51 @@ TEST(AicHabitsE2E, SkipReasonsGroupedByClassAndTable) {
   EXPECT_GE(lines, 1u);
   EXPECT_LE(lines, 4u);  // missing data / (prefill) / (decode), per mode
   EXPECT_GE(Count(t.out, "      moe {"), lines);
+}
+
+TEST(AicHabitsE2E, GenerateBackendAutoWritesThePickedEnginesFiles) {
+  const std::string dir = MakeTempDir("servecast_generate_auto");
+  const ProcessResult r = RunProcess(
+      Tiny("generate", {"--total-gpus", "4", "--backend", "auto", "--save-dir", dir + "/auto", "--json"}), 600);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const Json j = Json::parse(r.out);
+  ASSERT_EQ(j["backend_auto"].size(), 3u) << j.dump();
+  // The pick: the most tokens/s per GPU among the engines meeting the limits.
+  std::string best_engine;
+  double best = -1;
+  int picked = 0;
+  for (const Json& e : j["backend_auto"]) {
+    ASSERT_TRUE(e.contains("deployment")) << e.dump();
+    const double v = e["deployment"]["tokens_per_s_gpu"].get<double>();
+    if (e["meets_limits"].get<bool>() && v > best) best = v, best_engine = e["engine"].get<std::string>();
+    if (e["picked"].get<bool>()) {
+      ++picked;
+      EXPECT_EQ(e["engine"], j["engine"]) << e.dump();
+    }
+  }
+  EXPECT_EQ(picked, 1);
+  EXPECT_EQ(j["engine"], best_engine);
+  // The files are the ones that engine's own generate writes.
+  const ProcessResult one = RunProcess(
+      Tiny("generate", {"--total-gpus", "4", "--backend", best_engine, "--save-dir", dir + "/one", "--json"}), 600);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const Json k = Json::parse(one.out);
+  EXPECT_EQ(k["agg"], j["agg"]);
+  EXPECT_EQ(k["disagg"], j["disagg"]);
+  for (const char* f : {"agg/launch.sh", "agg/k8s_deploy.yaml", "disagg/prefill_launch.sh", "disagg/decode_launch.sh"})
+    EXPECT_EQ(ReadText(dir + "/auto/" + f), ReadText(dir + "/one/" + f)) << f;
+  // No engine meets the limits: refused, nothing written, each engine's reason given.
+  const std::vector<std::string> none = {kHabBin,   "generate", "--model", kHabSrc + "/tests/goldens/models/tiny-dense",
+                                         "--system", "tiny_gpu", "--systems", kHabSrc + "/tests/goldens/systems",
+                                         "--database-mode", "sol", "--isl", "512", "--osl", "64", "--ttft", "0.001",
+                                         "--total-gpus", "4", "--backend", "auto", "--save-dir", dir + "/none"};
+  const ProcessResult n = RunProcess(none, 600);
+  EXPECT_EQ(n.exit_code, 2) << n.out << n.err;
+  EXPECT_NE(n.err.find("--backend auto: no engine's best deployment on 4 GPUs meets the limits"), std::string::npos)
+      << n.err;
+  for (const char* e : {"\n  trtllm: ", "\n  vllm: ", "\n  sglang: "}) EXPECT_NE(n.err.find(e), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(dir + "/none"));
+  fs::remove_all(dir);
 }
 
 TEST(AicHabitsE2E, GenerateWritesBenchmarksAndAReportLinkingTheFiles) {
