@@ -37,18 +37,26 @@ struct Case {
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.model << " (" << c.mode << ", " << c.gpus << " GPUs)"; }
 
+// `default --model M ARGS... --system h200_sxm --json` exits 0 with a chosen deployment
+// that meets the limits at a positive throughput; its report into `j`.
+void DefaultChoosesADeployment(const std::vector<std::string>& model_and_args, Json& j) {
+  std::vector<std::string> argv = {kHyBin, "default", "--model"};
+  argv.insert(argv.end(), model_and_args.begin(), model_and_args.end());
+  for (const char* a : {"--system", "h200_sxm", "--json"}) argv.emplace_back(a);
+  const ProcessResult r = RunProcess(argv, 300, kHySource);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = Json::parse(r.out);
+  ASSERT_TRUE(j.contains("chosen") && j["chosen"].is_object()) << r.out.substr(0, 2000);
+  EXPECT_TRUE(j["chosen"]["meets_sla"].get<bool>());
+  EXPECT_GT(j["chosen"]["tokens_per_s_gpu"].get<double>(), 0);
+}
+
 class HybridDefault : public ::testing::TestWithParam<Case> {};
 
 TEST_P(HybridDefault, AnswersAndLabelsEveryUnmeasuredOp) {
   const Case& c = GetParam();
-  const ProcessResult r = RunProcess({kHyBin, "default", "--model", c.model, "--system", "h200_sxm", "--total-gpus",
-                                      c.gpus, "--database-mode", c.mode, "--json"},
-                                     300, kHySource);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const Json j = Json::parse(r.out);
-  ASSERT_TRUE(j.contains("chosen") && j["chosen"].is_object()) << r.out.substr(0, 2000);
-  EXPECT_TRUE(j["chosen"]["meets_sla"].get<bool>());
-  EXPECT_GT(j["chosen"]["tokens_per_s_gpu"].get<double>(), 0);
+  Json j;
+  ASSERT_NO_FATAL_FAILURE(DefaultChoosesADeployment({c.model, "--total-gpus", c.gpus, "--database-mode", c.mode}, j));
   bool labelled = false;
   for (const Json& n : j["chosen_data_notes"]) {
     const std::string note = n.get<std::string>();
@@ -87,14 +95,8 @@ INSTANTIATE_TEST_SUITE_P(
 class Qwen35Silicon : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Qwen35Silicon, AnswersWithEveryGdnOpMeasured) {
-  const ProcessResult r = RunProcess({kHyBin, "default", "--model", GetParam(), "--system", "h200_sxm",
-                                      "--total-gpus", "8", "--json"},
-                                     300, kHySource);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const Json j = Json::parse(r.out);
-  ASSERT_TRUE(j.contains("chosen") && j["chosen"].is_object()) << r.out.substr(0, 2000);
-  EXPECT_TRUE(j["chosen"]["meets_sla"].get<bool>());
-  EXPECT_GT(j["chosen"]["tokens_per_s_gpu"].get<double>(), 0);
+  Json j;
+  ASSERT_NO_FATAL_FAILURE(DefaultChoosesADeployment({GetParam(), "--total-gpus", "8"}, j));
   for (const Json& n : j["chosen_data_notes"]) {
     const std::string note = n.get<std::string>();
     EXPECT_NE(note.rfind("roofline: ", 0), 0u) << note;

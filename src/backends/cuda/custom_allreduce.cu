@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/dispatch.h"
 #include "backends/cuda/custom_allreduce.h"
 #include "core/error.h"
 
@@ -166,16 +167,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 // Runtime world size -> the kernel instantiation for it.
 template <class F>
 void DispatchWorld(int world, F&& f) {
-  switch (world) {
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 3: f(std::integral_constant<int, 3>{}); break;
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    case 5: f(std::integral_constant<int, 5>{}); break;
-    case 6: f(std::integral_constant<int, 6>{}); break;
-    case 7: f(std::integral_constant<int, 7>{}); break;
-    case 8: f(std::integral_constant<int, 8>{}); break;
-    default: throw Error("CustomAllReduce: world " + std::to_string(world) + " not supported; expected 2..8");
-  }
+  if (!DispatchConstant<2, 8>(world, f))
+    throw Error("CustomAllReduce: world " + std::to_string(world) + " not supported; expected 2..8");
 }
 
 // What a rank tells its peers during construction: 'K' + Hello, or 'E' + an error message.

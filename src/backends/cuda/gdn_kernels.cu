@@ -26,6 +26,7 @@
 #include <type_traits>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/dispatch.h"
 #include "backends/cuda/gdn_kernels.h"
 #include "core/error.h"
 
@@ -185,40 +186,15 @@ __global__ void __launch_bounds__(kConvThreads) gdn_conv_decode(const __nv_bfloa
 // Calls f(std::integral_constant<int, k>) for 1 <= k <= kGdnMaxConv.
 template <class F>
 void WithConvWidth(std::int64_t k, F&& f) {
-  switch (k) {
-    case 1: f(std::integral_constant<int, 1>{}); break;
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 3: f(std::integral_constant<int, 3>{}); break;
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    case 5: f(std::integral_constant<int, 5>{}); break;
-    case 6: f(std::integral_constant<int, 6>{}); break;
-    case 7: f(std::integral_constant<int, 7>{}); break;
-    case 8: f(std::integral_constant<int, 8>{}); break;
-    default: throw Error("gdn: d_conv " + std::to_string(k) + " outside 1.." + std::to_string(kGdnMaxConv));
-  }
+  if (!DispatchConstant<1, kGdnMaxConv>(k, f))
+    throw Error("gdn: d_conv " + std::to_string(k) + " outside 1.." + std::to_string(kGdnMaxConv));
 }
-static_assert(kGdnMaxConv == 8, "WithConvWidth lists the widths 1..8");
 
 // ---- scan -------------------------------------------------------------------------
 
-// Lane `lane` of a warp loads elements 4 lane .. 4 lane + 3 of one 128-wide bf16 row;
-// with `norm`, the row is L2-normalized (then multiplied by `scale`).
-__device__ __forceinline__ void LoadRow4(const __nv_bfloat16* row, int lane, bool norm, float scale, float* out) {
-  const uint2 raw = *reinterpret_cast<const uint2*>(row + 4 * lane);
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-  const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
-  out[0] = a.x, out[1] = a.y, out[2] = b.x, out[3] = b.y;
-  if (!norm) return;
-  float ss = out[0] * out[0] + out[1] * out[1] + out[2] * out[2] + out[3] * out[3];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  const float inv = rsqrtf(ss + kGdnNormEps) * scale;
-#pragma unroll
-  for (int e = 0; e < 4; ++e) out[e] *= inv;
-}
-
-// Unpacks four bf16 of a row (raw, as loaded by lane `lane`) and, with `norm`,
-// L2-normalizes the row across the warp, times `scale`.
+// Lane `lane` of a warp holds elements 4 lane .. 4 lane + 3 of one 128-wide bf16 row
+// (`raw`, from RawRow4); unpacks them and, with `norm`, L2-normalizes the row across
+// the warp, times `scale`.
 __device__ __forceinline__ void Row4(uint2 raw, bool norm, float scale, float* out) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
   const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
@@ -527,8 +503,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const __nv_bfloat16* row = qkv + b * C;
   if (quarter < 2) {
     float f[4];
-    LoadRow4(row + (quarter == 0 ? kh : hk + kh) * static_cast<std::int64_t>(D), lane, true,
-             quarter == 0 ? scale : 1.0f, f);
+    Row4(RawRow4(row + (quarter == 0 ? kh : hk + kh) * static_cast<std::int64_t>(D), lane, true), true,
+         quarter == 0 ? scale : 1.0f, f);
     float* dst = quarter == 0 ? qs : ks;
 #pragma unroll
     for (int e = 0; e < 4; ++e) dst[4 * lane + e] = f[e];
