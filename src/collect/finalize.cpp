@@ -9,8 +9,9 @@
 #include "core/build_info.h"
 #include "core/error.h"
 #include "core/fs.h"
-#include "core/table_file.h"
 #include "core/log.h"
+#include "core/table_file.h"
+#include "core/value.h"
 #include "core/yaml_util.h"
 
 namespace servecast::collect {
@@ -310,7 +311,9 @@ void CountMissing(const std::map<std::string, const PlanFile::Entry*>& keys, con
 }
 
 // The share of the written rows flagged throttled, rounded to 0.001 (so a meta
-// diffs cleanly run to run); 0 for an empty table.
+// diffs cleanly run to run); 0 for an empty table. Written with FormatDouble (the
+// shortest text that reads back as the rounded value: 0.279, not yaml-cpp's
+// 17-digit 0.27900000000000003).
 double ThrottledShare(const TableOutcome& outcome) {
   if (outcome.rows_after == 0) return 0;
   return std::round(1000.0 * static_cast<double>(outcome.throttled_rows) / static_cast<double>(outcome.rows_after)) /
@@ -400,7 +403,7 @@ void UpdateCollectionMeta(const TableTarget& target, const std::string& table_na
   // How much of the table was timed at a reduced clock: a sustained-serving
   // estimate built on throttled rows reads slower-clocked kernels.
   t["throttled_rows"] = static_cast<long long>(outcome.throttled_rows);
-  t["throttled_share"] = ThrottledShare(outcome);
+  t["throttled_share"] = FormatDouble(ThrottledShare(outcome));
   if (partial_selection && outcome.status == "partial")
     t["note"] = "the run was narrowed by --limit/--smoke/--model/--case-filter; the table does not cover the full plan";
   else

@@ -190,6 +190,9 @@ TEST_F(FinalizeTest, MetaCountsThrottledRowsAndTheirShare) {
   YAML::Node tm = Meta()["tables"]["gemm_perf"];
   EXPECT_EQ(tm["throttled_rows"].as<int>(), 1);
   EXPECT_DOUBLE_EQ(tm["throttled_share"].as<double>(), 0.333);
+  // Written as the rounded value reads, not yaml-cpp's 17 digits (0.33300000000000002).
+  const std::string text = ReadFile(DataDir() + "/collection_meta.yaml");
+  EXPECT_NE(text.find("throttled_share: 0.333\n"), std::string::npos) << text;
   // Re-measured unthrottled: the share follows the written table.
   std::string again = RunDir("run2", {Pass(2, 2.0)});
   Finalize({again}, out_.path());
