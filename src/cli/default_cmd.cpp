@@ -43,7 +43,9 @@ CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& a) {
                              "over the cluster; the report is the search at that count (one engine, not auto)")
                    ->check(NumberIn(0, 1e9, true));
   gpus->excludes(rate);
-  c->add_option("--max-gpus", a.max_gpus, "with --target-request-rate: the largest GPU count tried")
+  c->add_option("--max-gpus", a.max_gpus,
+                "with --target-request-rate: the largest GPU count tried, at most 4096 (from 128 GPUs on, the walk "
+                "stops at the first count from which no larger one can meet the target)")
       ->capture_default_str()
       ->check(IntIn(1, kMaxGpus));
   c->add_option("--backend", a.engine,
@@ -241,7 +243,7 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
     };
     search::RecommendTarget target;
     target.request_rate = a.target_request_rate;
-    target_search = search::Recommend(run, target, search::GpuLadder(a.max_gpus));
+    target_search = search::Recommend(run, target, search::GpuLadder(a.max_gpus), search::kSearchStableGpus);
     if (!target_search.found) {
       if (a.json || out) {
         nlohmann::ordered_json j = {{"model", e.deployment->model().name},
@@ -254,12 +256,14 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
                                       {"found", false},
                                       {"gpus", nullptr},
                                       {"steps", report::RecommendStepsJson(target_search)}}}};
+        if (target_search.stopped_at > 0) j["target"]["stopped_note"] = search::StoppedNote(target_search);
         if (a.json && !(out && out->quiet_json)) std::printf("%s\n", j.dump(2).c_str());
         if (out) out->json = std::move(j);
       }
       if (!a.json) {
         std::printf("%s", report::RecommendStepsTable(target_search).c_str());
       }
+      if (target_search.stopped_at > 0) std::fprintf(stderr, "note: %s\n", search::StoppedNote(target_search).c_str());
       std::fprintf(stderr,
                    "error: no GPU count up to %d (--max-gpus) has a deployment that meets the limits and serves %.3f "
                    "requests/s (the table says why per count)\n",

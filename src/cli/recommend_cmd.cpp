@@ -26,7 +26,9 @@ CLI::App* AddRecommendCommand(CLI::App& app, RecommendArgs& a) {
                              "concurrent requests the cluster must hold")
                    ->check(IntIn(1, kMaxBatch * kMaxGpus));
   rate->excludes(conc);
-  c->add_option("--max-gpus", a.max_gpus, "largest GPU count tried (ladder 1, 2, 4, 8, 16, 24, ...)")
+  c->add_option("--max-gpus", a.max_gpus,
+                "largest GPU count tried (ladder 1, 2, 4, 8, 16, 24, ...), at most 4096; from 128 GPUs on the walk "
+                "stops at the first count from which no larger one can meet the target")
       ->capture_default_str()
       ->check(IntIn(1, kMaxGpus));
   c->add_flag("--every-gpu-count", a.every_gpu_count,
@@ -76,7 +78,7 @@ int RunRecommend(const RecommendArgs& a, const std::function<std::string(const s
     at.total_gpus = gpus;
     return search::RunSearch(s.model(), *db, engine, at);
   };
-  const search::RecommendResult r = search::Recommend(run, target, ladder);
+  const search::RecommendResult r = search::Recommend(run, target, ladder, search::kSearchStableGpus);
 
   const std::string target_text = target.request_rate > 0 ? Fmt(target.request_rate, 3) + " requests/s"
                                                           : std::to_string(target.concurrency) + " concurrent requests";
@@ -106,6 +108,12 @@ int RunRecommend(const RecommendArgs& a, const std::function<std::string(const s
       j["deployment"] = nullptr;
     }
     j["steps"] = report::RecommendStepsJson(r);
+    if (r.stopped_at > 0)  // only then, so that the document of a found count is unchanged
+      j["stopped"] = {{"after_gpus", r.stopped_at},
+                      {"reason", r.stopped_by_limits ? "limits" : "target"},
+                      {"bound_gpus", r.bound_gpus},
+                      {"bound_request_rate", r.bound_request_rate},
+                      {"bound_concurrency", r.bound_concurrency}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("servecast recommend: %s on %s (%s), data %s (%s)\n", s.model().name.c_str(), s.spec().name.c_str(),
@@ -134,12 +142,17 @@ int RunRecommend(const RecommendArgs& a, const std::function<std::string(const s
       best_conc = std::max(best_conc, st.best_concurrency);
       any_sla = any_sla || st.any_meets_sla;
     }
+    if (r.stopped_at > 0) std::fprintf(stderr, "note: %s\n", search::StoppedNote(r).c_str());
     if (!any_sla) {
       std::fprintf(stderr,
                    "error: no deployment on up to %d GPUs meets %s (the table above says why per GPU count); relax "
                    "the limits\n",
                    a.max_gpus, limits.c_str());
       return 1;
+    }
+    if (r.stopped_at > 0) {
+      best_rate = std::max(best_rate, r.bound_request_rate);
+      best_conc = std::max(best_conc, r.bound_concurrency);
     }
     std::fprintf(stderr,
                  "error: no GPU count up to %d serves %s at %s; the best found: %.3f requests/s, %lld concurrent "

@@ -45,6 +45,22 @@ bool Better(const Point& a, const Point& b) {
 
 }  // namespace
 
+std::string StoppedNote(const RecommendResult& r) {
+  if (r.stopped_at < 1) return {};
+  std::string s = "counts past " + std::to_string(r.stopped_at) + " GPUs were not searched: from " +
+                  std::to_string(kSearchStableGpus) +
+                  " GPUs on the search evaluates the same replicas at every count (workers of at most 16 GPUs, "
+                  "disaggregated replicas of at most " +
+                  std::to_string(kSearchStableGpus) + ") and only their number grows; ";
+  if (r.stopped_by_limits) return s + "none of them meets the limits, so no larger count does";
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "at %d GPUs those meeting the limits would deliver at most %.3f requests/s and %lld "
+                "concurrent requests",
+                r.bound_gpus, r.bound_request_rate, static_cast<long long>(r.bound_concurrency));
+  return s + buf;
+}
+
 std::optional<Point> PickForTarget(const SearchResult& r, const RecommendTarget& t) {
   std::optional<Point> best;
   for (const ModeResult& m : r.modes)
@@ -54,7 +70,7 @@ std::optional<Point> PickForTarget(const SearchResult& r, const RecommendTarget&
 }
 
 RecommendResult Recommend(const std::function<SearchResult(int gpus)>& search, const RecommendTarget& t,
-                          const std::vector<int>& ladder) {
+                          const std::vector<int>& ladder, int stable_gpus) {
   if ((t.request_rate > 0) == (t.concurrency > 0))
     throw UsageError("give exactly one positive target: --target-request-rate or --target-concurrency");
   RecommendResult res;
@@ -95,6 +111,29 @@ RecommendResult Recommend(const std::function<SearchResult(int gpus)>& search, c
       res.margin = TargetMargin(*pick, t);
       break;
     }
+    if (stable_gpus < 1 || gpus < stable_gpus || gpus == ladder.back()) continue;
+    // Every larger count evaluates these same points with more replicas: the most
+    // they deliver is at the ladder's last count, in the expressions Meets uses.
+    const int last = ladder.back();
+    double rate = 0;
+    std::int64_t conc = 0;
+    bool reachable = false;
+    for (const ModeResult& m : r.modes)
+      for (const Point& p : m.points) {
+        if (!p.meets_sla || p.gpus_per_replica < 1) continue;
+        Point at_last = p;
+        at_last.replicas = last / p.gpus_per_replica;
+        rate = std::max(rate, ClusterRequestRate(at_last));
+        conc = std::max(conc, ClusterConcurrency(at_last));
+        reachable = reachable || (at_last.replicas > 0 && Meets(at_last, t));
+      }
+    if (reachable) continue;
+    res.stopped_at = gpus;
+    res.stopped_by_limits = !step.any_meets_sla;
+    res.bound_gpus = last;
+    res.bound_request_rate = rate;
+    res.bound_concurrency = conc;
+    break;
   }
   return res;
 }

@@ -51,7 +51,22 @@ struct RecommendResult {
   Point point;            // the deployment chosen at that count
   double margin = 0;      // TargetMargin of `point`
   std::vector<RecommendStep> steps;  // every count tried, in order
+  // > 0: the walk ended at this count, before the ladder's last, because no larger
+  // count of the ladder can meet the target (Recommend's `stable_gpus`); the counts
+  // after it were not searched. `stopped_by_limits`: no deployment meets the latency
+  // limits there (so none does at any larger count); otherwise the limits are met but
+  // even the ladder's last count, `bound_gpus`, would deliver only
+  // `bound_request_rate` requests/s and `bound_concurrency` concurrent requests.
+  int stopped_at = 0;
+  bool stopped_by_limits = false;
+  int bound_gpus = 0;
+  double bound_request_rate = 0;
+  std::int64_t bound_concurrency = 0;
 };
+
+// Why a walk stopped before its ladder's end (RecommendResult::stopped_at), in one
+// sentence; empty when it did not.
+std::string StoppedNote(const RecommendResult& r);
 
 // Among the points of `r` meeting the latency limits (every mode), the one that
 // meets the target with the highest tokens/s per GPU of the cluster (ties: the
@@ -59,9 +74,16 @@ struct RecommendResult {
 std::optional<Point> PickForTarget(const SearchResult& r, const RecommendTarget& t);
 
 // Walks `ladder`, running `search(gpus)` per count, and stops at the first count
-// whose pick meets the target. UsageError when the target is not exactly one of
-// rate or concurrency, or not positive.
+// whose pick meets the target. With `stable_gpus` > 0 (kSearchStableGpus: from that
+// count on, `search` returns the same per-replica points and only their replicas,
+// floor(gpus / gpus_per_replica), grow), it also stops at the first count >=
+// stable_gpus that cannot lead to a find: none of its points meets the latency
+// limits, or its points meeting them, replicated over the ladder's last count, still
+// fall short of the target (delivered rate and concurrency only grow with the
+// replicas, so no count in between meets it either). A walk that finds a count is
+// the same with and without `stable_gpus`. UsageError when the target is not
+// exactly one of rate or concurrency, or not positive.
 RecommendResult Recommend(const std::function<SearchResult(int gpus)>& search, const RecommendTarget& t,
-                          const std::vector<int>& ladder);
+                          const std::vector<int>& ladder, int stable_gpus = 0);
 
 }  // namespace servecast::search

@@ -171,12 +171,13 @@ ModeResult SearchAgg(const model::ModelConfig& m, const serve::Database& db, con
   return r;
 }
 
-// Totals of GPUs a disaggregated replica may use: 1, 2, 4, 8, then multiples of 8 up to 128.
+// Totals of GPUs a disaggregated replica may use: 1, 2, 4, 8, then multiples of 8 up to 128
+// (kSearchStableGpus).
 std::vector<int> ReplicaSizes(int total) {
   std::vector<int> s;
   for (int g : {1, 2, 4})
     if (g <= total) s.push_back(g);
-  for (int g = 8; g <= std::min(total, 128); g += 8) s.push_back(g);
+  for (int g = 8; g <= std::min(total, kSearchStableGpus); g += 8) s.push_back(g);
   return s;
 }
 

@@ -21,6 +21,12 @@
 
 namespace servecast::search {
 
+// The GPU count from which RunSearch's per-replica deployments no longer change:
+// a worker takes at most 16 GPUs (EnumerateParallel) and a disaggregated replica at
+// most 128 (its replica sizes), so at 128 GPUs and more every count evaluates the
+// same replicas and only their number, floor(total / replica GPUs), grows.
+inline constexpr int kSearchStableGpus = 128;
+
 struct SearchInputs {
   model::Engine engine = model::Engine::kTrtllm;
   int total_gpus = 8;

@@ -289,6 +289,20 @@ struct Resources {
   }
 };
 
+// A disagg row's decode is a sum over its osl - 1 steps, one pass of the op list per
+// `stride` steps (RunStatic). At the default stride 32 an osl of 2^24 took 524,288
+// passes (minutes for one row); past kMaxDisaggDecodeSteps passes the stride widens
+// so that every row costs at most that many, each pass weighted by the steps it
+// stands for, as at stride 32. Rows up to osl 131,073 keep stride 32.
+constexpr std::int64_t kMaxDisaggDecodeSteps = 4096;
+constexpr int kDisaggDecodeStride = DisaggInputs{}.stride;  // 32
+
+int DisaggDecodeStride(std::int64_t osl) {
+  const std::int64_t steps = osl - 1;
+  return static_cast<int>(
+      std::max<std::int64_t>(kDisaggDecodeStride, (steps + kMaxDisaggDecodeSteps - 1) / kMaxDisaggDecodeSteps));
+}
+
 void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
   auto fail = [&](const RowFailure& f) {
     out.failure = f.kind;
@@ -412,6 +426,12 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
                  ParallelText(pp, moe_model) + " b" + std::to_string(std::max<std::int64_t>(row.prefill_batch, 1)) +
                  "] D" + std::to_string(std::max(row.decode_workers, 1)) + "x[" + ParallelText(dp, moe_model) + " b" +
                  std::to_string(decode_batch) + "]";
+    const int stride = DisaggDecodeStride(row.osl);
+    if (stride != kDisaggDecodeStride)
+      out.notes.push_back("decode summed at stride " + std::to_string(stride) + " (at most " +
+                          std::to_string(kMaxDisaggDecodeSteps) + " evaluated decode steps; stride " +
+                          std::to_string(kDisaggDecodeStride) + " up to osl " +
+                          std::to_string(kMaxDisaggDecodeSteps * kDisaggDecodeStride + 1) + ")");
     DisaggEstimate r;
     if (auto f = Guard("bad row", [&] {
           d->UseData(*db);
@@ -424,6 +444,7 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
           di.decode_batch = decode_batch;
           di.prefill_workers = std::max(row.prefill_workers, 1);
           di.decode_workers = std::max(row.decode_workers, 1);
+          di.stride = stride;
           r = RunDisagg(d->model(), pp, pops, dp, dops, *db, *profile, di);
         }))
       return fail(*f);

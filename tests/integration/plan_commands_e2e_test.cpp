@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -63,6 +64,53 @@ TEST(RecommendE2E, UnreachableTargetExitsOne) {
   const ProcessResult both =
       RunProcess(TinySol("recommend", {"--target-concurrency", "10", "--target-request-rate", "1"}), 600);
   EXPECT_NE(both.exit_code, 0);
+}
+
+// Issue 28: past 128 GPUs (search::kSearchStableGpus) the search evaluates the
+// same replicas at every count, so a target out of reach there stops the walk
+// instead of searching every count up to --max-gpus 4096 (about a minute on
+// Qwen3-32B); the note says why and what the last count would deliver.
+TEST(RecommendE2E, UnreachableTargetStopsWhereMoreGpusCannotHelp) {
+  const ProcessResult r =
+      RunProcess(TinySol("recommend", {"--target-concurrency", "100000000", "--max-gpus", "4096", "--json"}), 600);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const Json j = Json::parse(r.out);
+  EXPECT_FALSE(j["found"].get<bool>());
+  ASSERT_FALSE(j["steps"].empty());
+  EXPECT_EQ(j["steps"].back()["gpus"].get<int>(), 128) << r.out;
+  ASSERT_TRUE(j.contains("stopped")) << r.out;
+  EXPECT_EQ(j["stopped"]["after_gpus"].get<int>(), 128);
+  EXPECT_EQ(j["stopped"]["reason"], "target");
+  EXPECT_EQ(j["stopped"]["bound_gpus"].get<int>(), 4096);
+  // The bound is the walk's own arithmetic at 4096 GPUs: the 128-GPU concurrency x 32.
+  EXPECT_EQ(j["stopped"]["bound_concurrency"].get<std::int64_t>(),
+            32 * j["steps"].back()["best_concurrency"].get<std::int64_t>());
+  EXPECT_NE(r.err.find("note: counts past 128 GPUs were not searched"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no GPU count up to 4096"), std::string::npos) << r.err;
+
+  // Limits no deployment meets: the same stop, for the other reason.
+  std::vector<std::string> strict =
+      TinySol("recommend", {"--target-request-rate", "1", "--max-gpus", "4096", "--json"});
+  *(std::find(strict.begin(), strict.end(), "--ttft") + 1) = "0.000001";  // no deployment's TTFT is that short
+  const ProcessResult lim = RunProcess(strict, 600);
+  EXPECT_EQ(lim.exit_code, 1) << lim.out << lim.err;
+  const Json jl = Json::parse(lim.out);
+  EXPECT_EQ(jl["steps"].back()["gpus"].get<int>(), 128) << lim.out;
+  EXPECT_EQ(jl["stopped"]["reason"], "limits");
+  EXPECT_NE(lim.err.find("none of them meets the limits, so no larger count does"), std::string::npos) << lim.err;
+  EXPECT_NE(lim.err.find("no deployment on up to 4096 GPUs meets"), std::string::npos) << lim.err;
+
+  // A count past the stated limit is refused at parse time.
+  const ProcessResult huge =
+      RunProcess(TinySol("recommend", {"--target-request-rate", "1", "--max-gpus", "100000"}), 60);
+  EXPECT_EQ(huge.exit_code, 2) << huge.out << huge.err;
+  EXPECT_NE(huge.err.find("--max-gpus: 100000 is out of range; expected an integer in [1, 4096]"), std::string::npos)
+      << huge.err;
+
+  // A target that is found keeps its document (no `stopped`).
+  const ProcessResult ok = RunProcess(TinySol("recommend", {"--target-request-rate", "50", "--json"}), 600);
+  ASSERT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_FALSE(Json::parse(ok.out).contains("stopped")) << ok.out;
 }
 
 TEST(SupportE2E, FixtureTablesPass) {

@@ -248,5 +248,39 @@ TEST(ValidateE2e, SglangRowUsesTheEngineBudgetAndPrefillQueue) {
   EXPECT_EQ(one["workload"]["ctx_tokens"], 64);
 }
 
+// Issue 28: a disagg row's decode sum evaluates at most 4096 steps. At stride 32 an
+// osl of 2^24 (the largest a row may give) took 524,288 passes of the op list (16 s
+// on the one-layer fixture model, minutes on a real one); the stride now widens to
+// ceil((osl - 1) / 4096) = 4096, said in the row's notes. A row within 4096 steps at
+// stride 32 is unchanged and has no such note.
+TEST(ValidateE2e, DisaggDecodeOfAHugeOslIsBounded) {
+  const std::string dir = MakeTempDir("validate-long-decode");
+  const std::string csv = dir + "/long.csv";
+  const std::string row = ",trtllm,1,tests/goldens/models/tiny-dense,tiny_gpu,bf16,disagg,64,";
+  WriteText(csv,
+            "id,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,moe_quant_mode,"
+            "batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,prefill_batch_size,"
+            "prefill_num_workers,prefill_tp_size,decode_batch_size,decode_num_workers,decode_tp_size,"
+            "silicon_ttft_ms,silicon_tpot_ms\n"
+            "long" +
+                row +
+                "16777216,,,,,,,,,1,1,1,4,1,1,0.5,0.1\n"
+                "short" +
+                row + "1000,,,,,,,,,1,1,1,4,1,1,0.5,0.1\n");
+  const ProcessResult r = RunProcess(ValidateArgv(csv, true), 120, kValSource);
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  const Json j = Json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  const Json& lng = j["rows"][0];
+  ASSERT_TRUE(lng["predicted"].get<bool>()) << lng.dump(2);
+  EXPECT_GT(lng["prediction"]["tpot_ms"].get<double>(), 0);
+  ASSERT_EQ(lng["notes"].size(), 1u) << lng.dump(2);
+  EXPECT_EQ(lng["notes"][0],
+            "decode summed at stride 4096 (at most 4096 evaluated decode steps; stride 32 up to osl 131073)");
+  const Json& sht = j["rows"][1];
+  ASSERT_TRUE(sht["predicted"].get<bool>()) << sht.dump(2);
+  EXPECT_TRUE(sht["notes"].empty()) << sht.dump(2);
+}
+
 }  // namespace
 }  // namespace servecast::testing

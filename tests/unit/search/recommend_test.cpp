@@ -96,6 +96,44 @@ TEST(Recommend, StopsAtTheFirstCountMeetingTheRate) {
   EXPECT_GE(r.margin, 0);
 }
 
+// With stable_gpus (kSearchStableGpus) the walk stops at 128 GPUs when even the
+// ladder's last count cannot serve the target, and the bound it states is what the
+// full search at that last count finds; a target found past 128 GPUs is found the
+// same way with and without it.
+TEST(Recommend, StopsPastTheStableCountWhenNoLargerCountCanServe) {
+  SolSearch oracle("meta-llama/Meta-Llama-3.1-8B");
+  const auto ladder = GpuLadder(512);
+  double rate_at_512 = 0;
+  for (const ModeResult& m : oracle(512).modes)
+    for (const Point& p : m.points)
+      if (p.meets_sla) rate_at_512 = std::max(rate_at_512, ClusterRequestRate(p));
+  ASSERT_GT(rate_at_512, 0);
+
+  SolSearch s("meta-llama/Meta-Llama-3.1-8B");
+  const RecommendResult r = Recommend(std::ref(s), RecommendTarget{2 * rate_at_512, 0}, ladder, kSearchStableGpus);
+  EXPECT_FALSE(r.found);
+  ASSERT_FALSE(s.calls.empty());
+  EXPECT_EQ(s.calls.back(), kSearchStableGpus);
+  EXPECT_EQ(r.stopped_at, kSearchStableGpus);
+  EXPECT_FALSE(r.stopped_by_limits);
+  EXPECT_EQ(r.bound_gpus, 512);
+  EXPECT_EQ(r.bound_request_rate, rate_at_512);
+  EXPECT_NE(StoppedNote(r).find("at 512 GPUs"), std::string::npos) << StoppedNote(r);
+
+  // Reachable only past 128 GPUs: the same answer and steps as the full walk.
+  const RecommendTarget far{0.9 * rate_at_512, 0};
+  SolSearch a("meta-llama/Meta-Llama-3.1-8B"), b("meta-llama/Meta-Llama-3.1-8B");
+  const RecommendResult with = Recommend(std::ref(a), far, ladder, kSearchStableGpus);
+  const RecommendResult without = Recommend(std::ref(b), far, ladder);
+  ASSERT_TRUE(without.found);
+  EXPECT_GT(without.gpus, kSearchStableGpus);
+  EXPECT_TRUE(with.found);
+  EXPECT_EQ(with.gpus, without.gpus);
+  EXPECT_EQ(a.calls, b.calls);
+  EXPECT_EQ(with.stopped_at, 0);
+  EXPECT_EQ(with.margin, without.margin);
+}
+
 TEST(Recommend, ConcurrencyTarget) {
   SolSearch oracle("meta-llama/Meta-Llama-3.1-8B");
   // One more request than any deployment on one GPU holds within the limits.
