@@ -23,6 +23,7 @@
 #include "backends/cuda/gdn_kernels.h"
 #include "backends/cuda/gdn_ops.h"
 #include "backends/cuda/harness.h"
+#include "backends/cuda/short_conv_check.h"
 #include "collect/case.h"
 #include "collect/table_spec.h"
 #include "core/error.h"
@@ -114,21 +115,6 @@ double SetBytes(const GdnShape& g) {
   return T * C * 4 + T * hv * 8 + T * hv * D * 2 + static_cast<double>(g.batch) * hv * D * D * 4 +
          static_cast<double>(g.batch * (g.conv - 1)) * C * 2 + C * static_cast<double>(g.conv) * 2;
 }
-
-// rows [row0, row0 + n) x columns [col0, col0 + width) of a row-major [*][pitch] tensor, to the host.
-template <class T>
-std::vector<T> Block(const void* dev, std::int64_t row0, std::int64_t n, std::int64_t pitch, std::int64_t col0,
-                     std::int64_t width, cudaStream_t st) {
-  std::vector<T> out(static_cast<std::size_t>(n * width));
-  const auto* base = static_cast<const T*>(dev) + row0 * pitch + col0;
-  SC_CUDA_CHECK(cudaMemcpy2DAsync(out.data(), static_cast<std::size_t>(width) * sizeof(T), base,
-                                  static_cast<std::size_t>(pitch) * sizeof(T), static_cast<std::size_t>(width) * sizeof(T),
-                                  static_cast<std::size_t>(n), cudaMemcpyDeviceToHost, st));
-  SC_CUDA_CHECK(cudaStreamSynchronize(st));
-  return out;
-}
-
-double Silu(double x) { return x / (1.0 + std::exp(-x)); }
 
 // The delta rule in double precision over one (sequence, value head), the state
 // S[k][d] (dk x dv) updated in place token by token; q, k, v rows of 128 as bf16, as
@@ -233,14 +219,12 @@ class GdnPhases : public collect::CasePhases {
     std::vector<std::vector<float>> state0;
     std::vector<std::vector<std::uint16_t>> window0;
     const Set& set = sets_[0];
-    const std::int64_t C = g_.channels(), W = g_.conv - 1, D = kGdnHeadDim;
+    const std::int64_t C = g_.channels(), D = kGdnHeadDim;
     if (!s_.context) {
       for (const auto& [b, h] : smp.pairs)
         state0.push_back(Download<float>(set.state.get(), static_cast<std::size_t>(D * D),
                                          static_cast<std::size_t>((b * g_.hv + h) * D * D), stream_));
-      for (std::int64_t b : smp.seqs)
-        window0.push_back(Download<std::uint16_t>(set.window.get(), static_cast<std::size_t>(W * C),
-                                                  static_cast<std::size_t>(b * W * C), stream_));
+      window0 = DownloadWindows(g_.conv_shape(), set.window.get(), smp.seqs, stream_);
     }
     LaunchConv(0, stream_);
     LaunchScan(0, stream_);
@@ -252,13 +236,11 @@ class GdnPhases : public collect::CasePhases {
     const std::size_t o_elems = static_cast<std::size_t>(g_.tokens() * g_.hv * D);
     conv.AddNonFinite(CountNonFiniteBf16(set.y.get(), y_elems, stream_), y_elems);
     out.AddNonFinite(CountNonFiniteBf16(set.o.get(), o_elems, stream_), o_elems);
-    CheckConv(set, smp, window0, conv, window);
+    CheckShortConv(g_.conv_shape(), s_.context, set.x.get(), set.w.get(), nullptr, set.y.get(), set.window.get(),
+                   smp.seqs, window0, SeedFor(base_seed_, 8), conv, window, stream_);
     CheckScan(set, smp, state0, out, state);
-    if (!conv.ok())
-      return Incorrect(conv_source_, conv, "2^-8 |ref| + 2^-16 sum_j |w_j x_j| + 1e-6 (bf16 output, fp32 sums)");
-    if (!window.ok())
-      return Incorrect(conv_source_, window, "the window: exact copies of the last d_conv - 1 inputs (zeros before "
-                                             "the sequence)");
+    if (!conv.ok()) return Incorrect(conv_source_, conv, kShortConvRule);
+    if (!window.ok()) return Incorrect(conv_source_, window, kShortConvWindowRule);
     if (!out.ok()) return Incorrect(scan_source_, out, "2^-8 |ref| + 2^-12 sum_k |S_kd q_k| + 1e-6 (bf16 output)");
     if (!state.ok()) return Incorrect(scan_source_, state, "2^-12 max |S_ref| of the head (fp32 state)");
     return std::nullopt;
@@ -331,9 +313,9 @@ class GdnPhases : public collect::CasePhases {
   void LaunchConv(std::size_t i, cudaStream_t st) {
     Set& set = sets_[i];
     if (s_.context)
-      LaunchGdnConvPrefill(g_, set.x.get(), set.w.get(), set.y.get(), set.window.get(), st);
+      LaunchShortConvPrefill(g_.conv_shape(), set.x.get(), set.w.get(), nullptr, set.y.get(), set.window.get(), st);
     else
-      LaunchGdnConvDecode(g_, set.x.get(), set.w.get(), set.y.get(), set.window.get(), st);
+      LaunchShortConvDecode(g_.conv_shape(), set.x.get(), set.w.get(), nullptr, set.y.get(), set.window.get(), st);
   }
   void LaunchScan(std::size_t i, cudaStream_t st) {
     Set& set = sets_[i];
@@ -361,74 +343,6 @@ class GdnPhases : public collect::CasePhases {
     return smp;
   }
 
-  // The convolution at sampled tokens of the sampled sequences (all channels), and
-  // each sampled sequence's window after the call.
-  void CheckConv(const Set& set, const Samples& smp, const std::vector<std::vector<std::uint16_t>>& window0,
-                 RefCheck& conv, RefCheck& window) {
-    const std::int64_t C = g_.channels(), K = g_.conv, W = K - 1, S = g_.seq;
-    const auto w = Download<std::uint16_t>(set.w.get(), static_cast<std::size_t>(C * K), 0, stream_);
-    auto tap = [&](std::int64_t c, std::int64_t j) { return Bf16(w[static_cast<std::size_t>(c * K + j)]); };
-    SplitMix64 rng(SeedFor(base_seed_, 8));
-    for (std::size_t si = 0; si < smp.seqs.size(); ++si) {
-      const std::int64_t b = smp.seqs[si];
-      std::vector<std::uint16_t> newest;  // the inputs of the window after the call, oldest first
-      if (s_.context) {
-        std::set<std::int64_t> positions = {0, S - 1, std::min<std::int64_t>(W, S - 1),
-                                            static_cast<std::int64_t>(rng.Below(static_cast<std::uint64_t>(S)))};
-        for (std::int64_t p : positions) {
-          const std::int64_t first = std::max<std::int64_t>(0, p - W);
-          const auto x = Block<std::uint16_t>(set.x.get(), b * S + first, p - first + 1, C, 0, C, stream_);
-          const auto y = Block<std::uint16_t>(set.y.get(), b * S + p, 1, C, 0, C, stream_);
-          for (std::int64_t c = 0; c < C; ++c) {
-            double acc = 0, mag = 0;
-            for (std::int64_t j = 0; j < K; ++j) {
-              const std::int64_t src = p - (K - 1) + j;
-              if (src < first) continue;
-              const double t = tap(c, j) * Bf16(x[static_cast<std::size_t>((src - first) * C + c)]);
-              acc += t;
-              mag += std::fabs(t);
-            }
-            const double ref = Silu(acc);
-            conv.AddLazy([&] { return At("y", b, p, -1, c); }, Bf16(y[static_cast<std::size_t>(c)]), ref,
-                         kBf16Roundoff * std::fabs(ref) + 0x1p-16 * mag + 1e-6);
-          }
-        }
-        // The window: positions S - W .. S - 1, zeros before the sequence.
-        const std::int64_t first = std::max<std::int64_t>(0, S - W);
-        const auto x = Block<std::uint16_t>(set.x.get(), b * S + first, S - first, C, 0, C, stream_);
-        newest.assign(static_cast<std::size_t>(W * C), 0);
-        const std::int64_t pad = W - (S - first);
-        std::copy(x.begin(), x.end(), newest.begin() + static_cast<std::ptrdiff_t>(pad * C));
-      } else {
-        const std::vector<std::uint16_t>& win = window0[si];
-        const auto x = Block<std::uint16_t>(set.x.get(), b, 1, C, 0, C, stream_);
-        const auto y = Block<std::uint16_t>(set.y.get(), b, 1, C, 0, C, stream_);
-        for (std::int64_t c = 0; c < C; ++c) {
-          double acc = tap(c, K - 1) * Bf16(x[static_cast<std::size_t>(c)]), mag = std::fabs(acc);
-          for (std::int64_t j = 0; j < W; ++j) {
-            const double t = tap(c, j) * Bf16(win[static_cast<std::size_t>(j * C + c)]);
-            acc += t;
-            mag += std::fabs(t);
-          }
-          const double ref = Silu(acc);
-          conv.AddLazy([&] { return At("y", b, -1, -1, c); }, Bf16(y[static_cast<std::size_t>(c)]), ref,
-                       kBf16Roundoff * std::fabs(ref) + 0x1p-16 * mag + 1e-6);
-        }
-        newest.assign(static_cast<std::size_t>(W * C), 0);
-        if (W > 0) {
-          std::copy(win.begin() + static_cast<std::ptrdiff_t>(C), win.end(), newest.begin());
-          std::copy(x.begin(), x.end(), newest.begin() + static_cast<std::ptrdiff_t>((W - 1) * C));
-        }
-      }
-      if (W == 0) continue;
-      const auto got = Download<std::uint16_t>(set.window.get(), static_cast<std::size_t>(W * C),
-                                               static_cast<std::size_t>(b * W * C), stream_);
-      for (std::int64_t i = 0; i < W * C; ++i)
-        window.AddLazy([&] { return At("conv_state", b, i / C, -1, i % C); }, Bf16(got[static_cast<std::size_t>(i)]),
-                       Bf16(newest[static_cast<std::size_t>(i)]), 1e-30);
-    }
-  }
-
   // The scan over sampled (sequence, head) pairs from the convolution's output as the
   // device wrote it: every output row of the reference's tokens, and the final state
   // where the reference covered the whole sequence.
@@ -441,12 +355,12 @@ class GdnPhases : public collect::CasePhases {
       const bool last = pi + 1 == smp.pairs.size();
       const std::int64_t n = s_.context && !last ? std::min(S, kRefTokens) : S;
       const std::int64_t kh = h / ratio, row0 = b * S;
-      const auto q = Block<std::uint16_t>(set.y.get(), row0, n, C, kh * D, D, stream_);
-      const auto k = Block<std::uint16_t>(set.y.get(), row0, n, C, (g_.hk + kh) * D, D, stream_);
-      const auto v = Block<std::uint16_t>(set.y.get(), row0, n, C, (2 * g_.hk + h) * D, D, stream_);
-      const auto gg = Block<float>(set.g.get(), row0, n, hv, h, 1, stream_);
-      const auto bt = Block<float>(set.beta.get(), row0, n, hv, h, 1, stream_);
-      const auto o = Block<std::uint16_t>(set.o.get(), row0, n, hv * D, h * D, D, stream_);
+      const auto q = DownloadBlock<std::uint16_t>(set.y.get(), row0, n, C, kh * D, D, stream_);
+      const auto k = DownloadBlock<std::uint16_t>(set.y.get(), row0, n, C, (g_.hk + kh) * D, D, stream_);
+      const auto v = DownloadBlock<std::uint16_t>(set.y.get(), row0, n, C, (2 * g_.hk + h) * D, D, stream_);
+      const auto gg = DownloadBlock<float>(set.g.get(), row0, n, hv, h, 1, stream_);
+      const auto bt = DownloadBlock<float>(set.beta.get(), row0, n, hv, h, 1, stream_);
+      const auto o = DownloadBlock<std::uint16_t>(set.o.get(), row0, n, hv * D, h * D, D, stream_);
       std::vector<double> init(static_cast<std::size_t>(D * D), 0.0);
       if (!s_.context) std::copy(state0[pi].begin(), state0[pi].end(), init.begin());
       DeltaRule rule(std::move(init));

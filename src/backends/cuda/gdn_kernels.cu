@@ -1,6 +1,7 @@
-// Gated DeltaNet kernels (gdn_kernels.h): the short convolution in prefill and decode,
-// the chunked prefill scan and the recurrent decode step. All math in float32 on CUDA
-// cores (no tensor cores yet); inputs and outputs bf16, the state float32.
+// Gated DeltaNet kernels (gdn_kernels.h): the chunked prefill scan and the recurrent
+// decode step (the short convolution before them is short_conv_kernels.cu, shared
+// with Mamba2). All math in float32 on CUDA cores (no tensor cores yet); inputs and
+// outputs bf16, the state float32.
 //
 // Prefill scan, two kernels (chunks of 64 tokens; rows past a sequence's end are zeros
 // with g = 0, so they change nothing; G = the chunk's cumulative log decay):
@@ -40,8 +41,7 @@ constexpr int kRowA = L + 4;  // floats per shared A / P row
 constexpr int kScanThreads = 256;
 constexpr int kDecodeThreads = 128;
 constexpr int kDecodeCols = 32;  // value columns per decode CTA
-constexpr int kConvThreads = 256;
-constexpr int kConvVec = 8;  // channels per convolution thread (one 16-byte load)
+constexpr int kFlatThreads = 256;
 
 static_assert(D == 128 && L == 64, "the thread maps below assume dk = dv = 128 and 64-token chunks");
 
@@ -66,129 +66,6 @@ struct ScanSmem {
   float W[L * kRowQ];
   float P[L * kRowA];
 };
-
-__device__ __forceinline__ float Silu(float x) { return x / (1.0f + __expf(-x)); }
-
-__device__ __forceinline__ void Unpack8(const uint4& raw, float* f) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 p = __bfloat1622float2(h[i]);
-    f[2 * i] = p.x;
-    f[2 * i + 1] = p.y;
-  }
-}
-__device__ __forceinline__ uint4 Pack8(const float* f) {
-  uint4 raw;
-  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-  return raw;
-}
-
-// ---- convolution ----------------------------------------------------------------
-// Both kernels take d_conv as a template parameter, so every tap's load is issued
-// before the first multiply (a runtime bound serialized them: one memory latency per
-// tap). Thread = one token (or sequence) x kConvVec channels; the channels' K taps are
-// kConvVec * K consecutive bf16 of w, read as K 16-byte loads.
-
-template <int K>
-__device__ __forceinline__ void LoadTaps(const __nv_bfloat16* __restrict__ w, int c0, float (&taps)[kConvVec][K]) {
-  uint4 raw[K];
-  const uint4* src = reinterpret_cast<const uint4*>(w + static_cast<std::int64_t>(c0) * K);
-#pragma unroll
-  for (int i = 0; i < K; ++i) raw[i] = src[i];
-  const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(raw);
-#pragma unroll
-  for (int e = 0; e < kConvVec; ++e)
-#pragma unroll
-    for (int j = 0; j < K; ++j) taps[e][j] = __bfloat162float(h[e * K + j]);
-}
-
-template <int K>
-__global__ void __launch_bounds__(kConvThreads) gdn_conv_prefill(const __nv_bfloat16* __restrict__ x,
-                                                                 const __nv_bfloat16* __restrict__ w,
-                                                                 __nv_bfloat16* __restrict__ y,
-                                                                 __nv_bfloat16* __restrict__ state, std::int64_t tokens,
-                                                                 std::int64_t seq, int C) {
-  const int groups = C / kConvVec;
-  const std::int64_t total = tokens * groups;
-  for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < total;
-       idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t t = idx / groups;
-    const int c0 = static_cast<int>(idx % groups) * kConvVec;
-    const std::int64_t b = t / seq, p = t % seq;
-    uint4 in[K];
-#pragma unroll
-    for (int j = 0; j < K; ++j) {
-      const std::int64_t back = K - 1 - j;  // tap j reads the input `back` tokens earlier
-      in[j] = p - back >= 0 ? *reinterpret_cast<const uint4*>(x + (t - back) * C + c0) : uint4{0, 0, 0, 0};
-    }
-    float taps[kConvVec][K];
-    LoadTaps<K>(w, c0, taps);
-    float acc[kConvVec] = {};
-    float xin[kConvVec];
-#pragma unroll
-    for (int j = 0; j < K; ++j) {
-      Unpack8(in[j], xin);
-#pragma unroll
-      for (int e = 0; e < kConvVec; ++e) acc[e] += taps[e][j] * xin[e];
-    }
-#pragma unroll
-    for (int e = 0; e < kConvVec; ++e) acc[e] = Silu(acc[e]);
-    *reinterpret_cast<uint4*>(y + t * C + c0) = Pack8(acc);
-    if constexpr (K > 1) {
-      // Slot j of the window holds position seq - (K - 1) + j.
-      const std::int64_t slot = p - (seq - (K - 1));
-      __nv_bfloat16* win = state + b * (K - 1) * C + c0;
-      if (slot >= 0) *reinterpret_cast<uint4*>(win + slot * C) = in[K - 1];
-      if (p == 0)
-        for (std::int64_t j = 0; j < (K - 1) - seq; ++j) *reinterpret_cast<uint4*>(win + j * C) = uint4{0, 0, 0, 0};
-    }
-  }
-}
-
-template <int K>
-__global__ void __launch_bounds__(kConvThreads) gdn_conv_decode(const __nv_bfloat16* __restrict__ x,
-                                                                const __nv_bfloat16* __restrict__ w,
-                                                                __nv_bfloat16* __restrict__ y,
-                                                                __nv_bfloat16* __restrict__ state, std::int64_t batch,
-                                                                int C) {
-  const int groups = C / kConvVec;
-  const std::int64_t total = batch * groups;
-  for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < total;
-       idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t b = idx / groups;
-    const int c0 = static_cast<int>(idx % groups) * kConvVec;
-    __nv_bfloat16* win = state + b * (K - 1) * C + c0;
-    uint4 in[K];  // the window, oldest first, then this token's input
-#pragma unroll
-    for (int j = 0; j < K - 1; ++j) in[j] = *reinterpret_cast<const uint4*>(win + j * C);
-    in[K - 1] = *reinterpret_cast<const uint4*>(x + b * C + c0);
-    float taps[kConvVec][K];
-    LoadTaps<K>(w, c0, taps);
-    float acc[kConvVec] = {};
-    float v[kConvVec];
-#pragma unroll
-    for (int j = 0; j < K; ++j) {
-      Unpack8(in[j], v);
-#pragma unroll
-      for (int e = 0; e < kConvVec; ++e) acc[e] += taps[e][j] * v[e];
-    }
-#pragma unroll
-    for (int e = 0; e < kConvVec; ++e) acc[e] = Silu(acc[e]);
-    *reinterpret_cast<uint4*>(y + b * C + c0) = Pack8(acc);
-#pragma unroll
-    for (int j = 0; j < K - 1; ++j) *reinterpret_cast<uint4*>(win + j * C) = in[j + 1];
-  }
-}
-
-// Calls f(std::integral_constant<int, k>) for 1 <= k <= kGdnMaxConv.
-template <class F>
-void WithConvWidth(std::int64_t k, F&& f) {
-  if (!DispatchConstant<1, kGdnMaxConv>(k, f))
-    throw Error("gdn: d_conv " + std::to_string(k) + " outside 1.." + std::to_string(kGdnMaxConv));
-}
 
 // ---- scan -------------------------------------------------------------------------
 
@@ -545,7 +422,7 @@ __global__ void gdn_affine_f32(float* __restrict__ x, std::int64_t n, float a, f
 }
 
 int FlatBlocks(std::int64_t items) {
-  return static_cast<int>(std::clamp<std::int64_t>((items + kConvThreads - 1) / kConvThreads, 1, 65535LL * 16));
+  return static_cast<int>(std::clamp<std::int64_t>((items + kFlatThreads - 1) / kFlatThreads, 1, 65535LL * 16));
 }
 
 void CheckShape(const GdnShape& s, const char* what) {
@@ -563,30 +440,6 @@ std::size_t GdnChunkSmemBytes() { return std::max(sizeof(ScanSmem), sizeof(PrepS
 
 std::size_t GdnChunkWorkspaceBytes(const GdnShape& s) {
   return static_cast<std::size_t>(s.batch * s.hv * ((s.seq + L - 1) / L) * kChunkWork) * sizeof(float);
-}
-
-void LaunchGdnConvPrefill(const GdnShape& s, const void* x, const void* conv_w, void* y, void* conv_state,
-                          cudaStream_t stream) {
-  CheckShape(s, "LaunchGdnConvPrefill");
-  const int C = static_cast<int>(s.channels());
-  WithConvWidth(s.conv, [&](auto kc) {
-    gdn_conv_prefill<decltype(kc)::value><<<FlatBlocks(s.tokens() * (C / kConvVec)), kConvThreads, 0, stream>>>(
-        static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(conv_w),
-        static_cast<__nv_bfloat16*>(y), static_cast<__nv_bfloat16*>(conv_state), s.tokens(), s.seq, C);
-  });
-  SC_CUDA_CHECK(cudaGetLastError());
-}
-
-void LaunchGdnConvDecode(const GdnShape& s, const void* x, const void* conv_w, void* y, void* conv_state,
-                         cudaStream_t stream) {
-  CheckShape(s, "LaunchGdnConvDecode");
-  const int C = static_cast<int>(s.channels());
-  WithConvWidth(s.conv, [&](auto kc) {
-    gdn_conv_decode<decltype(kc)::value><<<FlatBlocks(s.batch * (C / kConvVec)), kConvThreads, 0, stream>>>(
-        static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(conv_w),
-        static_cast<__nv_bfloat16*>(y), static_cast<__nv_bfloat16*>(conv_state), s.batch, C);
-  });
-  SC_CUDA_CHECK(cudaGetLastError());
 }
 
 void LaunchGdnChunkPrefill(const GdnShape& s, const void* qkv, const float* g, const float* beta, void* o,
@@ -612,7 +465,7 @@ void LaunchGdnChunkPrefill(const GdnShape& s, const void* qkv, const float* g, c
 }
 
 void LaunchGdnAffineF32(float* x, std::int64_t n, float a, float b, cudaStream_t stream) {
-  gdn_affine_f32<<<FlatBlocks(n), kConvThreads, 0, stream>>>(x, n, a, b);
+  gdn_affine_f32<<<FlatBlocks(n), kFlatThreads, 0, stream>>>(x, n, a, b);
   SC_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -2,8 +2,8 @@
 
 // servecast's own kernels of the Gated DeltaNet layer core (Qwen3.5, Qwen3-Next),
 // as the engines run it after the in_proj GEMMs: the short causal convolution over
-// the q, k, v channels (with SiLU), then the gated delta rule over a float32 state
-// per (sequence, value head).
+// the q, k, v channels (with SiLU, no bias: short_conv_kernels.h), then the gated
+// delta rule over a float32 state per (sequence, value head).
 //
 // Layouts (T = batch x seq tokens, a sequence's tokens consecutive):
 //   x, y       [T][C] bf16, C = 2 hk dk + hv dv channels: q (hk dk) | k (hk dk) | v (hv dv)
@@ -23,11 +23,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cuda/short_conv_kernels.h"
+
 namespace servecast::cuda {
 
 inline constexpr int kGdnHeadDim = 128;   // dk = dv
 inline constexpr int kGdnChunk = 64;      // tokens per chunk of the prefill scan
-inline constexpr int kGdnMaxConv = 8;     // largest d_conv the convolution kernels take
+inline constexpr int kGdnMaxConv = kShortConvMax;  // largest d_conv the convolution takes
 inline constexpr float kGdnNormEps = 1e-6f;
 
 struct GdnShape {
@@ -37,19 +39,9 @@ struct GdnShape {
   std::int64_t conv = 4;  // d_conv
   std::int64_t channels() const { return 2 * hk * kGdnHeadDim + hv * kGdnHeadDim; }
   std::int64_t tokens() const { return batch * seq; }
+  // The convolution over q, k, v before the scan (no bias).
+  ShortConvShape conv_shape() const { return {batch, seq, channels(), conv}; }
 };
-
-// Prefill convolution (causal_conv1d_fn's job): y[t][c] = silu(sum_j w[c][j] x[t - K + 1 + j][c]),
-// inputs before the sequence's first token 0 (a fresh prefill); writes each sequence's
-// last K - 1 inputs (zeros where it is shorter) into conv_state.
-void LaunchGdnConvPrefill(const GdnShape& s, const void* x, const void* conv_w, void* y, void* conv_state,
-                          cudaStream_t stream);
-
-// Decode convolution (causal_conv1d_update's job), one token per sequence:
-// y[b][c] = silu(sum_{j<K-1} w[c][j] conv_state[b][j][c] + w[c][K-1] x[b][c]), then the
-// window shifts by one (x becomes its newest entry), in place.
-void LaunchGdnConvDecode(const GdnShape& s, const void* x, const void* conv_w, void* y, void* conv_state,
-                         cudaStream_t stream);
 
 // Prefill scan (chunk_gated_delta_rule's job) from a zero state, chunks of kGdnChunk
 // tokens. Per chunk, with G its cumulative log decay, A strictly lower (A_ij = beta_i

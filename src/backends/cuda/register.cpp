@@ -8,6 +8,7 @@
 #include "backends/cuda/elementwise_ops.h"
 #include "backends/cuda/gdn_ops.h"
 #include "backends/cuda/gemm_ops.h"
+#include "backends/cuda/mamba2_ops.h"
 #include "backends/cuda/mla_ops.h"
 #include "backends/cuda/moe_ops.h"
 
@@ -22,6 +23,7 @@ void RegisterCudaBackend(collect::Registry& registry) {
   RegisterMoeOps(registry);
   RegisterMlaOps(registry);
   RegisterGdnOps(registry);
+  RegisterMamba2Ops(registry);
 }
 
 }  // namespace servecast::cuda
