@@ -185,6 +185,9 @@ void CheckVersionDir(const std::string& dir, const CheckOptions& opt, const Plan
       std::vector<std::size_t> key_cols;
       for (const auto& c : spec->key_columns) key_cols.push_back(t.ColumnIndex(c.name));
       key_cols.push_back(t.ColumnIndex("op_name"));
+      // The row's kernel says what a key alone cannot (moe_perf: ",nongated" experts
+      // run two projections, not three): the cost reads it where the table has it.
+      if (auto ks = t.FindColumn("kernel_source")) key_cols.push_back(*ks);
       std::unordered_map<std::string, std::size_t> seen;
       std::unordered_set<std::string> cases_seen;
       std::size_t bad_latency = 0, dups = 0, beats = 0, noisy = 0, throttled = 0;

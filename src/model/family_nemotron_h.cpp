@@ -140,8 +140,9 @@ class NemotronHFamily final : public ModelFamily {
                     " MLP layers (hybrid_override_pattern); the Mamba2 state is per sequence, constant in length");
     if (m.moe_layers > 0)
       notes.push_back("MoE expert load: " + ExpertDistribution(o) +
-                      " routing; the relu2 experts (two projections) read moe_perf rows of the expert width, whose "
-                      "kernels are gated (three projections): an upper bound");
+                      " routing; the relu2 experts (two projections) read moe_perf rows of the expert width: rows "
+                      "whose kernel_source says nongated (servecast's relu2 sweep, AIC's TensorRT-LLM rows) are these "
+                      "experts, gated rows of that width an upper bound");
   }
   double KvElemsPerToken(const ModelConfig& m, const ParallelConfig& p) const override {
     return static_cast<double>(CeilDiv(m.num_kv_heads, p.tp)) * static_cast<double>(m.head_dim) *

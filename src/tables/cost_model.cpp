@@ -207,11 +207,12 @@ OpCost MoeRoofline(std::string_view quant, double tokens, double hidden, double 
 }
 
 OpCost MoeFloor(const std::string& dt, double t, double h, double inter_size, double topk, double e, double tp,
-                double ep) {
+                double ep, bool gated) {
   double inter = inter_size / tp;
   double share = t * topk / ep;
   double experts_touched = std::min(e / ep, std::ceil(share / t));
-  double flops = 2 * share * h * 3 * inter;
+  const double proj = gated ? 3 : 2;  // gate, up, down; or up, down
+  double flops = 2 * share * h * proj * inter;
   // The expert weights at the dtype's storage width (weight-only 4-bit types: half a
   // byte, the codes alone, so the floor stays a lower bound), tensor-core rate of the
   // type the experts compute in (bf16 for the weight-only types).
@@ -222,7 +223,7 @@ OpCost MoeFloor(const std::string& dt, double t, double h, double inter_size, do
     weight_bytes = q.mem_bytes;
     rate = q.flops_key;
   }
-  double bytes = experts_touched * 3 * h * inter * weight_bytes + 2 * t * h * 2;
+  double bytes = experts_touched * proj * h * inter * weight_bytes + 2 * t * h * 2;
   return OpCost{flops, bytes, rate};
 }
 

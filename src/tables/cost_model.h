@@ -129,10 +129,11 @@ OpCost MlaBmmFloor(const std::string& op_name, const std::string& bmm_dtype, dou
 OpCost MoeRoofline(std::string_view quant, double tokens, double hidden, double inter, double topk, double experts,
                    double tp, double ep, bool gated);
 // Floor of a moe_perf row: the balanced share of assignments through gate+up
-// and down, at least ceil(share / tokens) local experts' weights read, plus
-// the activations in and out at 2 B; rate moe_dtype (fp8_block: fp8).
+// and down (gated: three projections; else up and down, two), at least
+// ceil(share / tokens) local experts' weights read, plus the activations in and
+// out at 2 B; rate moe_dtype (fp8_block: fp8).
 OpCost MoeFloor(const std::string& moe_dtype, double tokens, double hidden, double inter, double topk, double experts,
-                double tp, double ep);
+                double tp, double ep, bool gated = true);
 
 // ---------------------------------------------------------------- recurrent layers (gdn_perf, mamba2_perf)
 // Shapes are per GPU (heads after tensor parallelism). A recurrent layer keeps a

@@ -84,8 +84,11 @@ OpCost ElementwiseRowCost(const Params& p) {
 }
 
 OpCost MoeCost(const Params& p) {
+  // Non-gated experts (kernel_source says ",nongated", as AIC's tables and servecast's
+  // relu2 rows do) run two projections; a key without it is gated (three).
+  const bool gated = !p.Has("kernel_source") || p.Str("kernel_source").find("nongated") == std::string::npos;
   return MoeFloor(p.Str("moe_dtype"), p.Num("num_tokens"), p.Num("hidden_size"), p.Num("inter_size"), p.Num("topk"),
-                  p.Num("num_experts"), p.Num("moe_tp_size"), p.Num("moe_ep_size"));
+                  p.Num("num_experts"), p.Num("moe_tp_size"), p.Num("moe_ep_size"), gated);
 }
 
 // Collectives: CommBusBytes, the bytes each GPU must send over its links (nccl-tests' bus

@@ -177,6 +177,44 @@ TEST(MoeW4, ModelShapesMatchTheReference) {
     }
 }
 
+// relu2 (not gated) experts, Nemotron-H's: every expert-GEMM path on the small layers
+// and Nemotron-3-Nano's shape at moe_tp 1 and 8 against the reference, a perturbed
+// reference caught, ",nongated" in the kernel source, and only bfloat16 taken.
+TEST(MoeRelu2, MatchesTheReferenceOnEveryPath) {
+  SC_REQUIRE_GPU();
+  auto relu2 = [](collect::Case c) {
+    c.params.Set("expert_act", Value(std::string("relu2")));
+    c.id = collect::MakeCaseId(c.op, c.params);
+    return c;
+  };
+  std::vector<Layer> layers = Layers();
+  layers.push_back({48, 2688, 1856, 6, 128, 1, 1});  // NVIDIA-Nemotron-3-Nano-30B-A3B
+  layers.push_back({300, 2688, 1856, 6, 128, 8, 1});  // its moe_tp 8 slice (inter 232)
+  for (const Layer& l : layers)
+    for (int bt : {-1, 0, 16, 64}) {
+      MoeRunOptions opt;
+      opt.time = false;
+      opt.force_bt = bt;
+      opt.force_wgmma = bt == 64 && MoeGroupedWgmmaRuns();
+      const MoeRunReport rep = RunMoeCase(relu2(MoeCase("bfloat16", l, "power_law_1.2")), QuickContext(), opt);
+      EXPECT_EQ(rep.result.disposition, Disposition::kPassed) << Describe(rep);
+      EXPECT_NE(rep.kernel_source.find(",nongated"), std::string::npos) << rep.kernel_source;
+    }
+  MoeRunOptions opt;
+  opt.time = false;
+  opt.perturb_reference = 0.1;
+  const MoeRunReport bad = RunMoeCase(relu2(MoeCase("bfloat16", Layers()[2], "balanced")), QuickContext(), opt);
+  EXPECT_EQ(bad.result.disposition, Disposition::kIncorrect) << Describe(bad);
+  opt.perturb_reference = 0;
+  const MoeRunReport fp8 = RunMoeCase(relu2(MoeCase("fp8", Layers()[0], "balanced")), QuickContext(), opt);
+  EXPECT_EQ(fp8.result.disposition, Disposition::kNotSupported) << Describe(fp8);
+  collect::Case act = MoeCase("bfloat16", Layers()[0], "balanced");
+  act.params.Set("expert_act", Value(std::string("gelu")));
+  const MoeRunReport wrong = RunMoeCase(act, QuickContext(), opt);
+  EXPECT_EQ(wrong.result.disposition, Disposition::kFailed) << Describe(wrong);
+  EXPECT_NE(wrong.result.message.find("expert_act 'gelu'"), std::string::npos) << wrong.result.message;
+}
+
 TEST(MoeOp, EmitsOneTimedRow) {
   SC_REQUIRE_GPU();
   collect::Registry registry;

@@ -1,13 +1,13 @@
 // Issue 25's models end to end with the real binary on the bundled H200 tables:
 // `default` answers for each, and every op that no measured row answers is
-// labelled in the chosen deployment's data notes: the Mamba2 and DSA layers,
-// whose tables have no collector op yet, as "roofline", the shapes other tables
-// lack (HYBRID mode) as "empirical". DeepSeek-V3.2 answers in SILICON mode (its
-// experts and projections are DeepSeek-V3's, collected); Nemotron needs HYBRID for
-// its relu2 experts (systems/data/h200_sxm/COVERAGE_GAPS.yaml); GLM-5 in bfloat16
-// needs 16 GPUs. Qwen3.5's Gated DeltaNet, head-dim-256 attention and experts are
-// collected (runs h200-gdn, h200-q35attn, h200-moe7): they answer in SILICON mode
-// with no roofline op.
+// labelled in the chosen deployment's data notes: the DSA layers, whose tables
+// have no collector op yet, as "roofline", the shapes other tables lack (HYBRID
+// mode) as "empirical". DeepSeek-V3.2 answers in SILICON mode (its experts and
+// projections are DeepSeek-V3's, collected); GLM-5 in bfloat16 needs 16 GPUs.
+// Qwen3.5's Gated DeltaNet, head-dim-256 attention and experts are collected (runs
+// h200-gdn, h200-q35attn, h200-moe7), and Nemotron-3-Nano's Mamba2 layers and relu2
+// experts (runs h200-mamba2, h200-moe9): they answer in SILICON mode with no
+// roofline op.
 
 #include <gtest/gtest.h>
 
@@ -79,9 +79,7 @@ INSTANTIATE_TEST_SUITE_P(
     Issue25, HybridDefault,
     ::testing::Values(Case{"deepseek-ai/DeepSeek-V3.2", "silicon", "8", "context_dsa_attention", "dsa_context_module_perf"},
                       Case{"zai-org/GLM-5-FP8", "hybrid", "8", "generation_dsa_attention", "dsa_generation_module_perf"},
-                      Case{"zai-org/GLM-5", "hybrid", "16", "context_dsa_attention", "dsa_context_module_perf"},
-                      Case{"nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "hybrid", "8", "context_mamba2",
-                           "mamba2_perf"}),
+                      Case{"zai-org/GLM-5", "hybrid", "16", "context_dsa_attention", "dsa_context_module_perf"}),
     [](const ::testing::TestParamInfo<Case>& i) {
       std::string s = i.param.model.substr(i.param.model.find('/') + 1);
       for (char& ch : s)
@@ -144,6 +142,24 @@ TEST(HybridSupport, RooflineOpsMakeAModelPartialNotPass) {
   EXPECT_EQ(r.out.find(" PASS "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("context_dsa_attention: dsa_context_module_perf"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("not measured"), std::string::npos) << r.out;
+}
+
+// Nemotron-3-Nano in SILICON mode: its Mamba2 layers read mamba2_perf (the
+// convolution and the SSD scan measured) and its relu2 experts the nongated moe_perf
+// rows; no note names a roofline, the Mamba2 op or the routed experts.
+TEST(NemotronSilicon, AnswersWithMamba2AndRelu2ExpertsMeasured) {
+  Json j;
+  ASSERT_NO_FATAL_FAILURE(
+      DefaultChoosesADeployment({"nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "--total-gpus", "8"}, j));
+  for (const Json& n : j["chosen_data_notes"]) {
+    const std::string note = n.get<std::string>();
+    EXPECT_NE(note.rfind("roofline: ", 0), 0u) << note;
+    EXPECT_EQ(note.find("_mamba2"), std::string::npos) << note;
+    EXPECT_EQ(note.find("mamba2_perf"), std::string::npos) << note;
+    EXPECT_EQ(note.find("context_moe,"), std::string::npos) << note;
+    EXPECT_EQ(note.find("context_moe "), std::string::npos) << note;
+    EXPECT_EQ(note.find("generation_moe"), std::string::npos) << note;
+  }
 }
 
 }  // namespace

@@ -197,6 +197,21 @@ __global__ void __launch_bounds__(kFlatThreads) silu_and_mul_bf16(const bf16* __
 }
 
 template <int VEC>
+__global__ void __launch_bounds__(kFlatThreads) relu2_bf16(const bf16* __restrict__ in, bf16* __restrict__ out,
+                                                           std::int64_t total) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const Pack<VEC> x = LoadPack<VEC>(in + i * VEC);
+  Pack<VEC> o;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    const float a = fmaxf(__bfloat162float(x.e[e]), 0.0f);
+    o.e[e] = __float2bfloat16_rn(a * a);
+  }
+  StorePack<VEC>(out + i * VEC, o);
+}
+
+template <int VEC>
 __global__ void __launch_bounds__(kFlatThreads)
     residual_add_bf16(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ y,
                       std::int64_t total) {
@@ -376,6 +391,20 @@ void LaunchSiluAndMulBf16(const void* in, void* out, std::int64_t tokens, std::i
     constexpr int kVec = decltype(vec_c)::value;
     silu_and_mul_bf16<kVec><<<FlatBlocks(total), kFlatThreads, 0, stream>>>(
         static_cast<const bf16*>(in), static_cast<bf16*>(out), total, h / kVec, h);
+  });
+  if (!ok) NoInstantiation("vector width", vec);
+  SC_CUDA_CHECK_LAUNCH();
+}
+
+void LaunchRelu2Bf16(const void* in, void* out, std::int64_t tokens, std::int64_t hidden, cudaStream_t stream) {
+  CheckedInt(tokens, "num_tokens");
+  CheckedInt(hidden, "hidden_size");
+  const std::int64_t n = tokens * hidden;  // contiguous: the access width follows the element count
+  const int vec = Bf16VectorWidth(n);
+  const bool ok = DispatchInt<8, 4, 2, 1>(vec, [&](auto vec_c) {
+    constexpr int kVec = decltype(vec_c)::value;
+    relu2_bf16<kVec><<<FlatBlocks(n / kVec), kFlatThreads, 0, stream>>>(static_cast<const bf16*>(in),
+                                                                        static_cast<bf16*>(out), n / kVec);
   });
   if (!ok) NoInstantiation("vector width", vec);
   SC_CUDA_CHECK_LAUNCH();

@@ -49,6 +49,9 @@ void LaunchRmsNormBf16(const void* x, void* residual, const void* w, void* y, st
 
 // in: [tokens][2·hidden] = [gate | up] per row; out[t][d] = silu(gate)·up, [tokens][hidden].
 void LaunchSiluAndMulBf16(const void* in, void* out, std::int64_t tokens, std::int64_t hidden, cudaStream_t stream);
+// out[t][j] = max(in[t][j], 0)^2 over [tokens x hidden] (the relu2 of Nemotron-H's
+// non-gated experts and MLPs).
+void LaunchRelu2Bf16(const void* in, void* out, std::int64_t tokens, std::int64_t hidden, cudaStream_t stream);
 
 // y = a + b, all [tokens][hidden].
 void LaunchResidualAddBf16(const void* a, const void* b, void* y, std::int64_t tokens, std::int64_t hidden,

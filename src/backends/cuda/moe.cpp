@@ -3,7 +3,8 @@
 //
 // Layouts (row-major, like the gemm op): the activations are [rows x hidden]; expert
 // e's gate+up weight W13 is [2·inter x hidden] (rows [0, inter) gate, [inter, 2·inter)
-// up, inter = inter_size / moe_tp_size), its down weight W2 is [hidden x inter]. Each
+// up, inter = inter_size / moe_tp_size; relu2 experts, expert_act relu2: [inter x
+// hidden], up only), its down weight W2 is [hidden x inter]. Each
 // matmul is the gemm op's TN form: yᵀ = op(Wᵀ) · xᵀ in cuBLASLt's column-major terms.
 //
 // Only the experts that some sample routes a token to get weights: the others are
@@ -95,6 +96,10 @@ struct Shape {
   Dtype dtype = Dtype::kBf16;
   std::string dtype_name;
   std::int64_t T = 0, H = 0, I = 0, K = 0, E = 0, L = 0;  // tokens, hidden, inter / tp, topk, experts, local
+  // Gated experts (SiLU(gate) x up: W13 holds gate and up, U = 2 I rows) or relu2 ones
+  // (expert_act relu2, Nemotron-H: max(up, 0)^2, one projection, U = I rows).
+  bool gated = true;
+  std::int64_t U = 0;
   std::int64_t tp = 1, ep = 1;
   std::string distribution;
   int samples = 1;
@@ -103,7 +108,7 @@ struct Shape {
   // fp8_block: 128x128 weight blocks (rows) and K blocks padded to 4 (scale leading dimension).
   std::int64_t nb13 = 0, kbp13 = 0, nb2 = 0, kbp2 = 0;
 
-  std::int64_t W13Elems() const { return 2 * I * H; }
+  std::int64_t W13Elems() const { return U * H; }
   std::int64_t W2Elems() const { return H * I; }
   // Bytes of one expert matrix [rows x cols]: its elements at the weight dtype's width,
   // for the 4-bit types codes and group scales (moe_grouped_gemm.h, MoeW4Layout).
@@ -111,12 +116,12 @@ struct Shape {
     if (IsW4(dtype)) return MoeW4LayoutOf(GemmTypeOf(dtype), rows, cols).Bytes();
     return rows * cols * esz;
   }
-  std::int64_t W13Stride() const { return RoundUp(MatrixBytes(2 * I, H), 256); }  // bytes per expert
+  std::int64_t W13Stride() const { return RoundUp(MatrixBytes(U, H), 256); }  // bytes per expert
   std::int64_t W2Stride() const { return RoundUp(MatrixBytes(H, I), 256); }
   // Bytes of one weight row in the checkpoint layout the check reads (4-bit: codes and scales).
   std::int64_t RowBytes(bool up) const {
     const std::int64_t cols = up ? H : I;
-    if (IsW4(dtype)) return MoeW4LayoutOf(GemmTypeOf(dtype), up ? 2 * I : H, cols).RowBytes();
+    if (IsW4(dtype)) return MoeW4LayoutOf(GemmTypeOf(dtype), up ? U : H, cols).RowBytes();
     return cols * esz;
   }
   // Scale floats per expert. A per-tensor fp8 scale takes 4 floats: cuBLASLt rejects
@@ -141,6 +146,12 @@ std::optional<CaseResult> ParseShape(const collect::Params& p, Shape& s) {
     s.tp = p.Int("moe_tp_size");
     s.ep = p.Int("moe_ep_size");
     s.distribution = p.Str("distribution");
+    if (p.Has("expert_act")) {
+      const std::string act = p.Str("expert_act");
+      if (act != "silu" && act != "relu2")
+        return InvalidParams("moe", "expert_act '" + act + "'; expected silu (gated, the default) or relu2 (not gated)");
+      s.gated = act == "silu";
+    }
   } catch (const Error& e) {
     return InvalidParams("moe", e.what());
   }
@@ -156,6 +167,7 @@ std::optional<CaseResult> ParseShape(const collect::Params& p, Shape& s) {
     return InvalidParams("moe", "num_experts " + std::to_string(s.E) + " must be a multiple of moe_ep_size " +
                                     std::to_string(s.ep) + " and >= topk " + std::to_string(s.K));
   s.I = inter_size / s.tp;
+  s.U = s.gated ? 2 * s.I : s.I;
   s.L = s.E / s.ep;
   if (s.distribution == "balanced")
     s.samples = 1;
@@ -180,11 +192,14 @@ std::optional<CaseResult> ParseShape(const collect::Params& p, Shape& s) {
     return NotSupported("UnsupportedDtype", "moe on cuda runs moe_dtype bfloat16, fp8, fp8_block, w4a16_mxfp4 and "
                                             "int4_wo; got '" + s.dtype_name + "'");
   }
+  if (!s.gated && s.dtype != Dtype::kBf16)
+    return NotSupported("UnsupportedDtype", "moe on cuda runs relu2 (not gated) experts in bfloat16 only; got '" +
+                                                s.dtype_name + "'");
   if (s.K > kMoeMaxTopk || s.E > kMoeMaxExperts)
     return NotSupported("ShapeTooLarge", "moe on cuda: topk <= " + std::to_string(kMoeMaxTopk) +
                                              " and num_experts <= " + std::to_string(kMoeMaxExperts) + "; got topk " +
                                              std::to_string(s.K) + ", num_experts " + std::to_string(s.E));
-  if (s.T * s.K > INT32_MAX || 2 * s.I > INT32_MAX || s.H > INT32_MAX)
+  if (s.T * s.K > INT32_MAX || s.U > INT32_MAX || s.H > INT32_MAX)
     return NotSupported("ShapeTooLarge",
                         "moe on cuda: num_tokens x topk, hidden_size and 2 x inter_size / "
                         "moe_tp_size must fit 32 bits");
@@ -199,7 +214,7 @@ std::optional<CaseResult> ParseShape(const collect::Params& p, Shape& s) {
                           "moe fp8_block needs hidden_size and inter_size / moe_tp_size multiples of "
                           "128 (128x128 weight blocks, 1x128 activation groups); got hidden " +
                               std::to_string(s.H) + ", inter " + std::to_string(s.I));
-    s.nb13 = 2 * s.I / 128;
+    s.nb13 = s.U / 128;
     s.kbp13 = RoundUp(s.H / 128, 4);
     s.nb2 = s.H / 128;
     s.kbp2 = RoundUp(s.I / 128, 4);
@@ -407,7 +422,7 @@ class MoeCase {
       b_.perm_scale = Alloc(s.H / 128 * R * 4);
       b_.h_scale = Alloc(s.I / 128 * R * 4);
     }
-    b_.gu = Alloc(R * 2 * s.I * 2);
+    b_.gu = Alloc(R * s.U * 2);
     if (s.dtype != Dtype::kFp8Block) b_.h = Alloc(R * s.I * 2);
     if (IsFp8(s.dtype)) b_.hq = Alloc(R * s.I);
     b_.down = Alloc(R * s.H * 2);
@@ -449,7 +464,7 @@ class MoeCase {
         g->rows = smp->offsets[static_cast<std::size_t>(e + 1)] - g->off;
         for (int kind = 0; kind < 2; ++kind) {
           const bool up = kind == 0;
-          const std::int64_t n = up ? 2 * s.I : s.H, k = up ? s.H : s.I;
+          const std::int64_t n = up ? s.U : s.H, k = up ? s.H : s.I;
           const std::uint32_t align_b = AlignOf(g->off * k * s.esz), align_d = AlignOf(g->off * n * 2);
           const void* a_scale = nullptr;
           const void* b_scale = nullptr;
@@ -475,7 +490,7 @@ class MoeCase {
           }
           const void* a = up ? W13(0, g->w) : W2(0, g->w);
           const void* bp = up ? GemmInUp(g->off) : GemmInDown(g->off);
-          void* d = up ? static_cast<void*>(b_.gu.as<char>() + g->off * 2 * s.I * 2)
+          void* d = up ? static_cast<void*>(b_.gu.as<char>() + g->off * s.U * 2)
                        : static_cast<void*>(b_.down.as<char>() + g->off * s.H * 2);
           const std::string where = where_base + (up ? " gate_up" : " down") + " n=" + std::to_string(n) +
                                     " k=" + std::to_string(k) + " rows=" + std::to_string(g->rows);
@@ -515,12 +530,15 @@ class MoeCase {
       else
         for (const auto& g : smp.gemms)
           SC_CUBLAS_CHECK(Matmul(g->gu, g->gu_algo, W13(copy, g->w), GemmInUp(g->off),
-                                 b_.gu.as<char>() + g->off * 2 * s.I * 2, st));
+                                 b_.gu.as<char>() + g->off * s.U * 2, st));
       if (s.dtype == Dtype::kFp8Block) {
         LaunchMoeQuantGroup128(b_.gu.get(), true, smp.rows, s.I, b_.offsets.as<int>(), b_.counts.as<int>(), s.L,
                                b_.hq.get(), b_.h_scale.as<float>(), st);
       } else {
-        LaunchSiluAndMulBf16(b_.gu.get(), b_.h.get(), smp.rows, s.I, st);
+        if (s.gated)
+          LaunchSiluAndMulBf16(b_.gu.get(), b_.h.get(), smp.rows, s.I, st);
+        else
+          LaunchRelu2Bf16(b_.gu.get(), b_.h.get(), smp.rows, s.I, st);
         if (s.dtype == Dtype::kFp8) {
           const auto n = static_cast<std::size_t>(smp.rows * s.I);
           QuantFp8TensorAmax(b_.h.get(), n, b_.h_state.as<unsigned>(), b_.h_scale.as<float>(), st);
@@ -545,7 +563,7 @@ class MoeCase {
 
   // The grouped kernel takes both expert GEMMs of this shape.
   bool GroupedSupported() const {
-    return MoeGroupedGemmSupported(GemmType(), 2 * s_.I, s_.H) && MoeGroupedGemmSupported(GemmType(), s_.H, s_.I);
+    return MoeGroupedGemmSupported(GemmType(), s_.U, s_.H) && MoeGroupedGemmSupported(GemmType(), s_.H, s_.I);
   }
 
   // The expert GEMMs run as one grouped launch each with `bt` rows per tile (bt > 0,
@@ -573,7 +591,7 @@ class MoeCase {
           sg.w_scale = w * (up ? s.S13() : s.S2());
           segs.push_back(sg);
         }
-        const std::vector<MoeGemmTile> tiles = MoeGemmTiles(segs, up ? 2 * s.I : s.H, bt);
+        const std::vector<MoeGemmTile> tiles = MoeGemmTiles(segs, up ? s.U : s.H, bt);
         DeviceBuffer buf = Alloc(static_cast<std::int64_t>(std::max<std::size_t>(tiles.size(), 1) * sizeof(MoeGemmTile)));
         if (!tiles.empty())
           SC_CUDA_CHECK(cudaMemcpyAsync(buf.get(), tiles.data(), tiles.size() * sizeof(MoeGemmTile),
@@ -659,9 +677,13 @@ class MoeCase {
     UsePath(best, st);
   }
 
+  // The expert GEMMs' path; relu2 experts add ",nongated" (the marker the estimator's
+  // moe reader, as AIC's tables, reads for a slice of non-gated experts).
   std::string KernelSource() const {
-    if (path_.bt == 0) return kMoeCublasLtSource;
-    return std::string(path_.wgmma ? kMoeWgmmaSourcePrefix : kMoeGroupedSourcePrefix) + std::to_string(path_.bt);
+    const std::string act = s_.gated ? "" : ",nongated";
+    if (path_.bt == 0) return kMoeCublasLtSource + act;
+    return std::string(path_.wgmma ? kMoeWgmmaSourcePrefix : kMoeGroupedSourcePrefix) + std::to_string(path_.bt) +
+           act;
   }
 
   void AllocateCopies(cudaStream_t st) {
@@ -697,7 +719,7 @@ class MoeCase {
     g.a = up ? GemmInUp(0) : GemmInDown(0);
     g.w = up ? W13(copy, 0) : W2(copy, 0);
     g.d = up ? b_.gu.get() : b_.down.get();
-    g.n = up ? 2 * s.I : s.H;
+    g.n = up ? s.U : s.H;
     g.k = up ? s.H : s.I;
     g.tiles = (up ? ts.up : ts.down).as<MoeGemmTile>();
     g.num_tiles = up ? ts.n_up : ts.n_down;
@@ -751,7 +773,7 @@ class MoeCase {
       if (w < 0) continue;
       for (int which = 0; which < 2; ++which) {
         const bool up = which == 0;
-        const std::int64_t rows = up ? 2 * s.I : s.H, cols = up ? s.H : s.I;
+        const std::int64_t rows = up ? s.U : s.H, cols = up ? s.H : s.I;
         const auto elems = static_cast<std::size_t>(rows * cols);
         void* dst = (up ? b_.w13[0].as<char>() + w * s.W13Stride() : b_.w2[0].as<char>() + w * s.W2Stride());
         void* bf = s.dtype == Dtype::kBf16 ? dst : staging.get();
@@ -828,7 +850,7 @@ class MoeCase {
     }
     if (IsW4(s.dtype)) {
       // Checkpoint layout: kp / 2 code bytes (even k in the low nibble), then the scales.
-      const MoeW4Layout layout = MoeW4LayoutOf(GemmType(), up ? 2 * s.I : s.H, cols);
+      const MoeW4Layout layout = MoeW4LayoutOf(GemmType(), up ? s.U : s.H, cols);
       const std::uint8_t* scales = bytes + layout.kp / 2;
       for (std::int64_t l = 0; l < cols; ++l) {
         const unsigned code = (bytes[l / 2] >> (4 * (l & 1))) & 15u;
@@ -1128,9 +1150,9 @@ std::optional<CaseResult> MoeCase::CheckSample(int sample, const MoeRunOptions& 
         }
       }
       // gate/up on sampled columns.
-      const auto gu_row = Read<std::uint16_t>(b_.gu.get(), slot * 2 * s.I, 2 * s.I, st);
+      const auto gu_row = Read<std::uint16_t>(b_.gu.get(), slot * s.U, s.U, st);
       for (std::int64_t c : cols_i)
-        for (int half = 0; half < 2; ++half) {
+        for (int half = 0; half < (s.gated ? 2 : 1); ++half) {
           const std::int64_t n = c + half * s.I;
           const auto& wr = weight_row(true, w, n);
           double sum = 0, abs_sum = 0;
@@ -1141,15 +1163,21 @@ std::optional<CaseResult> MoeCase::CheckSample(int sample, const MoeRunOptions& 
           }
           gu_check.Add(Bf16ToF32(gu_row[static_cast<std::size_t>(n)]), sum,
                        std::ldexp(std::fabs(sum), -8) + eps * abs_sum + 1e-30,
-                       [&] { return at + (half ? " up col " : " gate col ") + std::to_string(c); });
+                       [&] { return at + (half || !s.gated ? " up col " : " gate col ") + std::to_string(c); });
         }
       // SiLU(gate)·up from the device's gate/up values; b: the down GEMM's input as it saw it.
       std::vector<double> hv(static_cast<std::size_t>(s.I)), gu_mag(static_cast<std::size_t>(s.I));
       for (std::int64_t l = 0; l < s.I; ++l) {
-        const double g = Bf16ToF32(gu_row[static_cast<std::size_t>(l)]);
-        const double u = Bf16ToF32(gu_row[static_cast<std::size_t>(s.I + l)]);
-        hv[static_cast<std::size_t>(l)] = Silu(g) * u;
-        gu_mag[static_cast<std::size_t>(l)] = std::fabs(g * u);
+        if (s.gated) {
+          const double g = Bf16ToF32(gu_row[static_cast<std::size_t>(l)]);
+          const double u = Bf16ToF32(gu_row[static_cast<std::size_t>(s.I + l)]);
+          hv[static_cast<std::size_t>(l)] = Silu(g) * u;
+          gu_mag[static_cast<std::size_t>(l)] = std::fabs(g * u);
+        } else {  // relu2
+          const double u = std::max(0.0, static_cast<double>(Bf16ToF32(gu_row[static_cast<std::size_t>(l)])));
+          hv[static_cast<std::size_t>(l)] = u * u;
+          gu_mag[static_cast<std::size_t>(l)] = u * u;
+        }
       }
       std::vector<double> bvec(static_cast<std::size_t>(s.I));
       if (s.dtype == Dtype::kFp8Block) {
@@ -1391,6 +1419,9 @@ class MoeOp : public collect::Op {
   std::string name() const override { return "moe"; }
   const collect::TableSpec& table() const override { return *table_; }
   std::vector<std::string> required_params() const override { return table_->KeyColumnNames(); }
+  // expert_act: silu (gated, the default) or relu2 (Nemotron-H's non-gated experts);
+  // not a key column: the rows say it in kernel_source (",nongated").
+  std::vector<std::string> optional_params() const override { return {"expert_act"}; }
   double default_timeout_s() const override { return 300; }
   std::vector<collect::Requirement> requirements() const override { return gemm::Fp8Requirements("moe_dtype"); }
   // An upper bound: the experts a case can touch (all local ones, or fewer when the
@@ -1407,7 +1438,7 @@ class MoeOp : public collect::Op {
     const double R = static_cast<double>(MaxRowsBound(s)), T = static_cast<double>(s.T);
     const double H = static_cast<double>(s.H), I = static_cast<double>(s.I);
     bytes += T * H * (2 + 1 + 2);                        // x, xq, out
-    bytes += R * (H * (2 + 1 + 2) + 4 * I + 3 * I + 4);  // perm, permq, down; gu; h, hq; row_token
+    bytes += R * (H * (2 + 1 + 2) + 2 * static_cast<double>(s.U) + 3 * I + 4);  // perm, permq, down; gu; h, hq; row_token
     bytes += R * (H + I) / 128 * 4;                      // 1x128 scales
     bytes += s.samples * T * static_cast<double>(s.E) * 2 + 12 * T * static_cast<double>(s.K);
     return bytes + 1e6;
@@ -1429,7 +1460,7 @@ MoeRunReport RunMoeCase(const collect::Case& c, const collect::RunContext& ctx, 
     rep.result = *bad;
     return rep;
   }
-  rep.kernel_source = kMoeCublasLtSource;
+  rep.kernel_source = std::string(kMoeCublasLtSource) + (s.gated ? "" : ",nongated");
   rep.samples = s.samples;
   MoePhases phases(s, c, ctx, opt, rep);
   rep.result = RunCudaPhases(phases, collect::FailureClass::kFrameworkBug, {opt.time});
