@@ -1045,7 +1045,7 @@ std::optional<CaseResult> MoeCase::CheckSample(int sample, const MoeRunOptions& 
       const std::int64_t w = slot_of_expert_[static_cast<std::size_t>(e)];
       for (std::int64_t c : cols_i) {
         wanted.emplace(true, w, c);
-        wanted.emplace(true, w, c + s.I);
+        if (s.gated) wanted.emplace(true, w, c + s.I);  // its up row (relu2 experts have no gate rows)
       }
       for (std::int64_t c : cols_h) wanted.emplace(false, w, c);
     }
