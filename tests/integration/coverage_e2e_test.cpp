@@ -52,18 +52,17 @@ TEST(CoverageE2E, ShippedTablesPassWithEveryMissDeclared) {
   EXPECT_EQ(doc["undeclared"], 0);
   EXPECT_TRUE(doc["stale_gaps"].empty());
   EXPECT_GE(doc["models"].get<int>(), 22);
-  // The known gaps are listed, each with its declaration: Nemotron-3-Nano's relu2
-  // experts, which the moe op does not run (issue 25).
-  bool nemotron = false;
-  std::set<std::string> nemotron_engines;
+  // The known gaps are listed, each with its declaration: DeepSeek-V3.2's DSA
+  // modules, which no collector op measures yet (issue 25).
+  bool dsa = false;
+  std::set<std::string> dsa_engines;
   for (const auto& m : doc["misses"]) {
     ASSERT_FALSE(m["declared"].is_null()) << m.dump();
-    if (m["model"] == "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16" && m["table"] == "moe_perf") {
-      EXPECT_EQ(m["key"]["moe_dtype"], "bfloat16");
-      EXPECT_EQ(m["key"]["hidden_size"], "2688");
+    if (m["model"] == "deepseek-ai/DeepSeek-V3.2" && m["table"] == "dsa_context_module_perf") {
+      EXPECT_EQ(m["key"]["architecture"], "DeepseekV32ForCausalLM");
       EXPECT_EQ(m["declared"]["issue"], 25);
-      for (const auto& e : m["engines"]) nemotron_engines.insert(e.get<std::string>());
-      nemotron = true;
+      for (const auto& e : m["engines"]) dsa_engines.insert(e.get<std::string>());
+      dsa = true;
     }
     // Models the tables cover have no miss at all (DeepSeek-V3 and R1 through the
     // MLA tables).
@@ -87,28 +86,30 @@ TEST(CoverageE2E, ShippedTablesPassWithEveryMissDeclared) {
     EXPECT_NE(m["model"], "Qwen/Qwen3.5-397B-A17B");
     EXPECT_NE(m["model"], "Qwen/Qwen3.5-35B-A3B");
     EXPECT_NE(m["model"], "Qwen/Qwen3.5-27B");
+    // Nemotron-3-Nano through mamba2_perf and its relu2 experts (h200-mamba2b, h200-moe9).
+    EXPECT_NE(m["model"], "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16");
     if (m["model"] == "zai-org/GLM-5" || m["model"] == "zai-org/GLM-5-FP8") {
       EXPECT_NE(m["table"], "moe_perf") << m.dump();
     }
   }
-  EXPECT_TRUE(nemotron) << r.out.substr(0, 4000);
-  EXPECT_EQ(nemotron_engines, (std::set<std::string>{"sglang", "trtllm", "vllm"}));
+  EXPECT_TRUE(dsa) << r.out.substr(0, 4000);
+  EXPECT_EQ(dsa_engines, (std::set<std::string>{"sglang", "trtllm", "vllm"}));
 }
 
-// Nemotron-3-Nano's bf16 relu2 expert slices (hidden 2688, inter 1856, 128 experts)
-// that the search's one-node configurations look up: the (moe_tp, moe_ep) pairs of 8 GPUs.
-constexpr int kNemotronMoeMisses = 10;
+// DeepSeek-V3.2's context DSA module keys that the search's one-node configurations
+// look up: one per local head count (128, 64, 32, 16).
+constexpr int kDsaContextMisses = 4;
 
 TEST(CoverageE2E, UndeclaredMissFails) {
   const std::string dir = MakeTempDir("sc_coverage_");
-  WithoutEntry(dir + "/gaps.yaml", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "moe_perf");
+  WithoutEntry(dir + "/gaps.yaml", "deepseek-ai/DeepSeek-V3.2", "dsa_context_module_perf");
   const ProcessResult r = Gate({"--gaps", dir + "/gaps.yaml"});
   EXPECT_EQ(r.exit_code, 1) << Describe(r);
   EXPECT_NE(r.out.find("UNDECLARED"), std::string::npos) << Describe(r);
-  EXPECT_NE(r.out.find("moe_perf {moe_dtype=bfloat16, hidden_size=2688, inter_size=1856, topk=6, num_experts=128"),
+  EXPECT_NE(r.out.find("dsa_context_module_perf {op_name=dsa_context_module, architecture=DeepseekV32ForCausalLM"),
             std::string::npos)
       << Describe(r);
-  EXPECT_NE(r.out.find("coverage: FAIL (" + std::to_string(kNemotronMoeMisses) + " undeclared misses, 0 stale gaps)"),
+  EXPECT_NE(r.out.find("coverage: FAIL (" + std::to_string(kDsaContextMisses) + " undeclared misses, 0 stale gaps)"),
             std::string::npos)
       << Describe(r);
   fs::remove_all(dir);

@@ -115,12 +115,16 @@ INSTANTIATE_TEST_SUITE_P(Issue25, Qwen35Silicon,
                            return s;
                          });
 
-// In SILICON mode a model whose other shapes are not collected gets no
-// deployment, and the search says which table misses (not a crash, not a
-// roofline in place of a measured table).
+// In SILICON mode a model whose expert shape is not collected gets no deployment,
+// and the search says which table misses (not a crash, not a roofline in place of
+// a measured table): Nemotron-3-Nano's config with an expert width no table has.
 TEST(HybridDefaultSilicon, UncollectedExpertShapesAreMissesNotRooflines) {
-  const ProcessResult r = RunProcess({kHyBin, "default", "--model", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
-                                      "--system", "h200_sxm", "--total-gpus", "8"},
+  const std::string dir = MakeTempDir("nemotron-wide");
+  Json cfg = Json::parse(ReadText(kHySource + "/models/nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16/config.json"));
+  cfg["moe_intermediate_size"] = 2048;  // no moe_perf slice of this width
+  WriteText(dir + "/config.json", cfg.dump(2));
+  const ProcessResult r = RunProcess({kHyBin, "default", "--model", dir + "/config.json", "--system", "h200_sxm",
+                                      "--total-gpus", "8"},
                                      300, kHySource);
   EXPECT_EQ(r.exit_code, 1) << r.err;  // no deployment
   EXPECT_NE(r.out.find("no deployment could be estimated"), std::string::npos) << r.out;
