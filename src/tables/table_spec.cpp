@@ -176,7 +176,8 @@ std::vector<TableSpec> BuildSpecs() {
   // heads per GPU; a row is one kernel of the layer (kernel_source), the op's
   // answer the sum of its kernels; num_tokens = batch x seq_len, d_model and
   // model_name only say which model the shape came from.
-  const std::string recurrent_gap = "issue 25: servecast's collector has no Mamba2 op yet, so no rows of it exist";
+  const std::string recurrent_gap =
+      "issue 25: servecast's Mamba2 op (collect --backend cuda --ops mamba2) has not been collected into this data";
   const std::string gdn_gap =
       "issue 25: servecast's Gated DeltaNet op (collect --backend cuda --ops gdn) has not been collected into the "
       "bundled data yet";
