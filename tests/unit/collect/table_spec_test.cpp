@@ -79,6 +79,26 @@ TEST(TableSpecTest, GemmCostIsTwoMnkFlops) {
   EXPECT_DOUBLE_EQ(f32.bytes, 3 * 4.0);  // float32 writes float32
 }
 
+// A moe_perf row's floor: three projections (gate, up, down) unless the row's
+// kernel_source says nongated (relu2 experts: up, down), as `check` passes it.
+TEST(TableSpecTest, MoeFloorCountsTwoProjectionsForNongatedRows) {
+  const TableSpec& moe = Spec("moe_perf");
+  Params p{{"moe_dtype", std::string("bfloat16")}, {"num_tokens", std::int64_t{64}},
+           {"hidden_size", std::int64_t{2688}},     {"inter_size", std::int64_t{1856}},
+           {"topk", std::int64_t{6}},               {"num_experts", std::int64_t{128}},
+           {"moe_tp_size", std::int64_t{1}},        {"moe_ep_size", std::int64_t{1}},
+           {"distribution", std::string("power_law_1.2")}};
+  const OpCost gated = moe.cost(p);
+  EXPECT_DOUBLE_EQ(gated.flops, 2.0 * 64 * 6 * 2688 * 3 * 1856);
+  p.Set("kernel_source", Value(std::string("servecast_moe:grouped_wgmma_bt8")));
+  EXPECT_DOUBLE_EQ(moe.cost(p).flops, gated.flops);
+  p.Set("kernel_source", Value(std::string("servecast_moe:grouped_wgmma_bt8,nongated")));
+  const OpCost relu2 = moe.cost(p);
+  EXPECT_DOUBLE_EQ(relu2.flops, gated.flops * 2 / 3);
+  const double acts = 2.0 * 64 * 2688 * 2;  // the activations in and out
+  EXPECT_DOUBLE_EQ(relu2.bytes - acts, (gated.bytes - acts) * 2 / 3);
+}
+
 TEST(TableSpecTest, ContextAttentionCountsCausalPairsWithoutWindow) {
   const TableSpec& ctx = Spec("context_attention_perf");
   // s = 4 queries attend to 1+2+3+4 = 10 keys in all.
