@@ -12,10 +12,11 @@ whole layer core (convolution + scan) over AIC's row. Also our scan's latency at
 largest prefills. Prints median, p10, p90. Needs pyarrow (test tooling, not a
 servecast dependency).
 """
-import statistics
 import sys
 
 import pyarrow.parquet as pq
+
+from gdn_vs_aic import summary  # median, p10, p90 of a list of ratios
 
 
 def rows(path):
@@ -26,14 +27,6 @@ def rows(path):
         kind = "conv" if "causal_conv1d" in r["kernel_source"] else "scan"
         by.setdefault(k, {})[kind] = by.get(k, {}).get(kind, 0.0) + float(r["latency"])
     return by
-
-
-def summary(ratios):
-    ratios = sorted(ratios)
-    if not ratios:
-        return "no shared keys"
-    q = lambda f: ratios[min(len(ratios) - 1, int(f * len(ratios)))]
-    return f"{len(ratios)} keys, median {statistics.median(ratios):.2f} (p10 {q(0.1):.2f}, p90 {q(0.9):.2f})"
 
 
 def main(argv):

@@ -78,7 +78,7 @@ MoeTable::MoeTable(const Table& table, std::shared_ptr<const Sol> sol, const std
                     table.GetInt(r, c.tp),       table.GetInt(r, c.ep)};
     auto [it, inserted] = pending.try_emplace(std::move(key));
     if (inserted && c.kernel_source) {
-      it->second.gated = table.GetString(r, *c.kernel_source).find("nongated") == std::string::npos;
+      it->second.gated = !tables::IsNongatedMoeKernel(table.GetString(r, *c.kernel_source));
     }
     GridPoint p;
     p.coords = {table.GetDouble(r, c.tokens)};

@@ -84,9 +84,8 @@ OpCost ElementwiseRowCost(const Params& p) {
 }
 
 OpCost MoeCost(const Params& p) {
-  // Non-gated experts (kernel_source says ",nongated", as AIC's tables and servecast's
-  // relu2 rows do) run two projections; a key without it is gated (three).
-  const bool gated = !p.Has("kernel_source") || p.Str("kernel_source").find("nongated") == std::string::npos;
+  // Non-gated experts run two projections; a key without a kernel_source is gated (three).
+  const bool gated = !p.Has("kernel_source") || !IsNongatedMoeKernel(p.Str("kernel_source"));
   return MoeFloor(p.Str("moe_dtype"), p.Num("num_tokens"), p.Num("hidden_size"), p.Num("inter_size"), p.Num("topk"),
                   p.Num("num_experts"), p.Num("moe_tp_size"), p.Num("moe_ep_size"), gated);
 }
@@ -557,6 +556,10 @@ const TableSpec* FindTableSpec(std::string_view name) {
   for (const auto& s : AllTableSpecs())
     if (s.name == name) return &s;
   return nullptr;
+}
+
+bool IsNongatedMoeKernel(std::string_view kernel_source) {
+  return kernel_source.find("nongated") != std::string_view::npos;
 }
 
 std::optional<double> ExpertLoadAlpha(std::string_view distribution) {

@@ -171,4 +171,9 @@ const TableSpec& GetTableSpec(std::string_view name);
 // "power_law_<alpha>" with a finite alpha > 0; nothing for any other name.
 std::optional<double> ExpertLoadAlpha(std::string_view distribution);
 
+// Whether a moe_perf row's kernel_source names non-gated (relu2) experts: it contains
+// "nongated", as AIC's TensorRT-LLM rows and servecast's `expert_act: relu2` rows do
+// (two projections, not three).
+bool IsNongatedMoeKernel(std::string_view kernel_source);
+
 }  // namespace servecast::tables
