@@ -94,6 +94,11 @@ struct DecodeArgs {
   const __nv_bfloat16* q;
   const unsigned char* pool;
   const std::int32_t* table;
+  // Sparse (DSA): slot[b][j] (pool token slot of query b's j-th selected key, j <
+  // len[b]); null: the page table's contiguous tokens.
+  const std::int32_t* slots;
+  const std::int32_t* lens;
+  int slots_ld;
   __nv_bfloat16* out;
   float* ws_o;    // [batch][splits][heads][512]
   float* ws_lse;  // [batch][splits][heads] (log2 domain)
@@ -138,10 +143,12 @@ __global__ void __launch_bounds__(kThreads, DecodeSmem<HT, kFp8>::kCtasPerSm) ml
 
   const int h0 = blockIdx.x * R, split = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int tiles_total = (a.tokens + kTile - 1) / kTile;
+  const int tokens = a.lens ? a.lens[b] : a.tokens;
+  const int tiles_total = (tokens + kTile - 1) / kTile;
   const int t_begin = split * a.tiles_per_split;
   const int t_end = min(tiles_total, t_begin + a.tiles_per_split);
-  const std::int32_t* table = a.table + static_cast<std::size_t>(b) * a.pages_per_seq;
+  const std::int32_t* table = a.slots ? nullptr : a.table + static_cast<std::size_t>(b) * a.pages_per_seq;
+  const std::int32_t* slots = a.slots ? a.slots + static_cast<std::size_t>(b) * a.slots_ld : nullptr;
 
   // The head block's query rows (zero rows past the last head).
   for (int c = tid; c < R * kChunks; c += kThreads) {
@@ -156,13 +163,23 @@ __global__ void __launch_bounds__(kThreads, DecodeSmem<HT, kFp8>::kCtasPerSm) ml
   }
   auto load_tile = [&](int tile, int stage) {
     const int tok0 = tile * kTile;
+    unsigned char* dst = stages + stage * L::kStageBytes;
+    if (slots) {  // gathered rows: each its own pool slot
+      for (int c = tid; c < kTile * kRowChunks; c += kThreads) {
+        const int r = c / kRowChunks, k = c % kRowChunks;
+        const bool valid = tok0 + r < tokens;
+        const std::size_t slot = valid ? static_cast<std::size_t>(slots[tok0 + r]) : 0;
+        unsigned char* d = dst + (kFp8 ? r * kMlaCacheDim : r * kRow * 2) + k * 16;
+        CopyAsync16(d, a.pool + slot * kMlaCacheDim * EB + k * 16, valid);
+      }
+      return;
+    }
     const std::size_t page = static_cast<std::size_t>(table[tok0 / kPagedKvPageSize]);
     const unsigned char* src =
         a.pool + (page * kPagedKvPageSize + static_cast<std::size_t>(tok0 % kPagedKvPageSize)) * kMlaCacheDim * EB;
-    unsigned char* dst = stages + stage * L::kStageBytes;
     for (int c = tid; c < kTile * kRowChunks; c += kThreads) {
       const int r = c / kRowChunks, k = c % kRowChunks;
-      const bool valid = tok0 + r < a.tokens;
+      const bool valid = tok0 + r < tokens;
       unsigned char* d = dst + (kFp8 ? r * kMlaCacheDim : r * kRow * 2) + k * 16;
       CopyAsync16(d, valid ? src + static_cast<std::size_t>(r) * kMlaCacheDim * EB + k * 16 : src, valid);
     }
@@ -277,7 +294,7 @@ __global__ void __launch_bounds__(kThreads, DecodeSmem<HT, kFp8>::kCtasPerSm) ml
         const int col = part * CPT + c;
         float v = ss[r * kTile + col];
         v += ss[R * kTile + r * kTile + col];
-        v = tok0 + col < a.tokens ? v * a.score_scale_log2 : -INFINITY;
+        v = tok0 + col < tokens ? v * a.score_scale_log2 : -INFINITY;
         s[c] = v;
         mx = fmaxf(mx, v);
       }
@@ -521,45 +538,77 @@ MlaDecodePlan PlanMlaDecode(const MlaDecodeShape& s, int multiprocessors, KvDtyp
       p.tiles_per_split = per;
     }
   }
-  if (p.splits > 1)
-    p.workspace_bytes = static_cast<std::size_t>(s.batch) * p.splits * static_cast<std::size_t>(s.num_heads) *
-                        (kMlaLatent + 1) * sizeof(float);
+  p.workspace_bytes = p.WorkspaceFor(s.batch, s.num_heads);
   return p;
+}
+
+namespace {
+// One launch of the decode (and combine) over queries [0, s.batch) of the pointers
+// given; batches above the grid's z extent go in chunks (the workspace reused in
+// stream order).
+void LaunchDecode(const MlaDecodeShape& s, const MlaDecodePlan& plan, KvDtype kv_dtype, const void* q, const void* pool,
+                  const std::int32_t* page_table, const std::int32_t* slots, const std::int32_t* lens, int slots_ld,
+                  float kv_scale, float softmax_scale, void* out, void* workspace, cudaStream_t stream) {
+  const bool fp8 = kv_dtype == KvDtype::kFp8E4m3;
+  if (plan.splits > 1 && (!workspace || plan.splits > kMaxSplits))
+    throw Error("mla decode: a split plan needs its workspace (and at most 64 splits)");
+  constexpr std::int64_t kChunk = 65535;  // the grid's z extent
+  const void* kernel = PickKernel(plan.head_tile, fp8);
+  const int smem = SmemBytes(plan.head_tile, fp8);
+  for (std::int64_t b0 = 0; b0 < s.batch; b0 += kChunk) {
+    const std::int64_t nb = std::min(kChunk, s.batch - b0);
+    const std::size_t q_off = static_cast<std::size_t>(b0 * s.num_heads);
+    DecodeArgs a{};
+    a.q = static_cast<const __nv_bfloat16*>(q) + q_off * kMlaCacheDim;
+    a.pool = static_cast<const unsigned char*>(pool);
+    a.table = page_table ? page_table + static_cast<std::size_t>(b0) * s.pages_per_seq() : nullptr;
+    a.slots = slots ? slots + static_cast<std::size_t>(b0) * slots_ld : nullptr;
+    a.lens = lens ? lens + b0 : nullptr;
+    a.slots_ld = slots_ld;
+    a.out = static_cast<__nv_bfloat16*>(out) + q_off * kMlaLatent;
+    a.ws_o = static_cast<float*>(workspace);
+    a.ws_lse = plan.splits > 1 ? a.ws_o + static_cast<std::size_t>(nb) * plan.splits * s.num_heads * kMlaLatent
+                               : nullptr;
+    a.heads = static_cast<int>(s.num_heads);
+    a.tokens = static_cast<int>(s.tokens);
+    a.pages_per_seq = static_cast<int>(s.pages_per_seq());
+    a.splits = plan.splits;
+    a.tiles_per_split = static_cast<int>(plan.tiles_per_split);
+    a.score_scale_log2 = softmax_scale * kv_scale * kLog2e;
+    a.out_scale = kv_scale;
+    const dim3 grid(static_cast<unsigned>(plan.head_blocks), static_cast<unsigned>(plan.splits),
+                    static_cast<unsigned>(nb));
+    void* args[] = {&a};
+    SC_CUDA_CHECK(cudaLaunchKernel(kernel, grid, dim3(kThreads), args, static_cast<std::size_t>(smem), stream));
+    if (plan.splits > 1) {
+      mla_decode_combine<<<dim3(static_cast<unsigned>(s.num_heads), static_cast<unsigned>(nb)), 128, 0, stream>>>(
+          a.ws_o, a.ws_lse, a.heads, plan.splits, a.out);
+      SC_CUDA_CHECK(cudaGetLastError());
+    }
+  }
+}
+}  // namespace
+
+std::size_t MlaDecodePlan::WorkspaceFor(std::int64_t batch, std::int64_t num_heads) const {
+  if (splits <= 1) return 0;
+  return static_cast<std::size_t>(std::min<std::int64_t>(batch, 65535)) * splits *
+         static_cast<std::size_t>(num_heads) * (kMlaLatent + 1) * sizeof(float);
 }
 
 void LaunchMlaDecode(const MlaDecodeShape& s, const MlaDecodePlan& plan, KvDtype kv_dtype, const void* q,
                      const void* pool, const std::int32_t* page_table, float kv_scale, float softmax_scale, void* out,
                      void* workspace, cudaStream_t stream) {
-  const bool fp8 = kv_dtype == KvDtype::kFp8E4m3;
-  if (plan.splits > 1 && (!workspace || plan.splits > kMaxSplits))
-    throw Error("mla decode: a split plan needs its workspace (and at most 64 splits)");
   if (s.batch > 65535) throw Error("mla decode: batch above 65535 (the grid's z extent)");
-  DecodeArgs a{};
-  a.q = static_cast<const __nv_bfloat16*>(q);
-  a.pool = static_cast<const unsigned char*>(pool);
-  a.table = page_table;
-  a.out = static_cast<__nv_bfloat16*>(out);
-  a.ws_o = static_cast<float*>(workspace);
-  a.ws_lse = plan.splits > 1 ? a.ws_o + static_cast<std::size_t>(s.batch) * plan.splits * s.num_heads * kMlaLatent
-                             : nullptr;
-  a.heads = static_cast<int>(s.num_heads);
-  a.tokens = static_cast<int>(s.tokens);
-  a.pages_per_seq = static_cast<int>(s.pages_per_seq());
-  a.splits = plan.splits;
-  a.tiles_per_split = static_cast<int>(plan.tiles_per_split);
-  a.score_scale_log2 = softmax_scale * kv_scale * kLog2e;
-  a.out_scale = kv_scale;
-  const dim3 grid(static_cast<unsigned>(plan.head_blocks), static_cast<unsigned>(plan.splits),
-                  static_cast<unsigned>(s.batch));
-  const void* kernel = PickKernel(plan.head_tile, fp8);
-  const int smem = SmemBytes(plan.head_tile, fp8);
-  void* args[] = {&a};
-  SC_CUDA_CHECK(cudaLaunchKernel(kernel, grid, dim3(kThreads), args, static_cast<std::size_t>(smem), stream));
-  if (plan.splits > 1) {
-    mla_decode_combine<<<dim3(static_cast<unsigned>(s.num_heads), static_cast<unsigned>(s.batch)), 128, 0, stream>>>(
-        a.ws_o, a.ws_lse, a.heads, plan.splits, a.out);
-    SC_CUDA_CHECK(cudaGetLastError());
-  }
+  LaunchDecode(s, plan, kv_dtype, q, pool, page_table, nullptr, nullptr, 0, kv_scale, softmax_scale, out, workspace,
+               stream);
+}
+
+void LaunchMlaSparse(const MlaDecodeShape& s, const MlaDecodePlan& plan, KvDtype kv_dtype, const void* q,
+                     const void* pool, const std::int32_t* slots, const std::int32_t* lens, float kv_scale,
+                     float softmax_scale, void* out, void* workspace, cudaStream_t stream) {
+  if (!slots || !lens) throw Error("mla sparse: slots and lens are required");
+  LaunchDecode(s, plan, kv_dtype, q, pool, nullptr, slots, lens, static_cast<int>(s.tokens), kv_scale, softmax_scale,
+               out, workspace, stream);
 }
 
 void LaunchMlaPrefillCacheWrite(const MlaPrefillShape& s, KvDtype kv_dtype, const void* latent,

@@ -52,6 +52,8 @@ struct MlaDecodePlan {
   std::int64_t tiles_per_split = 1;
   int ctas_per_sm = 1;
   std::size_t workspace_bytes = 0;
+  // Workspace for `batch` queries (launches go in chunks of at most 65535 queries).
+  std::size_t WorkspaceFor(std::int64_t batch, std::int64_t num_heads) const;
   // "heads=64,splits=4,tiles_per_split=16" (the row's kernel_source names it)
   std::string Describe() const;
 };
@@ -68,6 +70,15 @@ MlaDecodePlan PlanMlaDecode(const MlaDecodeShape& s, int multiprocessors, KvDtyp
 void LaunchMlaDecode(const MlaDecodeShape& s, const MlaDecodePlan& plan, KvDtype kv_dtype, const void* q,
                      const void* pool, const std::int32_t* page_table, float kv_scale, float softmax_scale, void* out,
                      void* workspace, cudaStream_t stream);
+
+// Sparse (DeepSeek Sparse Attention): the same kernel over gathered latents. Query b
+// (any number of them: prefill tokens are queries too) attends over its lens[b]
+// <= s.tokens selected keys, whose pool token slots are slots[b][0 .. lens[b])
+// (row stride s.tokens); s.tokens is the selection size (the indexer's top-k) the
+// plan was made for.
+void LaunchMlaSparse(const MlaDecodeShape& s, const MlaDecodePlan& plan, KvDtype kv_dtype, const void* q,
+                     const void* pool, const std::int32_t* slots, const std::int32_t* lens, float kv_scale,
+                     float softmax_scale, void* out, void* workspace, cudaStream_t stream);
 
 // ---- prefill: the latent cache write and the shared rotary key -------------------
 //

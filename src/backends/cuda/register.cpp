@@ -5,6 +5,7 @@
 #include "backends/cuda/attention_ops.h"
 #include "backends/cuda/comm_ops.h"
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/dsa_ops.h"
 #include "backends/cuda/elementwise_ops.h"
 #include "backends/cuda/gdn_ops.h"
 #include "backends/cuda/gemm_ops.h"
@@ -24,6 +25,7 @@ void RegisterCudaBackend(collect::Registry& registry) {
   RegisterMlaOps(registry);
   RegisterGdnOps(registry);
   RegisterMamba2Ops(registry);
+  RegisterDsaOps(registry);
 }
 
 }  // namespace servecast::cuda
