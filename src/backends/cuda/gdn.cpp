@@ -23,6 +23,7 @@
 #include "backends/cuda/gdn_kernels.h"
 #include "backends/cuda/gdn_ops.h"
 #include "backends/cuda/harness.h"
+#include "backends/cuda/recurrent_op.h"
 #include "backends/cuda/short_conv_check.h"
 #include "collect/case.h"
 #include "collect/table_spec.h"
@@ -101,8 +102,8 @@ std::optional<CaseResult> Parse(const Params& p, Shape& s) {
                                                ": the cuda kernels take 128 and 128 (every Qwen3.5 / Qwen3-Next "
                                                "checkpoint)");
   if (s.g.conv > kGdnMaxConv)
-    return Unsupported("UnsupportedShape", "d_conv " + std::to_string(s.g.conv) + " above " +
-                                               std::to_string(kGdnMaxConv));
+    return Unsupported("UnsupportedShape",
+                       "d_conv " + std::to_string(s.g.conv) + " above " + std::to_string(kGdnMaxConv));
   if (s.g.batch > 65535 || s.g.hv > 65535) return Unsupported("ShapeTooLarge", "batch_size or num_v_heads above 65535");
   return std::nullopt;
 }
@@ -179,15 +180,14 @@ class GdnOp : public collect::Op {
   std::string name() const override { return "gdn"; }
   const collect::TableSpec& table() const override { return table_; }
   std::vector<std::string> required_params() const override {
-    return {"phase",       "batch_size",  "seq_len",    "num_tokens", "d_model",   "d_conv",
+    return {"phase",       "batch_size", "seq_len",     "num_tokens", "d_model",   "d_conv",
             "num_k_heads", "head_k_dim", "num_v_heads", "head_v_dim", "model_name"};
   }
   double default_timeout_s() const override { return 300; }
   double MemoryBytes(const Params& p) const override {
     Shape s;
     if (Parse(p, s)) return 0;
-    return SetBytes(s.g) + (s.context ? static_cast<double>(GdnChunkWorkspaceBytes(s.g)) : 0.0) +
-           256.0 * 1024 * 1024;
+    return SetBytes(s.g) + (s.context ? static_cast<double>(GdnChunkWorkspaceBytes(s.g)) : 0.0) + 256.0 * 1024 * 1024;
   }
   CaseResult Run(const collect::Case& c, const collect::RunContext& ctx) override;
 
@@ -215,7 +215,7 @@ class GdnPhases : public collect::CasePhases {
 
   std::optional<CaseResult> Check() override {
     // The decode's state and window are updated in place: keep the sampled inputs first.
-    const Samples smp = Sample();
+    const RecurrentSamples smp = SampleRecurrent(g_.batch, g_.hv, SeedFor(base_seed_, 7));
     std::vector<std::vector<float>> state0;
     std::vector<std::vector<std::uint16_t>> window0;
     const Set& set = sets_[0];
@@ -255,41 +255,25 @@ class GdnPhases : public collect::CasePhases {
     const double hv = static_cast<double>(g_.hv), D = kGdnHeadDim;
     const double conv_bytes = 2 * T * C * 2 + static_cast<double>(g_.batch * (g_.conv - 1)) * C * 2;
     const double scan_bytes = T * C * 2 + T * hv * 8 + T * hv * D * 2 + static_cast<double>(g_.batch) * hv * D * D * 4;
-    TimeOptions opt;
-    opt.copies = copies;
-    opt.rotated_bytes = conv_bytes * copies;
-    conv_stats_ = TimeOnDevice(
-        [&](cudaStream_t st, int iteration) { LaunchConv(static_cast<std::size_t>(iteration % copies), st); },
-        ctx_.timing, opt, ctx_.measure_power);
-    opt.rotated_bytes = scan_bytes * copies;
-    scan_stats_ = TimeOnDevice(
-        [&](cudaStream_t st, int iteration) { LaunchScan(static_cast<std::size_t>(iteration % copies), st); },
-        ctx_.timing, opt, ctx_.measure_power);
+    timing_.Time([&](std::size_t i, cudaStream_t st) { LaunchConv(i, st); },
+                 [&](std::size_t i, cudaStream_t st) { LaunchScan(i, st); }, copies, conv_bytes, scan_bytes, ctx_);
   }
 
-  std::vector<Params> Emit() override {
-    return {collect::MakeRow(op_.table(), *ctx_.runtime, op_.name(), conv_source_, c_.params, conv_stats_,
-                             ctx_.measure_power),
-            collect::MakeRow(op_.table(), *ctx_.runtime, op_.name(), scan_source_, c_.params, scan_stats_,
-                             ctx_.measure_power)};
-  }
+  std::vector<Params> Emit() override { return timing_.Rows(op_, ctx_, c_.params, conv_source_, scan_source_); }
 
  private:
   struct Set {
     DeviceBuffer x, w, y, window, g, beta, o, state;
-  };
-  struct Samples {
-    std::vector<std::int64_t> seqs;                          // for the convolution
-    std::vector<std::pair<std::int64_t, std::int64_t>> pairs;  // (sequence, value head), the last runs in full
   };
 
   Set MakeSet(std::uint64_t seed) {
     const std::size_t T = static_cast<std::size_t>(g_.tokens()), C = static_cast<std::size_t>(g_.channels());
     const std::size_t hv = static_cast<std::size_t>(g_.hv), D = kGdnHeadDim, B = static_cast<std::size_t>(g_.batch);
     const std::size_t W = static_cast<std::size_t>(g_.conv - 1), K = static_cast<std::size_t>(g_.conv);
-    Set set{DeviceBuffer(T * C * 2),      DeviceBuffer(C * K * 2),     DeviceBuffer(T * C * 2),
-            DeviceBuffer(std::max<std::size_t>(B * W * C * 2, 16)), DeviceBuffer(T * hv * 4),
-            DeviceBuffer(T * hv * 4),     DeviceBuffer(T * hv * D * 2), DeviceBuffer(B * hv * D * D * 4)};
+    Set set{DeviceBuffer(T * C * 2),      DeviceBuffer(C * K * 2),
+            DeviceBuffer(T * C * 2),      DeviceBuffer(std::max<std::size_t>(B * W * C * 2, 16)),
+            DeviceBuffer(T * hv * 4),     DeviceBuffer(T * hv * 4),
+            DeviceBuffer(T * hv * D * 2), DeviceBuffer(B * hv * D * D * 4)};
     FillUniformBf16(set.x.get(), T * C, SeedFor(seed, 1), 1.0f, stream_);
     FillUniformBf16(set.w.get(), C * K, SeedFor(seed, 2), 0.5f, stream_);
     // g in [kDecayLo, 0), beta in [kBetaLo, kBetaHi): affine maps of uniform [-1, 1).
@@ -327,27 +311,11 @@ class GdnPhases : public collect::CasePhases {
                                set.state.as<float>(), st);
   }
 
-  // Sequences 0 and the last (and one drawn); (sequence, head) pairs (0, 0), one drawn,
-  // and (last, last) last.
-  Samples Sample() const {
-    SplitMix64 rng(SeedFor(base_seed_, 7));
-    auto any = [&](std::int64_t n) { return static_cast<std::int64_t>(rng.Below(static_cast<std::uint64_t>(n))); };
-    Samples smp;
-    std::set<std::int64_t> seqs = {0, g_.batch - 1, any(g_.batch)};
-    smp.seqs.assign(seqs.begin(), seqs.end());
-    std::set<std::pair<std::int64_t, std::int64_t>> pairs = {{0, 0}};
-    if (g_.batch * g_.hv > 2) pairs.insert({any(g_.batch), any(g_.hv)});
-    pairs.erase({g_.batch - 1, g_.hv - 1});
-    smp.pairs.assign(pairs.begin(), pairs.end());
-    smp.pairs.emplace_back(g_.batch - 1, g_.hv - 1);
-    return smp;
-  }
-
   // The scan over sampled (sequence, head) pairs from the convolution's output as the
   // device wrote it: every output row of the reference's tokens, and the final state
   // where the reference covered the whole sequence.
-  void CheckScan(const Set& set, const Samples& smp, const std::vector<std::vector<float>>& state0, RefCheck& out,
-                 RefCheck& state) {
+  void CheckScan(const Set& set, const RecurrentSamples& smp, const std::vector<std::vector<float>>& state0,
+                 RefCheck& out, RefCheck& state) {
     const std::int64_t C = g_.channels(), D = kGdnHeadDim, S = g_.seq, hv = g_.hv;
     const std::int64_t ratio = hv / g_.hk;
     for (std::size_t pi = 0; pi < smp.pairs.size(); ++pi) {
@@ -366,8 +334,8 @@ class GdnPhases : public collect::CasePhases {
       DeltaRule rule(std::move(init));
       for (std::int64_t t = 0; t < n; ++t) {
         const std::size_t at = static_cast<std::size_t>(t * D);
-        const RefStep r = rule.Step(&q[at], &k[at], &v[at], gg[static_cast<std::size_t>(t)],
-                                    bt[static_cast<std::size_t>(t)]);
+        const RefStep r =
+            rule.Step(&q[at], &k[at], &v[at], gg[static_cast<std::size_t>(t)], bt[static_cast<std::size_t>(t)]);
         for (std::int64_t d = 0; d < D; ++d) {
           const double ref = r.o[static_cast<std::size_t>(d)];
           out.AddLazy([&] { return At("o", b, t, h, d); }, Bf16(o[at + static_cast<std::size_t>(d)]), ref,
@@ -400,7 +368,7 @@ class GdnPhases : public collect::CasePhases {
   std::string conv_source_, scan_source_;
   std::vector<Set> sets_;
   DeviceBuffer workspace_;  // the prefill scan's per-chunk float32 workspace (shared by the sets)
-  collect::TimingStats conv_stats_, scan_stats_;
+  TwoKernelTiming timing_;
 };
 
 CaseResult GdnOp::Run(const collect::Case& c, const collect::RunContext& ctx) {
@@ -415,8 +383,12 @@ CaseResult GdnOp::Run(const collect::Case& c, const collect::RunContext& ctx) {
 
 }  // namespace
 
-std::unique_ptr<collect::Op> MakeGdnOp(double reference_scale) { return std::make_unique<GdnOp>(reference_scale); }
+std::unique_ptr<collect::Op> MakeGdnOp(double reference_scale) {
+  return std::make_unique<GdnOp>(reference_scale);
+}
 
-void RegisterGdnOps(collect::Registry& r) { r.AddOp("cuda", MakeGdnOp()); }
+void RegisterGdnOps(collect::Registry& r) {
+  r.AddOp("cuda", MakeGdnOp());
+}
 
 }  // namespace servecast::cuda

@@ -23,6 +23,7 @@
 #include "backends/cuda/harness.h"
 #include "backends/cuda/mamba2_kernels.h"
 #include "backends/cuda/mamba2_ops.h"
+#include "backends/cuda/recurrent_op.h"
 #include "backends/cuda/short_conv_check.h"
 #include "collect/case.h"
 #include "collect/table_spec.h"
@@ -57,8 +58,7 @@ constexpr double kAlo = -2.0, kAhi = -0.5, kBiasLo = -5.0, kBiasHi = -3.0;
 constexpr float kStateRange = 0.5f;  // the decode's initial state
 
 CaseResult Invalid(const std::string& msg) {
-  return CaseResult::Failure(Disposition::kFailed, FailureClass::kUnsupportedConfig, "InvalidParams",
-                             "mamba2: " + msg);
+  return CaseResult::Failure(Disposition::kFailed, FailureClass::kUnsupportedConfig, "InvalidParams", "mamba2: " + msg);
 }
 CaseResult Unsupported(const std::string& type, const std::string& msg) {
   return CaseResult::Failure(Disposition::kNotSupported, FailureClass::kUnsupportedConfig, type, "mamba2: " + msg);
@@ -93,8 +93,10 @@ std::optional<CaseResult> Parse(const Params& p, Shape& s) {
   s.context = phase == "context";
   if (s.m.batch <= 0 || s.m.seq <= 0 || d_model <= 0 || s.m.n <= 0 || s.m.conv <= 0 || s.m.nh <= 0 || s.m.p <= 0 ||
       s.m.g <= 0 || s.m.chunk <= 0)
-    return Invalid("batch_size, seq_len, d_model, d_state, d_conv, nheads, head_dim, n_groups and chunk_size must be "
-                   "positive (got " + p.Canonical() + ")");
+    return Invalid(
+        "batch_size, seq_len, d_model, d_state, d_conv, nheads, head_dim, n_groups and chunk_size must be "
+        "positive (got " +
+        p.Canonical() + ")");
   if (tokens != s.m.batch * s.m.seq)
     return Invalid("num_tokens " + std::to_string(tokens) + " is not batch_size x seq_len (" +
                    std::to_string(s.m.batch * s.m.seq) + ")");
@@ -103,11 +105,11 @@ std::optional<CaseResult> Parse(const Params& p, Shape& s) {
   if (!s.context && s.m.seq != 1)
     return Invalid("generation runs one token per sequence (seq_len 1), got seq_len " + std::to_string(s.m.seq));
   if (s.m.conv > kShortConvMax)
-    return Unsupported("UnsupportedShape", "d_conv " + std::to_string(s.m.conv) + " above " +
-                                               std::to_string(kShortConvMax));
+    return Unsupported("UnsupportedShape",
+                       "d_conv " + std::to_string(s.m.conv) + " above " + std::to_string(kShortConvMax));
   if (const char* why = Mamba2Unsupported(s.m); why[0] != '\0')
-    return Unsupported("UnsupportedShape", std::string(why) + " (got " + p.Canonical() +
-                                               "; every Nemotron-H checkpoint has head_dim 64)");
+    return Unsupported("UnsupportedShape",
+                       std::string(why) + " (got " + p.Canonical() + "; every Nemotron-H checkpoint has head_dim 64)");
   return std::nullopt;
 }
 
@@ -120,7 +122,9 @@ double SetBytes(const Mamba2Shape& m) {
          static_cast<double>(m.batch * (m.conv - 1)) * C * 2 + C * static_cast<double>(m.conv + 1) * 2;
 }
 
-double Softplus(double x) { return x > 20.0 ? x : std::log1p(std::exp(x)); }
+double Softplus(double x) {
+  return x > 20.0 ? x : std::log1p(std::exp(x));
+}
 
 std::string At(const char* what, std::int64_t b, std::int64_t t, std::int64_t h, std::int64_t d) {
   std::string s = std::string(what) + "[b=" + std::to_string(b);
@@ -136,7 +140,7 @@ class Mamba2Op : public collect::Op {
   std::string name() const override { return "mamba2"; }
   const collect::TableSpec& table() const override { return table_; }
   std::vector<std::string> required_params() const override {
-    return {"phase",  "batch_size", "seq_len",  "num_tokens", "d_model",   "d_state",
+    return {"phase",  "batch_size", "seq_len",  "num_tokens", "d_model",    "d_state",
             "d_conv", "nheads",     "head_dim", "n_groups",   "chunk_size", "model_name"};
   }
   double default_timeout_s() const override { return 300; }
@@ -180,8 +184,7 @@ class Mamba2Phases : public collect::CasePhases {
     heads_ = DeviceBuffer(3 * nh * sizeof(float));
     SC_CUDA_CHECK(cudaMemcpyAsync(heads_.as<float>(), A_.data(), nh * 4, cudaMemcpyHostToDevice, stream_));
     SC_CUDA_CHECK(cudaMemcpyAsync(heads_.as<float>() + nh, D_.data(), nh * 4, cudaMemcpyHostToDevice, stream_));
-    SC_CUDA_CHECK(
-        cudaMemcpyAsync(heads_.as<float>() + 2 * nh, bias_.data(), nh * 4, cudaMemcpyHostToDevice, stream_));
+    SC_CUDA_CHECK(cudaMemcpyAsync(heads_.as<float>() + 2 * nh, bias_.data(), nh * 4, cudaMemcpyHostToDevice, stream_));
     if (s_.context) workspace_ = DeviceBuffer(Mamba2ChunkWorkspaceBytes(m_));
     sets_.push_back(MakeSet(SeedFor(base_seed_, 100)));
     SC_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -190,7 +193,7 @@ class Mamba2Phases : public collect::CasePhases {
 
   std::optional<CaseResult> Check() override {
     // The decode's state and window are updated in place: keep the sampled inputs first.
-    const Samples smp = Sample();
+    const RecurrentSamples smp = SampleRecurrent(m_.batch, m_.nh, SeedFor(base_seed_, 7));
     std::vector<std::vector<float>> state0;
     std::vector<std::vector<std::uint16_t>> window0;
     const Set& set = sets_[0];
@@ -238,32 +241,15 @@ class Mamba2Phases : public collect::CasePhases {
     const double conv_bytes = 2 * T * C * 2 + static_cast<double>(m_.batch * (m_.conv - 1)) * C * 2;
     const double state_bytes = static_cast<double>(m_.batch) * nh * P * N * 4 * (s_.context ? 1 : 2);
     const double scan_bytes = T * C * 2 + T * nh * 2 + T * nh * P * 2 + state_bytes;
-    TimeOptions opt;
-    opt.copies = copies;
-    opt.rotated_bytes = conv_bytes * copies;
-    conv_stats_ = TimeOnDevice(
-        [&](cudaStream_t st, int iteration) { LaunchConv(static_cast<std::size_t>(iteration % copies), st); },
-        ctx_.timing, opt, ctx_.measure_power);
-    opt.rotated_bytes = scan_bytes * copies;
-    scan_stats_ = TimeOnDevice(
-        [&](cudaStream_t st, int iteration) { LaunchScan(static_cast<std::size_t>(iteration % copies), st); },
-        ctx_.timing, opt, ctx_.measure_power);
+    timing_.Time([&](std::size_t i, cudaStream_t st) { LaunchConv(i, st); },
+                 [&](std::size_t i, cudaStream_t st) { LaunchScan(i, st); }, copies, conv_bytes, scan_bytes, ctx_);
   }
 
-  std::vector<Params> Emit() override {
-    return {collect::MakeRow(op_.table(), *ctx_.runtime, op_.name(), conv_source_, c_.params, conv_stats_,
-                             ctx_.measure_power),
-            collect::MakeRow(op_.table(), *ctx_.runtime, op_.name(), scan_source_, c_.params, scan_stats_,
-                             ctx_.measure_power)};
-  }
+  std::vector<Params> Emit() override { return timing_.Rows(op_, ctx_, c_.params, conv_source_, scan_source_); }
 
  private:
   struct Set {
     DeviceBuffer x, w, bias, xbc, window, dt, y, state;
-  };
-  struct Samples {
-    std::vector<std::int64_t> seqs;                            // for the convolution
-    std::vector<std::pair<std::int64_t, std::int64_t>> pairs;  // (sequence, head), the last runs in full
   };
 
   const float* A() const { return heads_.as<float>(); }
@@ -275,9 +261,14 @@ class Mamba2Phases : public collect::CasePhases {
     const std::size_t nh = static_cast<std::size_t>(m_.nh), P = static_cast<std::size_t>(m_.p);
     const std::size_t N = static_cast<std::size_t>(m_.n), B = static_cast<std::size_t>(m_.batch);
     const std::size_t W = static_cast<std::size_t>(m_.conv - 1), K = static_cast<std::size_t>(m_.conv);
-    Set set{DeviceBuffer(T * C * 2),        DeviceBuffer(C * K * 2),    DeviceBuffer(C * 2),
-            DeviceBuffer(T * C * 2),        DeviceBuffer(std::max<std::size_t>(B * W * C * 2, 16)),
-            DeviceBuffer(T * nh * 2),       DeviceBuffer(T * nh * P * 2), DeviceBuffer(B * nh * P * N * 4)};
+    Set set{DeviceBuffer(T * C * 2),
+            DeviceBuffer(C * K * 2),
+            DeviceBuffer(C * 2),
+            DeviceBuffer(T * C * 2),
+            DeviceBuffer(std::max<std::size_t>(B * W * C * 2, 16)),
+            DeviceBuffer(T * nh * 2),
+            DeviceBuffer(T * nh * P * 2),
+            DeviceBuffer(B * nh * P * N * 4)};
     FillUniformBf16(set.x.get(), T * C, SeedFor(seed, 1), 1.0f, stream_);
     FillUniformBf16(set.w.get(), C * K, SeedFor(seed, 2), 0.5f, stream_);
     FillUniformBf16(set.bias.get(), C, SeedFor(seed, 3), 0.5f, stream_);
@@ -297,11 +288,11 @@ class Mamba2Phases : public collect::CasePhases {
   void LaunchConv(std::size_t i, cudaStream_t st) {
     Set& set = sets_[i];
     if (s_.context)
-      LaunchShortConvPrefill(m_.conv_shape(), set.x.get(), set.w.get(), set.bias.get(), set.xbc.get(),
-                             set.window.get(), st);
+      LaunchShortConvPrefill(m_.conv_shape(), set.x.get(), set.w.get(), set.bias.get(), set.xbc.get(), set.window.get(),
+                             st);
     else
-      LaunchShortConvDecode(m_.conv_shape(), set.x.get(), set.w.get(), set.bias.get(), set.xbc.get(),
-                            set.window.get(), st);
+      LaunchShortConvDecode(m_.conv_shape(), set.x.get(), set.w.get(), set.bias.get(), set.xbc.get(), set.window.get(),
+                            st);
   }
   void LaunchScan(std::size_t i, cudaStream_t st) {
     Set& set = sets_[i];
@@ -313,28 +304,12 @@ class Mamba2Phases : public collect::CasePhases {
                               st);
   }
 
-  // Sequences 0 and the last (and one drawn); (sequence, head) pairs (0, 0), one drawn,
-  // and (last, last) last.
-  Samples Sample() const {
-    SplitMix64 rng(SeedFor(base_seed_, 7));
-    auto any = [&](std::int64_t n) { return static_cast<std::int64_t>(rng.Below(static_cast<std::uint64_t>(n))); };
-    Samples smp;
-    std::set<std::int64_t> seqs = {0, m_.batch - 1, any(m_.batch)};
-    smp.seqs.assign(seqs.begin(), seqs.end());
-    std::set<std::pair<std::int64_t, std::int64_t>> pairs = {{0, 0}};
-    if (m_.batch * m_.nh > 2) pairs.insert({any(m_.batch), any(m_.nh)});
-    pairs.erase({m_.batch - 1, m_.nh - 1});
-    smp.pairs.assign(pairs.begin(), pairs.end());
-    smp.pairs.emplace_back(m_.batch - 1, m_.nh - 1);
-    return smp;
-  }
-
   // The recurrence in double precision over sampled (sequence, head) pairs from the
   // convolution's output as the device wrote it, token by token: every output row of
   // the reference's tokens, and the final state where it covered the whole sequence.
   // Beside the state S it carries Q, the decayed sum of its terms' squares (rss).
-  void CheckScan(const Set& set, const Samples& smp, const std::vector<std::vector<float>>& state0, RefCheck& out,
-                 RefCheck& state) {
+  void CheckScan(const Set& set, const RecurrentSamples& smp, const std::vector<std::vector<float>>& state0,
+                 RefCheck& out, RefCheck& state) {
     const std::int64_t C = m_.channels(), P = m_.p, N = m_.n, S = m_.seq, nh = m_.nh;
     const std::int64_t per_group = nh / m_.g;
     for (std::size_t pi = 0; pi < smp.pairs.size(); ++pi) {
@@ -373,8 +348,9 @@ class Mamba2Phases : public collect::CasePhases {
             rss2 += (q[k] + s[k] * s[k]) * c * c;
           }
           const double ref = acc + Dh * xp;
-          const double tol = s_.context ? kBf16Roundoff * std::fabs(ref) + kBf16Terms * std::sqrt(rss2) + 1e-5
-                                        : kBf16Roundoff * std::fabs(ref) + kF32Order * (mag + std::fabs(Dh * xp)) + 1e-6;
+          const double tol = s_.context
+                                 ? kBf16Roundoff * std::fabs(ref) + kBf16Terms * std::sqrt(rss2) + 1e-5
+                                 : kBf16Roundoff * std::fabs(ref) + kF32Order * (mag + std::fabs(Dh * xp)) + 1e-6;
           out.AddLazy([&] { return At("y", b, t, h, p); }, Bf16(y[static_cast<std::size_t>(t * P + p)]), ref, tol);
         }
       }
@@ -385,8 +361,8 @@ class Mamba2Phases : public collect::CasePhases {
       for (double v : St) peak = std::max(peak, std::fabs(v));
       for (std::int64_t i = 0; i < P * N; ++i) {
         const std::size_t u = static_cast<std::size_t>(i);
-        const double tol = s_.context ? kF32Order * std::fabs(St[u]) + kBf16Terms * std::sqrt(Q[u]) + 1e-9
-                                      : kF32Order * peak + 1e-12;
+        const double tol =
+            s_.context ? kF32Order * std::fabs(St[u]) + kBf16Terms * std::sqrt(Q[u]) + 1e-9 : kF32Order * peak + 1e-12;
         state.AddLazy([&] { return At("state", b, i / N, h, i % N); }, got[u], St[u], tol);
       }
     }
@@ -409,7 +385,7 @@ class Mamba2Phases : public collect::CasePhases {
   DeviceBuffer heads_;               // [A | D | dt_bias], nh floats each
   std::vector<Set> sets_;
   DeviceBuffer workspace_;  // the prefill scan's per-chunk float32 workspace (shared by the sets)
-  collect::TimingStats conv_stats_, scan_stats_;
+  TwoKernelTiming timing_;
 };
 
 CaseResult Mamba2Op::Run(const collect::Case& c, const collect::RunContext& ctx) {
@@ -428,6 +404,8 @@ std::unique_ptr<collect::Op> MakeMamba2Op(double reference_scale) {
   return std::make_unique<Mamba2Op>(reference_scale);
 }
 
-void RegisterMamba2Ops(collect::Registry& r) { r.AddOp("cuda", MakeMamba2Op()); }
+void RegisterMamba2Ops(collect::Registry& r) {
+  r.AddOp("cuda", MakeMamba2Op());
+}
 
 }  // namespace servecast::cuda

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backends/cuda/bf16_pack.cuh"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/mamba2_kernels.h"
 #include "core/error.h"
@@ -51,22 +52,6 @@ using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
 __device__ __forceinline__ float Softplus(float x) { return x > 20.0f ? x : log1pf(__expf(x)); }
 
-__device__ __forceinline__ void Unpack8(const uint4& raw, float* f) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 q = __bfloat1622float2(h[i]);
-    f[2 * i] = q.x;
-    f[2 * i + 1] = q.y;
-  }
-}
-__device__ __forceinline__ uint4 Pack8(const float* f) {
-  uint4 raw;
-  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-  return raw;
-}
 
 // The chunk's dt (softplus(dt_raw + dt_bias), 0 past the sequence's end) and G (the
 // inclusive cumulative sum of dt A) for its Lc <= 256 rows, into shared memory, then a

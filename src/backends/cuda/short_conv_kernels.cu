@@ -15,6 +15,7 @@
 #include <string>
 #include <type_traits>
 
+#include "backends/cuda/bf16_pack.cuh"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/dispatch.h"
 #include "core/error.h"
@@ -28,22 +29,6 @@ constexpr int kRun = 8;           // consecutive tokens per prefill thread (each
 
 __device__ __forceinline__ float Silu(float x) { return x / (1.0f + __expf(-x)); }
 
-__device__ __forceinline__ void Unpack8(const uint4& raw, float* f) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 p = __bfloat1622float2(h[i]);
-    f[2 * i] = p.x;
-    f[2 * i + 1] = p.y;
-  }
-}
-__device__ __forceinline__ uint4 Pack8(const float* f) {
-  uint4 raw;
-  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-  return raw;
-}
 
 template <int K>
 __device__ __forceinline__ void LoadTaps(const __nv_bfloat16* __restrict__ w, int c0, float (&taps)[V][K]) {
