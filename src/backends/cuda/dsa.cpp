@@ -63,7 +63,9 @@ constexpr float kPrefixIndexScale = 0x1.787878p-7f;  // 0x3C3C3C3C: the cached p
 // the GEMM output and of the stage's own output (2^-8 each), float math.
 constexpr double kStageRel = 0x1p-6;
 constexpr double kGemmRel = 0x1p-7;
-constexpr double kAccum = 0x1p-12;  // float accumulation, relative to sum |terms|
+constexpr double kAccum = 0x1p-12;
+// Of a norm/rope stage's error scale (NormRef): the input's bf16 rounding (2^-9) with margin.
+constexpr double kStageMag = 0x1p-7;  // float accumulation, relative to sum |terms|
 
 struct Shape {
   bool context = true;
@@ -158,8 +160,11 @@ double Dot(const std::vector<double>& a, const std::vector<double>& b, double* a
   if (abs_sum) *abs_sum = m;
   return s;
 }
-void NormRef(std::vector<double>& x, std::size_t begin, std::size_t width, const std::vector<double>& w,
-             const std::vector<double>* bias) {
+// In place on x[begin, begin + width): the norm; mag (same indexing) gets each
+// element's error scale |w| (|x| + |mean|) / std (the bf16 rounding of x, 2^-9 |x|,
+// passes through the norm scaled so: large where x is close to the mean).
+void NormRef(std::vector<double>& x, std::vector<double>& mag, std::size_t begin, std::size_t width,
+             const std::vector<double>& w, const std::vector<double>* bias) {
   double mean = 0, sq = 0;
   for (std::size_t i = 0; i < width; ++i) mean += x[begin + i], sq += x[begin + i] * x[begin + i];
   mean /= static_cast<double>(width);
@@ -167,17 +172,26 @@ void NormRef(std::vector<double>& x, std::size_t begin, std::size_t width, const
   const double m = bias ? mean : 0.0;
   const double var = bias ? sq - mean * mean : sq;
   const double inv = 1.0 / std::sqrt(var + kNormEps);
-  for (std::size_t i = 0; i < width; ++i)
+  mag.resize(x.size(), 0.0);
+  for (std::size_t i = 0; i < width; ++i) {
+    mag[begin + i] = std::fabs(w[i]) * (std::fabs(x[begin + i]) + std::fabs(m)) * inv;
     x[begin + i] = (x[begin + i] - m) * inv * w[i] + (bias ? (*bias)[i] : 0.0);
+  }
 }
-void RopeRef(std::vector<double>& x, std::size_t begin, std::int64_t pos) {
+// In place: the 64 columns from begin rotated (interleaved pairs) at position pos;
+// mag's pair entries become their sum (the rotation mixes them).
+void RopeRef(std::vector<double>& x, std::vector<double>& mag, std::size_t begin, std::int64_t pos) {
+  mag.resize(x.size(), 0.0);
   for (int i = 0; i < kDsaRopeDim / 2; ++i) {
     const double angle =
         static_cast<double>(pos) * std::exp2(-(2.0 * i / kDsaRopeDim) * std::log2(static_cast<double>(kRopeTheta)));
     const double c = std::cos(angle), s = std::sin(angle);
-    const double a = x[begin + 2 * i], b = x[begin + 2 * i + 1];
-    x[begin + 2 * i] = a * c - b * s;
-    x[begin + 2 * i + 1] = b * c + a * s;
+    const std::size_t ia = begin + 2 * static_cast<std::size_t>(i), ib = ia + 1;
+    const double a = x[ia], b = x[ib];
+    x[ia] = a * c - b * s;
+    x[ib] = b * c + a * s;
+    const double m = mag[ia] + mag[ib] > 0 ? mag[ia] + mag[ib] : std::fabs(a) + std::fabs(b);
+    mag[ia] = mag[ib] = m;
   }
 }
 double Rms(const std::vector<double>& x, std::size_t begin, std::size_t width) {
@@ -398,11 +412,12 @@ class DsaPhases : public collect::CasePhases {
     return y;
   }
   void CheckStage(RefCheck& check, const char* what, std::int64_t r, const std::vector<double>& ref,
-                  const std::vector<double>& got, std::size_t begin, std::size_t width) {
+                  const std::vector<double>& mag, const std::vector<double>& got, std::size_t begin,
+                  std::size_t width) {
     const double rms = Rms(ref, begin, width);
     for (std::size_t i = begin; i < begin + width; ++i)
       check.AddLazy([&] { return std::string(what) + "[t=" + std::to_string(r) + ",col=" + std::to_string(i) + "]"; },
-                    got[i], ref[i], kStageRel * std::fabs(ref[i]) + 0x1p-10 * rms + 1e-12);
+                    got[i], ref[i], kStageRel * std::fabs(ref[i]) + kStageMag * mag[i] + 0x1p-10 * rms + 1e-12);
   }
 
   std::int64_t SlotPos(std::int64_t b, std::int32_t slot) const {
@@ -435,24 +450,24 @@ class DsaPhases : public collect::CasePhases {
       const std::int64_t pos = Pos(r), b = r / s_.isl, keys = pos + 1;
       // q_a, kv (norm + rope), index key (LayerNorm + rope), index weights.
       {
-        std::vector<double> ref = FullGemm(*qa_l_, x_.get(), r);
-        NormRef(ref, 0, static_cast<std::size_t>(s_.ql), wq, nullptr);
-        CheckStage(check, "q_a", r, ref, dl(qa_, s_.ql, r * s_.ql), 0, static_cast<std::size_t>(s_.ql));
+        std::vector<double> ref = FullGemm(*qa_l_, x_.get(), r), mag;
+        NormRef(ref, mag, 0, static_cast<std::size_t>(s_.ql), wq, nullptr);
+        CheckStage(check, "q_a", r, ref, mag, dl(qa_, s_.ql, r * s_.ql), 0, static_cast<std::size_t>(s_.ql));
       }
       const std::vector<double> kv_dev = dl(kva_, 576, r * 576);
       {
-        std::vector<double> ref = FullGemm(*kva_l_, x_.get(), r);
-        NormRef(ref, 0, 512, wkv, nullptr);
-        RopeRef(ref, 512, pos);
-        CheckStage(check, "kv_latent", r, ref, kv_dev, 0, 512);
-        CheckStage(check, "k_rope", r, ref, kv_dev, 512, 64);
+        std::vector<double> ref = FullGemm(*kva_l_, x_.get(), r), mag;
+        NormRef(ref, mag, 0, 512, wkv, nullptr);
+        RopeRef(ref, mag, 512, pos);
+        CheckStage(check, "kv_latent", r, ref, mag, kv_dev, 0, 512);
+        CheckStage(check, "k_rope", r, ref, mag, kv_dev, 512, 64);
       }
       const std::vector<double> ik_dev = dl(ik_, 128, r * 128);
       {
-        std::vector<double> ref = FullGemm(*wk_l_, x_.get(), r);
-        NormRef(ref, 0, 128, wk, &bk);
-        RopeRef(ref, 0, pos);
-        CheckStage(check, "index_k", r, ref, ik_dev, 0, 128);
+        std::vector<double> ref = FullGemm(*wk_l_, x_.get(), r), mag;
+        NormRef(ref, mag, 0, 128, wk, &bk);
+        RopeRef(ref, mag, 0, pos);
+        CheckStage(check, "index_k", r, ref, mag, ik_dev, 0, 128);
       }
       CheckGemm(check, "index_weights", *wp_l_, x_.get(), iw_.get(), 0, r, sample_cols(s_.ih, 8));
       CheckGemm(check, "q_b", *qb_l_, qa_.get(), qb_.get(), 0, r, sample_cols(n * s_.qk(), 48));
@@ -463,9 +478,10 @@ class DsaPhases : public collect::CasePhases {
         for (std::int64_t h : {std::int64_t{0}, s_.ih - 1}) {
           std::vector<double> ref(128);
           for (int j = 0; j < 128; ++j) ref[static_cast<std::size_t>(j)] = Dot(xr, iq_l_->WeightRow(0, h * 128 + j, st_), nullptr);
-          RopeRef(ref, 0, pos);
+          std::vector<double> mag;
+          RopeRef(ref, mag, 0, pos);
           std::vector<double> g(got.begin() + h * 128, got.begin() + (h + 1) * 128);
-          CheckStage(check, "index_q", r, ref, g, 0, 128);
+          CheckStage(check, "index_q", r, ref, mag, g, 0, 128);
         }
       }
       // The caches: this token's slot holds its latent and index key.
@@ -577,9 +593,10 @@ class DsaPhases : public collect::CasePhases {
       for (std::int64_t h : heads) {
         CheckGemm(check, "q_absorbed", *uk_l_, qb_.get(), qabs_.get(), h, r, sample_cols(512, 24));
         std::vector<double> rope_ref(qb.begin() + h * s_.qk() + s_.nope, qb.begin() + (h + 1) * s_.qk());
-        RopeRef(rope_ref, 0, pos);
+        std::vector<double> rope_mag;
+        RopeRef(rope_ref, rope_mag, 0, pos);
         std::vector<double> rope_got(qabs.begin() + h * 576 + 512, qabs.begin() + (h + 1) * 576);
-        CheckStage(check, "q_rope", r, rope_ref, rope_got, 0, 64);
+        CheckStage(check, "q_rope", r, rope_ref, rope_mag, rope_got, 0, 64);
         std::vector<double> scores(latents.size());
         for (std::size_t j = 0; j < latents.size(); ++j) {
           double d = 0;
