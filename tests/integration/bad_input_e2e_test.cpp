@@ -102,6 +102,45 @@ TEST(BadInputE2E, UnwritableOutAndAForeignSystemStopBeforeMeasuring) {
   fs::remove_all(dir);
 }
 
+// A --data-root that is not a folder (missing, or a file) is a usage error naming
+// it, in every command that reads perf data (it was skipped by the scan and ended as
+// "no data", exit 1, naming no path); a folder without the system's data names the
+// roots it searched.
+TEST(BadInputE2E, ADataRootThatIsNotAFolderExits2NamingIt) {
+  const std::string dir = MakeTempDir("sc_badroot_");
+  WriteText(dir + "/a_file", "not a data root\n");
+  fs::create_directories(dir + "/empty");
+  const std::vector<std::string> model = {"--model", kSource + "/tests/goldens/models/tiny-dense", "--system",
+                                          "tiny_gpu", "--systems", kSource + "/tests/goldens/systems"};
+  for (const auto& [root, why] : std::vector<std::pair<std::string, std::string>>{
+           {dir + "/missing", "no such folder"}, {dir + "/a_file", "not a folder"}}) {
+    for (const std::string cmd : {"estimate", "default", "support"}) {
+      SCOPED_TRACE(cmd + " " + root);
+      std::vector<std::string> a = {kBin, cmd};
+      a.insert(a.end(), model.begin(), model.end());
+      a.insert(a.end(), {"--data-root", root});
+      if (cmd == "default") a.insert(a.end(), {"--total-gpus", "2"});
+      const ProcessResult r = RunProcess(a);
+      EXPECT_EQ(r.exit_code, 2) << Describe(r);
+      EXPECT_NE(r.err.find("--data-root " + root + ": " + why + "; expected a data root"), std::string::npos)
+          << r.err;
+    }
+    const ProcessResult v = RunProcess({kBin, "validate", "--silicon", kSource + "/tests/goldens/validate/tiny_dev.csv",
+                                        "--systems", kSource + "/tests/goldens/systems", "--data-root", root});
+    EXPECT_EQ(v.exit_code, 2) << Describe(v);
+    EXPECT_NE(v.err.find("--data-root " + root + ": " + why), std::string::npos) << v.err;
+  }
+  std::vector<std::string> e = {kBin, "estimate"};
+  e.insert(e.end(), model.begin(), model.end());
+  e.insert(e.end(), {"--data-root", dir + "/empty"});
+  const ProcessResult r = RunProcess(e);
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  EXPECT_NE(r.err.find("no perf data for system 'tiny_gpu' under the data roots (" + dir + "/empty)"),
+            std::string::npos)
+      << r.err;
+  fs::remove_all(dir);
+}
+
 // Case plans are checked when they load (issue 28 item 5): key values against the
 // table's declaration, backend and op names, the --cases folder itself; each a
 // usage error naming the file and line (they were accepted and failed case by
