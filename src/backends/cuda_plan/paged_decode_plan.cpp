@@ -47,8 +47,8 @@ PagedDecodePlan PlanPagedDecodeOn(const PagedDecodeShape& s, int multiprocessors
     if (p.variant != 0) {
       const PagedDecodeVariantConfig& v = PagedDecodeVariantAt(p.variant);
       const PagedDecodeMmaConfig& c = v.config;
-      ctas_per_sm = PagedDecodeMmaCtasPerSm(static_cast<int>(s.head_dim), c.warps, c.stages, false, c.tma) *
-                    v.split_waves;
+      ctas_per_sm =
+          PagedDecodeMmaCtasPerSm(static_cast<int>(s.head_dim), c.warps, c.stages, false, c.tma) * v.split_waves;
     }
   } else {
     p.heads_per_cta = g >= 8 ? 8 : g >= 4 ? (g == 4 ? 4 : 8) : g == 3 ? 4 : static_cast<int>(g);
@@ -70,8 +70,8 @@ PagedDecodePlan PlanPagedDecodeOn(const PagedDecodeShape& s, int multiprocessors
     // every slot once: 16 sequences x 8 KV heads on 264 slots take 2 splits (one wave
     // of 256 CTAs), not 3 (384 CTAs, a second wave of 120); at short lengths or when
     // one split already fills the waves, the fixed costs keep n small.
-    const double page_bytes = static_cast<double>(kPagedKvPageSize) * static_cast<double>(s.head_dim) *
-                              (fp8 ? 1.0 : 2.0) * 2.0;
+    const double page_bytes =
+        static_cast<double>(kPagedKvPageSize) * static_cast<double>(s.head_dim) * (fp8 ? 1.0 : 2.0) * 2.0;
     const double c = 32768.0 / page_bytes;
     auto cost = [&](std::int64_t n) {
       const std::int64_t waves = (base * n + target - 1) / target;

@@ -52,7 +52,8 @@ struct PagedDecodePlan {
   std::int64_t pages_per_split = 1;
   std::size_t workspace_bytes = 0;
   int variant = 0;  // the bf16 tensor-core kernel's A/B variant (PagedDecodeVariants); 0: the default (always for fp8)
-  bool tma = false;  // tensor-core kernel: K/V arrive through the tensor memory accelerator (bf16 default), not cp.async
+  // tensor-core kernel: K/V arrive through the tensor memory accelerator (bf16 default), not cp.async
+  bool tma = false;
   bool fp8_lean = true;  // fp8-KV tensor-core kernel: the lean loop (PagedDecodeTuning::fp8_lean)
   // "splits=8,pages_per_split=16,heads_per_cta=4", after "mma," or "mma,tma," for the
   // tensor-core kernel (",variant=<name>" appended when not 0; fp8_lean is not named)
@@ -89,16 +90,18 @@ struct PagedDecodeTuning {
 // kernel takes these as template arguments (attention_kernels.cu instantiates every
 // entry of kPagedDecodeVariantConfigs).
 struct PagedDecodeMmaConfig {
-  int warps;            // 16 tokens each: a tile is 16·warps tokens (16, 32 or 64)
-  int stages;           // depth of the ring
-  bool table_prefetch;  // page-table entries read 32 pages ahead into registers
+  int warps;                // 16 tokens each: a tile is 16·warps tokens (16, 32 or 64)
+  int stages;               // depth of the ring
+  bool table_prefetch;      // page-table entries read 32 pages ahead into registers
   bool tma = false;         // the ring filled by the tensor memory accelerator (one 3-D box per tile), else cp.async
   int tma_promotion = 256;  // the tensor maps' L2 promotion, bytes (0: none)
 };
 
 // The fp8 kernel's ring depth: 4 stages of 16 KiB at head dim 128 (3 CTAs per SM
 // by shared memory and by its registers), 5 of 8 KiB at head dim 64 (5 CTAs per SM).
-constexpr int PagedDecodeFp8Stages(int head_dim) { return head_dim == 128 ? 4 : 5; }
+constexpr int PagedDecodeFp8Stages(int head_dim) {
+  return head_dim == 128 ? 4 : 5;
+}
 
 // Bytes of one tile row in shared memory: bf16 rows padded by 16 bytes (cp.async
 // ring), unpadded and 128-byte swizzled when the tensor memory accelerator writes

@@ -113,9 +113,9 @@ TEST(PagedDecodeSplitRule, VariantsAreCheckedAndAimAtTheirOwnOccupancy) {
   tma3d.variant = 9;
   ASSERT_STREQ(sc::kPagedDecodeVariantConfigs[9].name, "tma3d_l2_256");
   EXPECT_THROW(sc::PlanPagedDecodeOn(s, kH200Sms, sc::KvDtype::kBf16, false, tma3d), servecast::Error);
-  EXPECT_NE(sc::PlanPagedDecodeOn(s, kH200Sms, sc::KvDtype::kBf16, true, tma3d).Describe().find(
-                ",variant=tma3d_l2_256"),
-            std::string::npos);
+  EXPECT_NE(
+      sc::PlanPagedDecodeOn(s, kH200Sms, sc::KvDtype::kBf16, true, tma3d).Describe().find(",variant=tma3d_l2_256"),
+      std::string::npos);
   // fine_splits aims at 8x one wave: more splits than the default at the same shape.
   sc::PagedDecodeTuning fine;
   fine.variant = 8;
