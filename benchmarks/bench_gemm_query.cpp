@@ -2,7 +2,7 @@
 // mix of 1,024 (quant, m, n, k) queries from dense-model shapes (Llama-3 8B/70B,
 // Qwen3-32B, Qwen2.5-7B at TP 1/2/4/8; QKV, O, gate-up and down projections;
 // 16 token counts), repeated. Target (issue 3): >= 1,000,000 warm queries/s on
-// one core. Results: docs/perfdb_gemm.md.
+// one core. Results: docs/perfdb.md, "GEMM queries".
 #include <benchmark/benchmark.h>
 
 #include <cstdint>

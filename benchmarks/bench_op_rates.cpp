@@ -18,6 +18,10 @@
 // BM_AttentionDecode: paged decode (32 query / 8 KV heads, head dim 128) on the
 // tensor-core (tc 1) or CUDA-core (tc 0) kernel, bf16 (kv 0) or fp8 (kv 1) KV.
 // Counters: latency_ms, TBps (KV bytes read).
+// BM_Elementwise: each elementwise op (op: index into ElementwiseOpNames) at a few
+// planned shapes, the largest last. Counters: latency_ms, TBps (the bytes of the
+// elementwise_perf cost model), rsd. BM_DeviceCopy: a 2 GiB device-to-device copy, the
+// ceiling they are read against. Counters: latency_ms, TBps (read + write).
 //
 // Every case must pass its reference check; one that does not ends its benchmark
 // with an error and reports no rate. The label is the row's kernel_source.
@@ -31,15 +35,18 @@
 #include <memory>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "backends/cuda/attention_kernels.h"
 #include "backends/cuda/attention_ops.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/device.h"
+#include "backends/cuda/elementwise_ops.h"
 #include "backends/cuda/gemm_internal.h"
 #include "backends/cuda/mla_ops.h"
 #include "collect/case.h"
 #include "collect/op.h"
+#include "collect/table_spec.h"
 #include "gpu_bench.h"
 
 namespace sc = servecast::cuda;
@@ -254,6 +261,72 @@ BENCHMARK(BM_AttentionDecode)
     ->ArgsProduct({{64}, {131071}, {0, 1}, {0, 1}})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
+
+// op (index into ElementwiseOpNames), tokens, hidden (silu_and_mul: the output width)
+void BM_Elementwise(benchmark::State& state) {
+  if (!Start(state)) return;
+  const std::vector<std::string> names = sc::ElementwiseOpNames();
+  if (state.range(0) >= static_cast<std::int64_t>(names.size())) {
+    state.SkipWithError("no such elementwise op");
+    return;
+  }
+  const std::string name = names[static_cast<std::size_t>(state.range(0))];
+  const collect::Case c = MakeCase(
+      name, {{"dtype", "bfloat16"}, {"num_tokens", state.range(1)}, {"hidden_size", state.range(2)}});
+  const collect::TableSpec* table = collect::FindTableSpec("elementwise_perf");
+  std::unique_ptr<collect::Op> op = sc::MakeElementwiseOp(name);
+  const collect::RunContext ctx = Context(0.5);
+  for (auto _ : state) {
+    const collect::CaseResult r = op->Run(c, ctx);
+    const collect::Params* row = RowOf(state, r);
+    if (!row) return;
+    const double ms = Num(*row, "latency");
+    state.counters["latency_ms"] = ms;
+    state.counters["TBps"] = table->cost(*row).bytes / (ms * 1e-3) / 1e12;
+    state.counters["rsd"] = Num(*row, "rsd");
+  }
+}
+BENCHMARK(BM_Elementwise)
+    ->ArgNames({"op", "tokens", "hidden"})
+    ->ArgsProduct({benchmark::CreateDenseRange(0, 5, 1), {1, 256, 4096, 32768}, {4096}})
+    ->ArgsProduct({benchmark::CreateDenseRange(0, 5, 1), {32768}, {16384}})
+    ->Args({2, 32768, 28672})  // silu_and_mul at the widest output of the plan
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+void BM_DeviceCopy(benchmark::State& state) {
+  if (!Start(state)) return;
+  const std::size_t bytes = std::size_t{1} << 31;
+  sc::DeviceBuffer src(bytes), dst(bytes);
+  cudaStream_t st = sc::Context().stream;
+  cudaMemsetAsync(src.get(), 1, bytes, st);
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  for (auto _ : state) {
+    std::vector<float> ms;
+    for (int i = 0; i < 12; ++i) {
+      cudaEventRecord(a, st);
+      cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, st);
+      cudaEventRecord(b, st);
+      if (cudaEventSynchronize(b) != cudaSuccess) {
+        state.SkipWithError("the copy failed");
+        break;
+      }
+      float t = 0;
+      cudaEventElapsedTime(&t, a, b);
+      if (i >= 2) ms.push_back(t);
+    }
+    if (ms.empty()) break;
+    std::sort(ms.begin(), ms.end());
+    const double med = ms[ms.size() / 2];
+    state.counters["latency_ms"] = med;
+    state.counters["TBps"] = 2.0 * static_cast<double>(bytes) / (med * 1e-3) / 1e12;
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+}
+BENCHMARK(BM_DeviceCopy)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

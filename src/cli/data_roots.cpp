@@ -111,9 +111,19 @@ std::string FindAiconfiguratorData(std::vector<std::string>* looked, std::string
 std::vector<std::string> ResolveDataRoots(const std::vector<std::string>& roots) {
   std::vector<std::string> out;
   for (const std::string& r : roots) {
-    if (IsDir(r) || Lower(r) != "aiconfigurator") {
+    if (IsDir(r)) {
       out.push_back(r);
       continue;
+    }
+    if (Lower(r) != "aiconfigurator") {
+      // A root that is not a folder would be skipped by the scan and end as "no perf
+      // data" (exit 1) without naming it: refused here, with the path and the reason.
+      std::error_code ec;
+      const bool exists = fs::exists(r, ec);
+      throw UsageError("--data-root " + r + ": " +
+                       (exists ? std::string("not a folder") : std::string("no such folder")) +
+                       "; expected a data root (a folder of <system>/<family>/<backend>/<version>/ tables, e.g. "
+                       "systems/data) or the name aiconfigurator (an installed aiconfigurator's data)");
     }
     std::vector<std::string> looked;
     std::string version;

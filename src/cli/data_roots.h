@@ -8,6 +8,11 @@
 
 namespace servecast::cli {
 
+// The --help text of --data-root (every command that reads perf data).
+inline constexpr const char* kDataRootHelp =
+    "data root folder (repeat; default: systems/data of the installation); the name aiconfigurator: the data tree "
+    "of an installed aiconfigurator; a path that is not a folder exits 2";
+
 // Where an installed aiconfigurator keeps its perf data: the first
 // <site-packages>/aiconfigurator_core/systems/data (0.12 and later) or
 // <site-packages>/aiconfigurator/systems/data (earlier releases) found under, in
@@ -21,7 +26,7 @@ std::string FindAiconfiguratorData(std::vector<std::string>* looked, std::string
 // Each --data-root value as a folder: an existing path is kept; the name
 // `aiconfigurator` (any case) is replaced by FindAiconfiguratorData's folder, with
 // a note on stderr naming it, or a UsageError listing where it looked; any other
-// value is kept (a missing folder is reported where the data is opened).
+// value (a missing path, a file) is a UsageError naming it.
 std::vector<std::string> ResolveDataRoots(const std::vector<std::string>& roots);
 
 }  // namespace servecast::cli

@@ -55,8 +55,7 @@ CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& a) {
                 "perf-data source BACKEND[/VERSION] (default: the engine's own source, else the system's only "
                 "source, else cuda)");
   c->add_option("--data-root", a.data_roots,
-                "data root (repeat; default: systems/data of the installation); the name aiconfigurator: the data tree "
-                "of an installed aiconfigurator");
+                kDataRootHelp);
   c->add_option("--database-mode", a.database_mode, "silicon, hybrid, empirical or sol (any case: SILICON)")
       ->capture_default_str();
   c->add_option("--transfer-policy", a.transfer_policy, "hybrid / empirical: off, conservative, balanced, aggressive")

@@ -1,4 +1,5 @@
 #include "cli/estimate.h"
+#include "cli/data_roots.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -117,8 +118,7 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
                 "perf-data source BACKEND[/VERSION] under the data roots (default: the system's only source, else "
                 "cuda; newest version, or the current one an AIC systems folder's query_versions.yaml names)");
   c->add_option("--data-root", a.data_roots,
-                "data root (repeat; default: systems/data of the installation); the name aiconfigurator: the data tree "
-                "of an installed aiconfigurator");
+                kDataRootHelp);
   c->add_option("--database-mode", a.database_mode,
                 "silicon (tables; a miss is an error; a table servecast cannot collect yet answers with its roofline, "
                 "labelled), hybrid (tables, then util-empirical), empirical, sol; any case")

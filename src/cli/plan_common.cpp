@@ -22,8 +22,7 @@ void AddPlanFlags(CLI::App* c, PlanArgs& a, const std::string& default_mode) {
   c->add_option("--system", a.system, "system (systems/<name>.yaml), e.g. h200_sxm")->required();
   c->add_option("--data", a.data, "perf-data source BACKEND[/VERSION] (default: the system's only source, else cuda)");
   c->add_option("--data-root", a.data_roots,
-                "data root (repeat; default: systems/data of the installation); the name aiconfigurator: the data tree "
-                "of an installed aiconfigurator");
+                kDataRootHelp);
   if (!default_mode.empty())
     c->add_option("--database-mode", a.database_mode, "silicon, hybrid, empirical or sol (any case: SILICON)")
         ->capture_default_str();

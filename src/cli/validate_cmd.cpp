@@ -66,8 +66,7 @@ CLI::App* AddValidateCommand(CLI::App& app, ValidateArgs& a) {
       "malformed file");
   c->add_option("--silicon", a.silicon, "measured serving results (CSV, AIC silicon_sample.csv columns)")->required();
   c->add_option("--data-root", a.data_roots,
-                "data root (repeat; default: systems/data of the installation); the name aiconfigurator: the data tree "
-                "of an installed aiconfigurator");
+                kDataRootHelp);
   c->add_option("--data", a.data,
                 "one perf-data source BACKEND[/VERSION] for every row (default: per row, see --data-map)");
   c->add_option("--data-map", a.data_map,

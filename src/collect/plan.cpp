@@ -25,18 +25,29 @@ Value ScalarValue(const std::string& file, const YAML::Node& n, const std::strin
   std::int64_t iv;
   auto res = std::from_chars(s.data(), s.data() + s.size(), iv);
   if (!s.empty() && res.ec == std::errc() && res.ptr == s.data() + s.size()) return iv;
+  // A decimal number; strtod's hexadecimal forms (0x10) stay text, so that a
+  // message quotes what the file says.
+  const bool hex = s.find_first_of("xX") != std::string::npos;
   char* end = nullptr;
   double dv = std::strtod(s.c_str(), &end);
-  if (!s.empty() && end == s.c_str() + s.size()) return dv;
+  if (!s.empty() && !hex && end == s.c_str() + s.size()) return dv;
   return s;
 }
 
-std::vector<Value> ValueList(const std::string& file, const YAML::Node& n, const std::string& key) {
+// `lines`, when given, receives the line of each value.
+std::vector<Value> ValueList(const std::string& file, const YAML::Node& n, const std::string& key,
+                             std::vector<int>* lines = nullptr) {
   std::vector<Value> out;
-  if (n.IsScalar()) return {ScalarValue(file, n, key)};
+  if (n.IsScalar()) {
+    if (lines) lines->push_back(YamlWhere(file, n).line);
+    return {ScalarValue(file, n, key)};
+  }
   if (!n.IsSequence() || n.size() == 0)
     throw ConfigError(YamlWhere(file, n, key), "not a non-empty list", "a list of values");
-  for (const auto& item : n) out.push_back(ScalarValue(file, item, key));
+  for (const auto& item : n) {
+    out.push_back(ScalarValue(file, item, key));
+    if (lines) lines->push_back(YamlWhere(file, item).line);
+  }
   return out;
 }
 
@@ -50,20 +61,27 @@ void NoteKey(KeyLines& lines, const std::string& file, const YAML::Node& key_nod
   lines.emplace(name, YamlWhere(file, key_node).line);
 }
 
+// The line of each value of each profile, of the axes' values, of the fixed values:
+// where a bad value is named (CheckPlanValues).
+using ValueLines = std::vector<std::vector<int>>;
+
 std::vector<Profile> ReadProfiles(const std::string& file, const YAML::Node& n, const std::string& key,
-                                  KeyLines& lines) {
+                                  KeyLines& lines, ValueLines& value_lines) {
   std::vector<Profile> out;
   if (!n.IsDefined() || n.IsNull()) return out;
   if (!n.IsSequence()) throw ConfigError(YamlWhere(file, n, key), "not a list", "a list of mappings");
   for (const auto& item : n) {
     if (!item.IsMap()) throw ConfigError(YamlWhere(file, item, key), "profile is not a mapping", "{name: value, ...}");
     Profile p;
+    std::vector<int> at;
     for (const auto& kv : item) {
       std::string name = kv.first.as<std::string>();
       NoteKey(lines, file, kv.first, name);
       p.emplace_back(name, ScalarValue(file, kv.second, key + "." + name));
+      at.push_back(YamlWhere(file, kv.second).line);
     }
     out.push_back(std::move(p));
+    value_lines.push_back(std::move(at));
   }
   return out;
 }
@@ -79,6 +97,8 @@ struct Sweep {
   std::vector<Expr> where;
   bool model_shapes = false;
   KeyLines key_lines;  // of axes, profiles and fixed
+  ValueLines axis_lines, profile_lines;  // per axis / profile, the line of each value
+  std::vector<int> fixed_lines;          // per fixed value
 };
 
 struct ModelShapes {
@@ -87,6 +107,7 @@ struct ModelShapes {
   std::vector<std::string> aliases;
   std::map<std::string, std::vector<Profile>> profiles;  // op -> profiles
   std::map<std::string, KeyLines> key_lines;              // op -> its profiles' names
+  std::map<std::string, ValueLines> profile_lines;        // op -> the line of each profile value
 };
 
 std::vector<std::string> SortedYamlFiles(const std::string& dir) {
@@ -124,16 +145,18 @@ std::vector<Sweep> LoadBaseOps(const std::string& dir) {
         for (const auto& kv : sn["axes"]) {
           std::string name = kv.first.as<std::string>();
           NoteKey(sw.key_lines, file, kv.first, name);
-          sw.axes.emplace_back(name, ValueList(file, kv.second, path + ".axes." + name));
+          sw.axis_lines.emplace_back();
+          sw.axes.emplace_back(name, ValueList(file, kv.second, path + ".axes." + name, &sw.axis_lines.back()));
         }
       }
-      sw.profiles = ReadProfiles(file, sn["profiles"], path + ".profiles", sw.key_lines);
+      sw.profiles = ReadProfiles(file, sn["profiles"], path + ".profiles", sw.key_lines, sw.profile_lines);
       if (s.Has("fixed")) {
         if (!sn["fixed"].IsMap()) throw ConfigError(s.Where("fixed"), "not a mapping", "{name: value}");
         for (const auto& kv : sn["fixed"]) {
           std::string name = kv.first.as<std::string>();
           NoteKey(sw.key_lines, file, kv.first, name);
           sw.fixed.emplace_back(name, ScalarValue(file, kv.second, path + ".fixed." + name));
+          sw.fixed_lines.push_back(YamlWhere(file, kv.second).line);
         }
       }
       for (const auto& text : s.StringList("where")) {
@@ -166,7 +189,8 @@ std::vector<ModelShapes> LoadModels(const std::string& dir) {
       std::string op = kv.first.as<std::string>();
       YamlReader o(file, kv.second, "ops." + op);
       o.AllowOnlyKeys({"profiles"});
-      m.profiles[op] = ReadProfiles(file, kv.second["profiles"], "ops." + op + ".profiles", m.key_lines[op]);
+      m.profiles[op] =
+          ReadProfiles(file, kv.second["profiles"], "ops." + op + ".profiles", m.key_lines[op], m.profile_lines[op]);
     }
     models.push_back(std::move(m));
   }
@@ -193,31 +217,38 @@ struct Candidate {
   bool from_base = false;
 };
 
-// The case's values of its table's key columns against their declaration: the
-// type (an integer key takes a whole number, not 1.5, 1e+23 or "sixteen"), finite,
-// and at least the key's minimum. Caught when the plan loads, with the sweep's
-// file and line, instead of failing (or worse, running) case by case.
-void CheckKeyValues(const Op& op, const Params& params, const std::string& file, int line) {
+// A value a plan gives a key column of the op's table, against the column's
+// declaration: the type (an integer key takes a whole number, not 1.5, 1e+23 or
+// "sixteen"), finite, and at least the key's minimum. Each value is checked where
+// it is written (file and line of the value, in a base-ops or a model file) when the
+// plan loads, instead of failing (or worse, running) case by case.
+void CheckKeyValue(const Op& op, const std::string& name, const Value& v, const std::string& file, int line) {
   const TableSpec& t = op.table();
   for (const auto& col : t.key_columns) {
-    const Value* v = params.Find(col.name);
-    if (v == nullptr) continue;  // required_params names a missing one
-    const std::string got = ToString(*v);
+    if (col.name != name) continue;
+    const std::string got = ToString(v);
     auto fail = [&](const std::string& what, const std::string& expected) {
       throw ConfigError(SourceLocation{file, line, col.name}, "value " + what, expected + " (a key of " + t.name + ")");
     };
     if (col.type == ValueType::kString) {
-      if (!std::holds_alternative<std::string>(*v)) fail(got + " is a number", "a name");
+      if (!std::holds_alternative<std::string>(v)) fail(got + " is a number", "a name");
     } else if (col.type == ValueType::kInt64) {
-      if (!std::holds_alternative<std::int64_t>(*v)) fail("'" + got + "' is not an integer", "an integer");
-      if (std::get<std::int64_t>(*v) < t.KeyMinimum(col.name))
+      if (!std::holds_alternative<std::int64_t>(v)) fail("'" + got + "' is not an integer", "an integer");
+      if (std::get<std::int64_t>(v) < t.KeyMinimum(col.name))
         fail(got + " is below the minimum", "an integer >= " + std::to_string(t.KeyMinimum(col.name)));
     } else {
-      const bool numeric = std::holds_alternative<std::int64_t>(*v) || std::holds_alternative<double>(*v);
-      if (!numeric || (std::holds_alternative<double>(*v) && !std::isfinite(std::get<double>(*v))))
+      const bool numeric = std::holds_alternative<std::int64_t>(v) || std::holds_alternative<double>(v);
+      if (!numeric || (std::holds_alternative<double>(v) && !std::isfinite(std::get<double>(v))))
         fail("'" + got + "' is not a finite number", "a finite number");
     }
   }
+}
+
+void CheckProfileValues(const Op& op, const std::string& file, const std::vector<Profile>& profiles,
+                        const ValueLines& lines) {
+  for (std::size_t p = 0; p < profiles.size(); ++p)
+    for (std::size_t i = 0; i < profiles[p].size(); ++i)
+      CheckKeyValue(op, profiles[p][i].first, profiles[p][i].second, file, lines[p][i]);
 }
 
 // Every parameter a plan gives an op is one the op declares (its required and
@@ -294,7 +325,6 @@ void Expand(const Sweep& sw, const Op& op, const std::vector<Profile>& profiles,
                               "parameter given twice (in fixed and in a profile or axis)",
                               "each parameter once per case");
       Params params = OrderParams(op, raw);
-      CheckKeyValues(op, params, sw.file, sw.line);
       for (const auto& need : op.required_params())
         if (!params.Has(need))
           throw ConfigError(SourceLocation{sw.file, sw.line, need},
@@ -425,7 +455,10 @@ Plan BuildPlan(const Registry& registry, const PlanOptions& opt, const RuntimeIn
       bool any = false;
       for (const auto& b : registry.BackendNames()) any = any || registry.FindOp(b, op);
       if (!any) throw ConfigError(SourceLocation{m.file, 0, "ops." + op}, "no backend registers op '" + op + "'", "a known op");
-      if (const Op* o = registry.FindOp(opt.backend, op)) RefuseUnknownParams(*o, m.file, m.key_lines.at(op));
+      if (const Op* o = registry.FindOp(opt.backend, op)) {
+        RefuseUnknownParams(*o, m.file, m.key_lines.at(op));
+        CheckProfileValues(*o, m.file, m.profiles.at(op), m.profile_lines.at(op));
+      }
     }
 
   // Stage 1: raw grid = base sweeps plus model shapes, per op.
@@ -454,6 +487,12 @@ Plan BuildPlan(const Registry& registry, const PlanOptions& opt, const RuntimeIn
       throw ConfigError(SourceLocation{sw.file, sw.line, "backends"},
                         "backend '" + opt.backend + "' has no op '" + sw.op + "'", "an op the backend registers");
     RefuseUnknownParams(*op, sw.file, sw.key_lines);
+    for (std::size_t a = 0; a < sw.axes.size(); ++a)
+      for (std::size_t i = 0; i < sw.axes[a].second.size(); ++i)
+        CheckKeyValue(*op, sw.axes[a].first, sw.axes[a].second[i], sw.file, sw.axis_lines[a][i]);
+    for (std::size_t i = 0; i < sw.fixed.size(); ++i)
+      CheckKeyValue(*op, sw.fixed[i].first, sw.fixed[i].second, sw.file, sw.fixed_lines[i]);
+    CheckProfileValues(*op, sw.file, sw.profiles, sw.profile_lines);
     if (!wanted.count(sw.op)) continue;
     std::string owner = fs::path(sw.file).filename().string() + ":" + std::to_string(sw.line);
     // The raw grid is counted in closed form before it is built: a plan past

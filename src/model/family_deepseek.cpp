@@ -1,4 +1,4 @@
-// DeepSeek-V3/R1 and Kimi-K2 (docs/models.md, "DeepSeek"): multi-head latent
+// DeepSeek-V3/R1 and Kimi-K2 (docs/estimator.md, "DeepSeek-V3/R1 and Kimi-K2"): multi-head latent
 // attention (MLA), the first `first_k_dense_replace` layers with a dense FFN, the
 // rest with routed experts plus a shared expert, and optional MTP draft layers.
 //
@@ -197,7 +197,7 @@ class DeepSeekFamily : public ModelFamily {
   }
 };
 
-// DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5; docs/models.md, "Hybrid and
+// DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5; docs/estimator.md, "Hybrid and
 // sparse attention"): the DeepSeek layer with MLA plus a lightning indexer. The
 // indexer projects q (from the q latent) and one key per token (kept in its own
 // fp8 cache with a float32 scale), scores every cached token and keeps the top

@@ -1,4 +1,4 @@
-// Nemotron-H (docs/models.md, "Hybrid and sparse attention"): a stack of
+// Nemotron-H (docs/estimator.md, "Hybrid and sparse attention"): a stack of
 // single-mixer layers named by hybrid_override_pattern, one character a layer:
 //   M  Mamba2: in_proj (z, x, B, C, dt: 2 nh p + 2 g N + nh outputs), the short
 //      causal convolution over x, B, C and the SSD scan (mamba2_perf: chunked in

@@ -1,4 +1,4 @@
-// Qwen3.5 dense and MoE (docs/models.md, "Hybrid and sparse attention"): Gated
+// Qwen3.5 dense and MoE (docs/estimator.md, "Hybrid and sparse attention"): Gated
 // DeltaNet layers interleaved with gated full attention (layer_types, else one
 // full-attention layer in every full_attention_interval), each followed by a
 // gated FFN (dense) or routed experts with a shared expert (MoE).

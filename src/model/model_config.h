@@ -2,7 +2,7 @@
 
 // A language model as the estimator sees it: the architecture facts read from a
 // Hugging Face config.json (+ hf_quant_config.json / quantization_config) and
-// the quantization of each op class (docs/estimator.md, "Models").
+// the quantization of each op class (docs/models.md, "Quantization").
 //
 // The family is decided by architectures[0] through the family registry
 // (model/family.h; docs/models.md lists them):

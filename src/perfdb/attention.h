@@ -1,6 +1,6 @@
 #pragma once
 
-// Attention tables as Grid slices (AIC §1.3, docs/perfdb_grid.md):
+// Attention tables as Grid slices (AIC §1.3, docs/perfdb.md, "The grid resolver"):
 //   context_attention_perf:    key (attn_dtype, kv_cache_dtype, n_kv_lookup, head_dim, window_size),
 //                              axes (num_heads, seq = isl, batch), sqrt blending on seq;
 //   generation_attention_perf: key (kv_cache_dtype, n_kv_lookup, head_dim, window_size),

@@ -1,7 +1,7 @@
 #pragma once
 
 // Collective tables as 1-D curves over message_size (elements) (AIC §1.3,
-// docs/perfdb_curves.md):
+// docs/perfdb.md, "MoE, collective and compute_scale tables"):
 //   nccl_perf:              key (dtype, op, num_gpus), column nccl_dtype;
 //   custom_allreduce_perf:  key (dtype, tp = num_gpus), column allreduce_dtype.
 // Inside the sweep: raw lerp (AxisCurve). Beyond it: the util of the boundary

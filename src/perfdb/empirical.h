@@ -1,6 +1,6 @@
 #pragma once
 
-// Util-empirical estimates (AIC §1.6, docs/perfdb_modes.md): an op's latency from
+// Util-empirical estimates (AIC §1.6, docs/perfdb.md, "Database modes"): an op's latency from
 // the utilisation (SOL / measured latency) of the samples of its own slice.
 //
 //   - each axis is mapped to t = ln(max(v, 1e-9)) and normalised by the samples'

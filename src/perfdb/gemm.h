@@ -1,7 +1,7 @@
 #pragma once
 
 // GEMM latency from the `gemm_perf` table: one slice per `gemm_dtype`, resolved
-// with the scattered-site scheme of AIC §1.3-1.4 (docs/perfdb_gemm.md).
+// with the scattered-site scheme of AIC §1.3-1.4 (docs/perfdb.md, "GEMM queries").
 //
 // A slice's sites are the collected (n, k) pairs, in the table's first-encounter
 // order; each owns a curve of latency over m, sorted by m.

@@ -1,6 +1,6 @@
 #pragma once
 
-// The generic grid resolver of the perf database (docs/perfdb_grid.md): measured
+// The generic grid resolver of the perf database (docs/perfdb.md, "The grid resolver"): measured
 // leaves at collected coordinates over N numeric axes (outer -> inner), and the
 // rules that turn them into a latency at any query point (AIC §1.4):
 //   1. exact hit -> the leaf verbatim (source silicon);

@@ -1,6 +1,6 @@
 #pragma once
 
-// Database modes (AIC §1.6, docs/perfdb_modes.md): how one op's latency is found.
+// Database modes (AIC §1.6, docs/perfdb.md, "Database modes"): how one op's latency is found.
 //
 //   kSilicon   table lookups only; a miss raises OpMissError (op, key, coverage)
 //   kHybrid    silicon first; a typed miss (MissingDataError) falls back to

@@ -1,7 +1,7 @@
 #pragma once
 
 // The MoE expert-compute table `moe_perf` as exact-shape 1-D curves (AIC §1.3,
-// docs/perfdb_curves.md):
+// docs/perfdb.md, "MoE, collective and compute_scale tables"):
 //   key  (moe_dtype, distribution, topk, num_experts, hidden_size, inter_size,
 //         moe_tp_size, moe_ep_size), matched exactly;
 //   axis num_tokens, raw lerp inside the sweep (AxisCurve), util-hold with the MoE

@@ -1,7 +1,7 @@
 #pragma once
 
 // The perf database of one (system, backend, version): resolves each table from
-// its sources and loads it lazily (docs/perfdb.md, "Loading rules").
+// its sources and loads it lazily (docs/perfdb.md, "Loading").
 //
 // Sources of one table, in priority order (first source containing a key wins):
 //   1. primary: <system>/<family>/<backend>/<version>/<table>.{parquet,csv}

@@ -1,7 +1,7 @@
 #pragma once
 
 // The activation-quantization table `computescale_perf` (fp8 compute_scale) as
-// a 2-D raw Grid over (m, k) (AIC §1.3, docs/perfdb_curves.md):
+// a 2-D raw Grid over (m, k) (AIC §1.3, docs/perfdb.md, "MoE, collective and compute_scale tables"):
 //   key  quant_dtype;
 //   axes m (outer), k (inner), raw blending inside the envelope;
 //   beyond the envelope the query is clamped per axis to [min, max] of its slice

@@ -43,7 +43,11 @@ std::string DefaultBackend(const perfdb::DataTree& tree, const std::string& syst
   std::string have;
   for (const auto& b : backends) have += (have.empty() ? "" : ", ") + b;
   if (backends.empty())
-    throw perfdb::MissingDataError("no perf data for system '" + system + "' under the data roots" +
+    throw perfdb::MissingDataError("no perf data for system '" + system + "' under the data roots (" + [&] {
+                                     std::string s;
+                                     for (const auto& r : tree.roots()) s += (s.empty() ? "" : ", ") + r;
+                                     return s;
+                                   }() + ")" +
                                    (tree.Systems().empty() ? "" : " (systems with data: " + [&] {
                                      std::string s;
                                      for (const auto& x : tree.Systems()) s += (s.empty() ? "" : ", ") + x;

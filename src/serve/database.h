@@ -2,7 +2,7 @@
 
 // The perf data one estimate reads: a system spec, its SOL model, the tables of
 // one data source (<backend>/<version> under the data roots) and the database
-// mode (docs/estimator.md, "Data"). Tables are loaded when opened, only those
+// mode (docs/estimator.md, "Inputs"). Tables are loaded when opened, only those
 // asked for; a table the source lacks is absent (null), and a query that needs
 // it is answered per the mode (SILICON: a miss naming the table; HYBRID: the
 // util-empirical fallback; SOL: the roofline).

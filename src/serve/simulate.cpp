@@ -205,7 +205,12 @@ SimResult Simulate(const SimProfile& e, const SimWorkload& w, std::int64_t kv_to
       now = reqs[next_arrival].arrival;
       continue;
     }
-    if (out.steps > kMaxSteps) throw Error("simulation: more than 2e8 engine steps; the workload is too large");
+    if (out.steps > kMaxSteps)
+      throw UsageError("simulation: more than " + std::to_string(kMaxSteps) + " engine steps (" +
+                       std::to_string(total) + " requests, warm-up included, of up to " + std::to_string(w.osl) +
+                       " output tokens, at most " + std::to_string(out.max_running) +
+                       " running at once): the workload is too large to simulate; expected fewer requests "
+                       "(--sim-requests, --sim-warmup) or a shorter --osl");
     batch.prefill.clear();
     batch.decode = 0;
     batch.decode_kv = 0;

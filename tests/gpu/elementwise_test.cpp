@@ -1,7 +1,8 @@
 // The CUDA elementwise ops (backends/cuda/elementwise_ops.h) against their
 // double-precision references on small odd shapes, the not_supported paths, a
-// perturbed reference that must fail, and (printed, never asserted) the achieved
-// bandwidth at the largest planned shapes.
+// perturbed reference that must fail, and the two rmsnorm kernels agreeing. (The
+// achieved bandwidth at the largest planned shapes, printed and never asserted, is
+// benchmarks/bench_op_rates.cpp's BM_Elementwise since issue 28.)
 
 #include <algorithm>
 #include <cmath>
@@ -159,63 +160,6 @@ TEST(ElementwiseOps, UnsupportedShapesAndDtypes) {
   collect::CaseResult bad = MakeElementwiseOp("rmsnorm")->Run(MakeCase("rmsnorm", 0, 1024), ctx);
   EXPECT_EQ(bad.disposition, Disposition::kFailed);
   EXPECT_EQ(bad.error_type, "InvalidParams");
-}
-
-// Achieved bandwidth (bytes of the elementwise_perf cost model over the median
-// latency) at a few planned shapes, the largest last, with the collector's default
-// timing; and a 2 GiB device-to-device copy as the ceiling. Printed for the record
-// only: timings are never asserted.
-TEST(ElementwiseOps, BandwidthAtLargestShapes) {
-  SC_REQUIRE_GPU();
-  const collect::RuntimeInfo rt = TestRuntime();
-  collect::RunContext ctx;
-  ctx.runtime = &rt;
-  const collect::TableSpec* table = collect::FindTableSpec("elementwise_perf");
-  ASSERT_NE(table, nullptr);
-
-  {
-    const std::size_t bytes = std::size_t{1} << 31;
-    DeviceBuffer src(bytes), dst(bytes);
-    cudaStream_t st = Context().stream;
-    ASSERT_EQ(cudaMemsetAsync(src.get(), 1, bytes, st), cudaSuccess);
-    cudaEvent_t a, b;
-    ASSERT_EQ(cudaEventCreate(&a), cudaSuccess);
-    ASSERT_EQ(cudaEventCreate(&b), cudaSuccess);
-    std::vector<float> ms;
-    for (int i = 0; i < 12; ++i) {
-      ASSERT_EQ(cudaEventRecord(a, st), cudaSuccess);
-      ASSERT_EQ(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, st), cudaSuccess);
-      ASSERT_EQ(cudaEventRecord(b, st), cudaSuccess);
-      ASSERT_EQ(cudaEventSynchronize(b), cudaSuccess);
-      float t = 0;
-      ASSERT_EQ(cudaEventElapsedTime(&t, a, b), cudaSuccess);
-      if (i >= 2) ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    const double med = ms[ms.size() / 2];
-    std::printf("device copy 2 GiB: %.4f ms, %.3f TB/s (read + write)\n", med, 2.0 * bytes / (med * 1e-3) / 1e12);
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-  }
-
-  std::printf("%-18s %7s %7s %11s %9s %7s %5s %s\n", "op", "tokens", "hidden", "latency_ms", "TB/s", "rsd", "l2",
-              "timing");
-  for (const std::string& name : ElementwiseOpNames()) {
-    const std::int64_t largest = name == "silu_and_mul" ? 28672 : 16384;
-    const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {
-        {1, 4096}, {256, 4096}, {4096, 4096}, {32768, 4096}, {32768, largest}};
-    for (const auto& [tokens, hidden] : shapes) {
-      collect::CaseResult r = MakeElementwiseOp(name)->Run(MakeCase(name, tokens, hidden), ctx);
-      ASSERT_EQ(r.disposition, Disposition::kPassed) << name << ": " << r.error_type << ": " << r.message;
-      const collect::Params& row = r.rows[0];
-      const double bytes = table->cost(row).bytes;
-      const double ms = Cell(row, "latency");
-      std::printf("%-18s %7lld %7lld %11.5f %9.3f %7.4f %5s %s\n", name.c_str(), static_cast<long long>(tokens),
-                  static_cast<long long>(hidden), ms, bytes / (ms * 1e-3) / 1e12, Cell(row, "rsd"),
-                  row.Str("l2").c_str(), row.Str("timing").c_str());
-      EXPECT_GT(ms, 0.0);
-    }
-  }
 }
 
 // The two rmsnorm kernels side by side where both fit (what kAuto's threshold is

@@ -102,6 +102,45 @@ TEST(BadInputE2E, UnwritableOutAndAForeignSystemStopBeforeMeasuring) {
   fs::remove_all(dir);
 }
 
+// A --data-root that is not a folder (missing, or a file) is a usage error naming
+// it, in every command that reads perf data (it was skipped by the scan and ended as
+// "no data", exit 1, naming no path); a folder without the system's data names the
+// roots it searched.
+TEST(BadInputE2E, ADataRootThatIsNotAFolderExits2NamingIt) {
+  const std::string dir = MakeTempDir("sc_badroot_");
+  WriteText(dir + "/a_file", "not a data root\n");
+  fs::create_directories(dir + "/empty");
+  const std::vector<std::string> model = {"--model", kSource + "/tests/goldens/models/tiny-dense", "--system",
+                                          "tiny_gpu", "--systems", kSource + "/tests/goldens/systems"};
+  for (const auto& [root, why] : std::vector<std::pair<std::string, std::string>>{
+           {dir + "/missing", "no such folder"}, {dir + "/a_file", "not a folder"}}) {
+    for (const std::string cmd : {"estimate", "default", "support"}) {
+      SCOPED_TRACE(cmd + " " + root);
+      std::vector<std::string> a = {kBin, cmd};
+      a.insert(a.end(), model.begin(), model.end());
+      a.insert(a.end(), {"--data-root", root});
+      if (cmd == "default") a.insert(a.end(), {"--total-gpus", "2"});
+      const ProcessResult r = RunProcess(a);
+      EXPECT_EQ(r.exit_code, 2) << Describe(r);
+      EXPECT_NE(r.err.find("--data-root " + root + ": " + why + "; expected a data root"), std::string::npos)
+          << r.err;
+    }
+    const ProcessResult v = RunProcess({kBin, "validate", "--silicon", kSource + "/tests/goldens/validate/tiny_dev.csv",
+                                        "--systems", kSource + "/tests/goldens/systems", "--data-root", root});
+    EXPECT_EQ(v.exit_code, 2) << Describe(v);
+    EXPECT_NE(v.err.find("--data-root " + root + ": " + why), std::string::npos) << v.err;
+  }
+  std::vector<std::string> e = {kBin, "estimate"};
+  e.insert(e.end(), model.begin(), model.end());
+  e.insert(e.end(), {"--data-root", dir + "/empty"});
+  const ProcessResult r = RunProcess(e);
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  EXPECT_NE(r.err.find("no perf data for system 'tiny_gpu' under the data roots (" + dir + "/empty)"),
+            std::string::npos)
+      << r.err;
+  fs::remove_all(dir);
+}
+
 // Case plans are checked when they load (issue 28 item 5): key values against the
 // table's declaration, backend and op names, the --cases folder itself; each a
 // usage error naming the file and line (they were accepted and failed case by
@@ -126,7 +165,8 @@ TEST(BadInputE2E, CasePlansAreCheckedWhenTheyLoad) {
            {"0", "value 0 is below the minimum; expected an integer >= 1 (a key of elementwise_perf)"}}) {
     auto r = plan(sweep("cpu", tokens));
     EXPECT_EQ(r.exit_code, 2) << tokens << "\n" << Describe(r);
-    EXPECT_NE(r.err.find("base_ops/rmsnorm.yaml:3: key 'num_tokens': " + says), std::string::npos) << r.err;
+    // The line of the value (6), not of the sweep (3).
+    EXPECT_NE(r.err.find("base_ops/rmsnorm.yaml:6: key 'num_tokens': " + says), std::string::npos) << r.err;
   }
   auto backend = plan(sweep("cpu, cdua", "16"));
   EXPECT_EQ(backend.exit_code, 2) << Describe(backend);
@@ -143,6 +183,60 @@ TEST(BadInputE2E, CasePlansAreCheckedWhenTheyLoad) {
       << missing.err;
   auto good = plan(sweep("cpu, cuda", "16"));
   EXPECT_EQ(good.exit_code, 0) << Describe(good);
+  fs::remove_all(dir);
+}
+
+// A bad key value is named at its own file and line: in a sweep's axes (each value
+// of a block list on its line), fixed and profiles, and in a model file's profiles
+// crossed into a base sweep (it was blamed on the base sweep's first line, in the
+// base-ops file, whatever file held it).
+TEST(BadInputE2E, APlanValueIsNamedAtItsOwnFileAndLine) {
+  const std::string dir = MakeTempDir("sc_badline_");
+  auto plan = [&](const std::string& base, const std::string& model) {
+    fs::remove_all(dir + "/cases");
+    WriteText(dir + "/cases/skips.yaml", "skips: []\n");
+    WriteText(dir + "/cases/base_ops/attention_context.yaml", base);
+    if (!model.empty()) WriteText(dir + "/cases/models/m.yaml", model);
+    return RunProcess(CollectArgs(kBin, {"--ops", "attention_context", "--plan-only"}, dir + "/cases"));
+  };
+  auto base = [](const std::string& isl, const std::string& head_dim, const std::string& step) {
+    return "op: attention_context\n"                                                        // 1
+           "sweeps:\n"                                                                      // 2
+           "  - backends: [cpu]\n"                                                          // 3
+           "    axes:\n"                                                                    // 4
+           "      batch_size: [1, 2]\n"                                                     // 5
+           "      isl:\n"                                                                   // 6
+           "        - 16\n"                                                                 // 7
+           "        - " + isl + "\n"                                                          // 8
+           "    profiles:\n"                                                                // 9
+           "      - {num_heads: 8, num_key_value_heads: 8, head_dim: 64, window_size: 0}\n"  // 10
+           "      - {num_heads: 8, num_key_value_heads: 8, head_dim: " + head_dim +
+           ", window_size: 0}\n"                                                            // 11
+           "    fixed:\n"                                                                   // 12
+           "      beam_width: 1\n"                                                          // 13
+           "      attn_dtype: float32\n"                                                    // 14
+           "      kv_cache_dtype: float32\n"                                                // 15
+           "      step: " + step + "\n"                                                     // 16
+           "    model_shapes: true\n";
+  };
+  const std::string model_file = "model: org/m\nops:\n  attention_context:\n    profiles:\n"
+                                 "      - {num_heads: 4, num_key_value_heads: 4, head_dim: 64, window_size: 0}\n"
+                                 "      - {num_heads: 4.5, num_key_value_heads: 4, head_dim: 64, window_size: 0}\n";
+  const auto good = plan(base("128", "128", "0"), "");
+  EXPECT_EQ(good.exit_code, 0) << Describe(good);
+  struct Bad {
+    std::string base, model, where;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {base("128.5", "128", "0"), "", "base_ops/attention_context.yaml:8: key 'isl': value '128.5' is not an integer"},
+           {base("128", "-128", "0"), "", "base_ops/attention_context.yaml:11: key 'head_dim': value -128 is below the minimum"},
+           {base("128", "128", "-1"), "", "base_ops/attention_context.yaml:16: key 'step': value -1 is below the minimum"},
+           {base("0x80", "128", "0"), "", "base_ops/attention_context.yaml:8: key 'isl': value '0x80' is not an integer"},
+           {base("128", "128", "0"), model_file, "models/m.yaml:6: key 'num_heads': value '4.5' is not an integer"}}) {
+    const auto r = plan(b.base, b.model);
+    EXPECT_EQ(r.exit_code, 2) << b.where << "\n" << Describe(r);
+    EXPECT_NE(r.err.find(b.where), std::string::npos) << r.err;
+  }
   fs::remove_all(dir);
 }
 

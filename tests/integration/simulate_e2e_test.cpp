@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -163,6 +164,26 @@ TEST(SimulateE2e, BadInputExitsTwoWithAMessage) {
       kSimSource);
   EXPECT_NE(aic.exit_code, 0) << Describe(aic);
   EXPECT_NE(aic.err.find("no sim section"), std::string::npos) << Describe(aic);
+}
+
+// A workload past the simulation's step limit (2e8 engine steps) is the user's
+// choice of sizes: exit 2 naming the limit and the flags that shrink it (it was
+// "internal error", exit 1).
+TEST(SimulateE2e, AWorkloadPastTheStepLimitExitsTwoNamingTheFlags) {
+  std::vector<std::string> a = TinyAgg("tests/goldens/models/tiny-dense", "trtllm", "dense/1",
+                                       {"--batch", "8", "--simulate", "--sim-requests", "100000"});
+  const auto osl = std::find(a.begin(), a.end(), "--osl");
+  ASSERT_NE(osl, a.end());
+  *(osl + 1) = "100000";
+  const ProcessResult r = RunProcess(a, 120, kSimSource);
+  EXPECT_EQ(r.exit_code, 2) << Describe(r);
+  EXPECT_NE(r.err.find("simulation: more than 200000000 engine steps (100016 requests, warm-up included, of up to "
+                       "100000 output tokens, at most 8 running at once)"),
+            std::string::npos)
+      << Describe(r);
+  EXPECT_NE(r.err.find("fewer requests (--sim-requests, --sim-warmup) or a shorter --osl"), std::string::npos)
+      << Describe(r);
+  EXPECT_EQ(r.err.find("internal error"), std::string::npos) << Describe(r);
 }
 
 std::vector<std::string> ValidateSim(std::vector<std::string> extra) {

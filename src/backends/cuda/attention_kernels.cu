@@ -27,6 +27,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <utility>
+
 #include "backends/cuda/attention_kernels.h"
 #include "backends/cuda/cuda_check.h"
 #include "core/error.h"
@@ -37,7 +39,7 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kLoadsPerThread = 4;
-constexpr int kMaxSplits = 256;
+constexpr int kMaxSplits = kPagedDecodeMaxSplits;
 constexpr float kLog2e = 1.4426950408889634f;
 // Shared-memory bytes of the K/V stages of one CTA (the ring of tiles in flight):
 // 3 stages of bf16 or 6 of fp8 tiles (each tile 8 KiB of K and 8 KiB of V for bf16,
@@ -415,69 +417,56 @@ __global__ void __launch_bounds__(kThreads) paged_decode_attention(DecodeArgs a)
 // bench_decode_variants). MmaConfig describes one on the host (the kernel takes the
 // three values as template arguments: nvcc's host stubs cannot name a class-type
 // template argument).
-struct MmaConfig {
-  int warps;            // 16 tokens each: a tile is 16·warps tokens (16, 32 or 64)
-  int stages;           // depth of the ring
-  bool table_prefetch;  // page-table entries read 32 pages ahead into registers
-  bool tma = false;         // the ring filled by the tensor memory accelerator (one 3-D box per tile), else cp.async
-  int tma_promotion = 256;  // the tensor maps' L2 promotion, bytes (0: none)
-};
-constexpr int kMmaWarps = 4, kMmaStages = 3;  // the default
+using MmaConfig = PagedDecodeMmaConfig;  // backends/cuda_plan/paged_decode_plan.h
+// The default: entry 0 of kPagedDecodeVariantConfigs (paged_decode_plan.h).
+constexpr MmaConfig kMmaDefault = kPagedDecodeVariantConfigs[0].config;
+constexpr int kMmaWarps = kMmaDefault.warps, kMmaStages = kMmaDefault.stages;
 // The default (bf16 KV) ring: filled by the tensor memory accelerator with one 3-D box
 // per tile and tensor, no L2 promotion. On the H200 (bench_decode_variants, 2026-12-01,
 // 8 KV heads, head dim 128, 32 and 64 query heads) it streams 4.42-4.55 TB/s where the
 // cp.async ring read 3.72-4.24: the cp.async copies into padded rows requested 1.5x
 // the L2 sectors of the bytes read (ncu). 256-byte L2 promotion (2-D or 3-D boxes)
 // read 4.11-4.30 TB/s; 128-byte promotion matched none except at 64 x 131072.
-constexpr bool kMmaTma = true;
-constexpr int kMmaTmaPromotion = 0;
+constexpr bool kMmaTma = kMmaDefault.tma;
+static_assert(kMmaTma && kMmaDefault.tma_promotion == 0, "the default ring: TMA, no L2 promotion");
 // ... for splits of at least this many pages; shorter splits run the cp.async ring
 // (variant kMmaCpAsyncVariant, the same tiles and occupancy). In the h200-attn7 table
 // (TMA for every split) a CTA of one page ran a median 1.12x slower than on the
 // cp.async ring (per-CTA setup: barrier init, one thread issuing after the page-table
-// read), 2-4 pages 0.99-1.00x, 8 pages 0.97x, 16 and more 0.93-0.94x.
-constexpr int kMmaTmaMinPages = kPagedDecodeTmaMinPages;
-constexpr int kMmaCpAsyncVariant = 1;
+// read), 2-4 pages 0.99-1.00x, 8 pages 0.97x, 16 and more 0.93-0.94x. (The length is
+// kPagedDecodeTmaMinPages, applied by the split rule, paged_decode_plan.cpp.)
+constexpr int kMmaCpAsyncVariant = kPagedDecodeCpAsyncVariant;
 // Page-table prefetch on by default (bf16 and fp8 KV). Two H200 runs of
 // bench_decode_variants disagree on whether it helps: 128 x 8192 measured 3.79 -> 4.15
 // TB/s in the first and 4.10 (without) vs 3.89 (with) in the second; run-to-run spread
 // (~5%) is as large as the difference (benchmarks/RESULTS.md). Not a proven gain.
-constexpr bool kMmaTablePrefetch = true;
-constexpr int kMmaRows = 16;
-// The fp8 kernel's ring depth: 4 stages of 16 KiB at head dim 128 (3 CTAs per SM
-// by shared memory and by its registers), 5 of 8 KiB at head dim 64 (5 CTAs per SM).
+constexpr bool kMmaTablePrefetch = kMmaDefault.table_prefetch;
+static_assert(kMmaTablePrefetch);
+constexpr int kMmaRows = kPagedDecodeMmaRows;
+// The shared-memory arithmetic is host code (paged_decode_plan.h, read by the split
+// rule); these name it with the kernels' template arguments.
 template <int D>
 constexpr int MmaFp8Stages() {
-  return D == 128 ? 4 : 5;
+  return PagedDecodeFp8Stages(D);
 }
 // log2 of the factor P carries in the fp8 kernel (see above).
 constexpr float kMmaFp8PLog2Bias = 15.f;
 
-// Bytes of one tile row in shared memory: bf16 rows padded by 16 bytes (cp.async
-// ring), unpadded and 128-byte swizzled when the tensor memory accelerator writes
-// them (kTma), fp8 rows unpadded (swizzled by MmaFp8Swizzle).
 template <int D, bool kFp8 = false, bool kTma = false>
 constexpr int MmaRowBytes() {
-  return kFp8 ? D : kTma ? D * 2 : (D + 8) * 2;
+  return PagedDecodeMmaRowBytes(D, kFp8, kTma);
 }
 template <int D, int kWarpsC = kMmaWarps, bool kFp8 = false, bool kTma = false>
 constexpr int MmaStageBytes() {
-  return 2 * 16 * kWarpsC * MmaRowBytes<D, kFp8, kTma>();  // K and V tiles
+  return PagedDecodeMmaStageBytes(D, kWarpsC, kFp8, kTma);
 }
-// kTma: 1 KiB more, to align the ring to the 1,024 bytes a 128-byte swizzle pattern spans;
-// fp8 (cp.async): 128 bytes more, to align it to a 128-byte bank line.
 template <int D, int kWarpsC = kMmaWarps, int kStagesC = kMmaStages, bool kFp8 = false, bool kTma = false>
 constexpr int MmaSmemBytes() {
-  return kStagesC * MmaStageBytes<D, kWarpsC, kFp8, kTma>() + (kTma ? 1024 : kFp8 ? 128 : 0);
+  return PagedDecodeMmaSmemBytes(D, kWarpsC, kStagesC, kFp8, kTma);
 }
-// CTAs of a config that fit on one multiprocessor by shared memory (228 KiB per SM
-// on Hopper, 1 KiB reserved per CTA, plus the kernel's static arrays), at most 16;
-// the split rule's CTAs-per-SM target for the variants and the fp8 kernel.
 template <int D, int kWarpsC, int kStagesC, bool kFp8 = false, bool kTma = false>
 constexpr int MmaCtasPerSm() {
-  constexpr int kStatic = (3 * kWarpsC + 1) * kMmaRows * 4 + (kTma ? 8 * kStagesC : 0);
-  constexpr int kPerCta = MmaSmemBytes<D, kWarpsC, kStagesC, kFp8, kTma>() + kStatic + 1024;
-  return std::min(16, 228 * 1024 / kPerCta);
+  return PagedDecodeMmaCtasPerSm(D, kWarpsC, kStagesC, kFp8, kTma);
 }
 static_assert(MmaCtasPerSm<128, kMmaWarps, kMmaStages, false, kMmaTma>() == 2 &&
                   MmaCtasPerSm<64, kMmaWarps, kMmaStages, false, kMmaTma>() == 4,
@@ -1271,40 +1260,33 @@ struct MmaVariant {
   int ctas_per_sm64, ctas_per_sm128;  // by shared memory (MmaCtasPerSm)
 };
 
-template <int kWarpsC, int kStagesC, bool kTablePrefetch, bool kTma = false>
-MmaVariant MakeMmaVariant(const char* name, int split_waves, const char* what, int promotion = 256) {
-  return {name,
-          what,
-          MmaConfig{kWarpsC, kStagesC, kTablePrefetch, kTma, promotion},
-          split_waves,
-          paged_decode_attention_mma<64, __nv_bfloat16, kWarpsC, kStagesC, kTablePrefetch, kTma>,
-          paged_decode_attention_mma<128, __nv_bfloat16, kWarpsC, kStagesC, kTablePrefetch, kTma>,
-          MmaSmemBytes<64, kWarpsC, kStagesC, false, kTma>(),
-          MmaSmemBytes<128, kWarpsC, kStagesC, false, kTma>(),
-          MmaCtasPerSm<64, kWarpsC, kStagesC, false, kTma>(),
-          MmaCtasPerSm<128, kWarpsC, kStagesC, false, kTma>()};
+// Entry I of kPagedDecodeVariantConfigs (paged_decode_plan.h, which the split rule
+// reads) with its kernels, instantiated from its configuration.
+template <std::size_t I>
+MmaVariant MakeMmaVariant() {
+  constexpr PagedDecodeVariantConfig v = kPagedDecodeVariantConfigs[I];
+  constexpr int kW = v.config.warps, kS = v.config.stages;
+  constexpr bool kP = v.config.table_prefetch, kT = v.config.tma;
+  return {v.name,
+          v.what,
+          v.config,
+          v.split_waves,
+          paged_decode_attention_mma<64, __nv_bfloat16, kW, kS, kP, kT>,
+          paged_decode_attention_mma<128, __nv_bfloat16, kW, kS, kP, kT>,
+          MmaSmemBytes<64, kW, kS, false, kT>(),
+          MmaSmemBytes<128, kW, kS, false, kT>(),
+          MmaCtasPerSm<64, kW, kS, false, kT>(),
+          MmaCtasPerSm<128, kW, kS, false, kT>()};
+}
+
+template <std::size_t... I>
+std::vector<MmaVariant> MakeMmaVariants(std::index_sequence<I...>) {
+  return {MakeMmaVariant<I>()...};
 }
 
 const std::vector<MmaVariant>& MmaVariants() {
-  static const std::vector<MmaVariant> variants = {
-      MakeMmaVariant<kMmaWarps, kMmaStages, kMmaTablePrefetch, kMmaTma>(
-          "default", 1,
-          "the op's kernel: the ring filled by the tensor memory accelerator, one 3-D box (whole rows, 128-byte "
-          "swizzled) per tile and tensor, no L2 promotion (the default since 2026-12-01)",
-          kMmaTmaPromotion),
-      MakeMmaVariant<4, 3, true>("cp_async", 1,
-                                 "a cp.async ring with rows padded by 16 bytes, every thread copying its pieces (the "
-                                 "default until 2026-12-01)"),
-      MakeMmaVariant<4, 3, false>("no_prefetch", 1, "cp_async with the page table read per tile (the default until 2026-11-30)"),
-      MakeMmaVariant<2, 3, true>("t32s3", 1, "cp_async, half-page tiles, 4 CTAs per SM at head dim 128"),
-      MakeMmaVariant<2, 4, true>("t32s4", 1, "cp_async, half-page tiles, 4 stages, 3 CTAs per SM"),
-      MakeMmaVariant<2, 6, true>("t32s6", 1, "cp_async, half-page tiles, 6 stages, 2 CTAs per SM (deeper ring)"),
-      MakeMmaVariant<1, 3, true>("t16s3", 1, "cp_async, one-warp CTAs, quarter-page tiles, 8 CTAs per SM"),
-      MakeMmaVariant<1, 6, true>("t16s6", 1, "cp_async, one-warp CTAs, 6 stages, 4 CTAs per SM"),
-      MakeMmaVariant<4, 3, true>("fine_splits", 8, "cp_async with 8x the CTAs of one resident wave"),
-      MakeMmaVariant<4, 3, true, true>("tma3d_l2_256", 1, "the default with 256-byte L2 promotion", 256),
-      MakeMmaVariant<4, 3, true, true>("tma3d_l2_128", 1, "the default with 128-byte L2 promotion", 128),
-  };
+  static const std::vector<MmaVariant> variants =
+      MakeMmaVariants(std::make_index_sequence<static_cast<std::size_t>(kPagedDecodeVariantCount)>());
   static const bool indexed = std::string(variants[kMmaCpAsyncVariant].name) == "cp_async";
   if (!indexed) throw Error("paged decode: kMmaCpAsyncVariant does not name the cp_async variant");
   return variants;
@@ -1462,16 +1444,6 @@ int PagedDecodeVariantCtasPerSm(int variant, std::int64_t head_dim) {
   return blocks;
 }
 
-std::string PagedDecodePlan::Describe() const {
-  return std::string(tensor_cores ? (tma ? "mma,tma," : "mma,") : "") + "splits=" + std::to_string(splits) +
-         ",pages_per_split=" + std::to_string(pages_per_split) + ",heads_per_cta=" + std::to_string(heads_per_cta) +
-         (variant != 0 ? std::string(",variant=") + VariantAt(variant).name : std::string());
-}
-
-bool PagedDecodeSupportsHeadDim(std::int64_t head_dim) {
-  return head_dim == 64 || head_dim == 128 || head_dim == 256;
-}
-
 namespace {
 // Whether the current device runs the TMA ring (compute capability 9.0 or newer); false
 // without a device (host-only plans then name the cp.async ring).
@@ -1488,76 +1460,7 @@ bool TmaRingAvailable() {
 
 PagedDecodePlan PlanPagedDecode(const PagedDecodeShape& s, int multiprocessors, KvDtype kv_dtype,
                                 const PagedDecodeTuning& tuning) {
-  if (tuning.variant != 0) VariantAt(tuning.variant);  // throws when out of range
-  PagedDecodePlan p;
-  const std::int64_t g = s.group();
-  const bool fp8 = kv_dtype == KvDtype::kFp8E4m3;
-  p.fp8_lean = tuning.fp8_lean;
-  p.tensor_cores = tuning.tensor_cores && (s.head_dim == 64 || s.head_dim == 128) &&
-                   (fp8 ? tuning.tensor_cores_fp8 && g >= 2 : g >= 3);
-  int ctas_per_sm = 4;
-  if (p.tensor_cores && fp8) {
-    // The fp8 kernel (no A/B variants): 3 CTAs per SM at head dim 128 (64 KiB of
-    // stages), 5 at 64 (40 KiB).
-    p.heads_per_cta = static_cast<int>(std::min<std::int64_t>(g, kMmaRows));
-    ctas_per_sm = s.head_dim == 128 ? MmaCtasPerSm<128, kMmaWarps, MmaFp8Stages<128>(), true>()
-                                    : MmaCtasPerSm<64, kMmaWarps, MmaFp8Stages<64>(), true>();
-  } else if (p.tensor_cores) {
-    p.heads_per_cta = static_cast<int>(std::min<std::int64_t>(g, kMmaRows));
-    if (s.head_dim == 128) ctas_per_sm = 2;  // 102 KiB of stages
-    p.variant = tuning.variant;
-    if (p.variant != 0) {
-      const MmaVariant& v = VariantAt(p.variant);
-      ctas_per_sm = (s.head_dim == 128 ? v.ctas_per_sm128 : v.ctas_per_sm64) * v.split_waves;
-    }
-  } else {
-    p.heads_per_cta = g >= 8 ? 8 : g >= 4 ? (g == 4 ? 4 : 8) : g == 3 ? 4 : static_cast<int>(g);
-  }
-  p.head_chunks = static_cast<int>((g + p.heads_per_cta - 1) / p.heads_per_cta);
-  const std::int64_t first = s.window > 0 ? std::max<std::int64_t>(0, s.tokens - s.window) : 0;
-  const std::int64_t pages = (s.tokens - 1) / kPagedKvPageSize - first / kPagedKvPageSize + 1;
-  const std::int64_t base = s.batch * s.num_kv_heads * p.head_chunks;
-  const std::int64_t target = static_cast<std::int64_t>(ctas_per_sm) * std::max(1, multiprocessors);
-  const std::int64_t max_splits = std::clamp<std::int64_t>((pages + 3) / 4, 1, kMaxSplits);
-  std::int64_t splits = 1;
-  if (tuning.wave_balanced_splits) {
-    // A launch's CTAs run in waves of `target` (the CTAs resident at once), so with n
-    // splits it lasts about waves(n) · (pages per split + c) + (n > 1 ? c : 0) page
-    // times: c for a CTA's fixed cost (Q, page table, filling the ring, the epilogue)
-    // and again for the reduce kernel, each about one page of bf16 K + V at head dim
-    // 128 (32 KiB: ~2 µs per CTA at one wave's share of the bandwidth), scaled to this
-    // page's bytes. Take the fewest splits within 2% of the fastest. Compared with filling
-    // every slot once: 16 sequences x 8 KV heads on 264 slots take 2 splits (one wave
-    // of 256 CTAs), not 3 (384 CTAs, a second wave of 120); at short lengths or when
-    // one split already fills the waves, the fixed costs keep n small.
-    const double page_bytes = static_cast<double>(kPagedKvPageSize) * static_cast<double>(s.head_dim) *
-                              (fp8 ? 1.0 : 2.0) * 2.0;
-    const double c = 32768.0 / page_bytes;
-    auto cost = [&](std::int64_t n) {
-      const std::int64_t waves = (base * n + target - 1) / target;
-      const std::int64_t per_split = (pages + n - 1) / n;
-      return static_cast<double>(waves) * (static_cast<double>(per_split) + c) + (n > 1 ? c : 0.0);
-    };
-    double best = cost(1);
-    for (std::int64_t n = 2; n <= max_splits; ++n) best = std::min(best, cost(n));
-    while (cost(splits) > best * 1.02) ++splits;  // the fewest within 2% of the best
-  } else {
-    splits = std::min<std::int64_t>((target + base - 1) / base, max_splits);  // the rule before 2026-12-01
-  }
-  p.pages_per_split = (pages + splits - 1) / splits;
-  p.splits = static_cast<int>((pages + p.pages_per_split - 1) / p.pages_per_split);
-  if (p.tensor_cores && !fp8 && VariantAt(p.variant).config.tma) {
-    const bool available = TmaRingAvailable();
-    if (!available && p.variant != 0)
-      throw Error("paged decode: variant " + std::string(VariantAt(p.variant).name) +
-                  " needs the TMA ring (compute capability 9.0 or newer)");
-    // The default takes the cp.async ring for short splits (kMmaTmaMinPages).
-    p.tma = available && (p.variant != 0 || p.pages_per_split >= kMmaTmaMinPages);
-  }
-  if (p.splits > 1)
-    p.workspace_bytes = static_cast<std::size_t>(s.batch * s.num_heads) * static_cast<std::size_t>(p.splits) *
-                        (static_cast<std::size_t>(s.head_dim) + 1) * sizeof(float);
-  return p;
+  return PlanPagedDecodeOn(s, multiprocessors, kv_dtype, TmaRingAvailable(), tuning);
 }
 
 void LaunchPagedDecode(const PagedDecodeShape& s, const PagedDecodePlan& plan, KvDtype kv_dtype, const void* q,

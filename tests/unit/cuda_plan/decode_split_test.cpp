@@ -1,12 +1,15 @@
-// The paged-decode split rule (PlanPagedDecode, host code): the split count that
-// minimizes the wave model (waves of resident CTAs x (pages per split + a fixed cost),
-// plus the reduce kernel's cost when split). Needs no GPU (the SM count is an argument), but
-// lives with the CUDA backend's tests because the planner is part of that library.
+// The paged-decode split rule (PlanPagedDecodeOn, host code in backends/cuda_plan):
+// the split count that minimizes the wave model (waves of resident CTAs x (pages per
+// split + a fixed cost), plus the reduce kernel's cost when split). Needs no GPU (the SM
+// count and the TMA ring are arguments) and no CUDA: it runs in every build, CI
+// included (it lived in tests/gpu, which CI does not build).
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 
-#include "backends/cuda/attention_kernels.h"
+#include "backends/cuda_plan/paged_decode_plan.h"
+#include "core/error.h"
 
 namespace sc = servecast::cuda;
 
@@ -20,7 +23,7 @@ sc::PagedDecodePlan Plan(std::int64_t batch, std::int64_t heads, std::int64_t to
   sc::PagedDecodeTuning tuning;
   tuning.wave_balanced_splits = balanced;
   const sc::PagedDecodeShape s{batch, heads, kv_heads, 128, tokens, 0};
-  return sc::PlanPagedDecode(s, kH200Sms, kv, tuning);
+  return sc::PlanPagedDecodeOn(s, kH200Sms, kv, /*tma_ring=*/false, tuning);
 }
 
 // CTAs of the launch over the slots of the waves it takes.
@@ -81,4 +84,50 @@ TEST(PagedDecodeSplitRule, FixedCostsKeepShortLaunchesRight) {
   // 1024 sequences, 4/1 heads, fp8, 16 pages: 1024 CTAs already fill 2.6 waves of 396;
   // splitting in 3 (as that version did, 1.27x slower) only adds work: 1 split.
   EXPECT_EQ(Plan(1024, 4, 1024, sc::KvDtype::kFp8E4m3, true, 1).splits, 1);
+}
+
+TEST(PagedDecodeSplitRule, TheTmaRingFillsLongBf16SplitsWhereTheDeviceHasIt) {
+  const sc::PagedDecodeShape s{16, 32, 8, 128, 65536, 0};
+  // 2 splits of 512 pages: the bf16 default takes the TMA ring where the device runs it.
+  const sc::PagedDecodePlan on = sc::PlanPagedDecodeOn(s, kH200Sms, sc::KvDtype::kBf16, true);
+  EXPECT_TRUE(on.tma) << on.Describe();
+  EXPECT_EQ(on.Describe().rfind("mma,tma,splits=2,", 0), 0u) << on.Describe();
+  const sc::PagedDecodePlan off = sc::PlanPagedDecodeOn(s, kH200Sms, sc::KvDtype::kBf16, false);
+  EXPECT_FALSE(off.tma);
+  EXPECT_EQ(off.Describe().rfind("mma,splits=2,", 0), 0u) << off.Describe();
+  // Splits shorter than kPagedDecodeTmaMinPages keep the cp.async ring; fp8 never has it.
+  const sc::PagedDecodePlan shorter =
+      sc::PlanPagedDecodeOn({1, 32, 8, 128, 1024, 0}, kH200Sms, sc::KvDtype::kBf16, true);
+  EXPECT_LT(shorter.pages_per_split, sc::kPagedDecodeTmaMinPages) << shorter.Describe();
+  EXPECT_FALSE(shorter.tma) << shorter.Describe();
+  EXPECT_FALSE(sc::PlanPagedDecodeOn(s, kH200Sms, sc::KvDtype::kFp8E4m3, true).tma);
+}
+
+TEST(PagedDecodeSplitRule, VariantsAreCheckedAndAimAtTheirOwnOccupancy) {
+  const sc::PagedDecodeShape s{16, 32, 8, 128, 65536, 0};
+  sc::PagedDecodeTuning bad;
+  bad.variant = sc::kPagedDecodeVariantCount;
+  EXPECT_THROW(sc::PlanPagedDecodeOn(s, kH200Sms, sc::KvDtype::kBf16, true, bad), servecast::Error);
+  // A TMA variant other than the default needs the ring: no silent cp.async stand-in.
+  sc::PagedDecodeTuning tma3d;
+  tma3d.variant = 9;
+  ASSERT_STREQ(sc::kPagedDecodeVariantConfigs[9].name, "tma3d_l2_256");
+  EXPECT_THROW(sc::PlanPagedDecodeOn(s, kH200Sms, sc::KvDtype::kBf16, false, tma3d), servecast::Error);
+  EXPECT_NE(
+      sc::PlanPagedDecodeOn(s, kH200Sms, sc::KvDtype::kBf16, true, tma3d).Describe().find(",variant=tma3d_l2_256"),
+      std::string::npos);
+  // fine_splits aims at 8x one wave: more splits than the default at the same shape.
+  sc::PagedDecodeTuning fine;
+  fine.variant = 8;
+  ASSERT_STREQ(sc::kPagedDecodeVariantConfigs[8].name, "fine_splits");
+  EXPECT_GT(sc::PlanPagedDecodeOn(s, kH200Sms, sc::KvDtype::kBf16, false, fine).splits,
+            sc::PlanPagedDecodeOn(s, kH200Sms, sc::KvDtype::kBf16, false).splits);
+  // The occupancy the split rule assumes, from the shared-memory arithmetic the kernels
+  // are compiled with: the default 2 CTAs per SM at head dim 128 (4 at 64), fp8 3 and 5.
+  const sc::PagedDecodeMmaConfig& d = sc::kPagedDecodeVariantConfigs[0].config;
+  EXPECT_EQ(sc::PagedDecodeMmaCtasPerSm(128, d.warps, d.stages, false, d.tma), 2);
+  EXPECT_EQ(sc::PagedDecodeMmaCtasPerSm(64, d.warps, d.stages, false, d.tma), 4);
+  EXPECT_EQ(sc::PagedDecodeMmaCtasPerSm(128, d.warps, sc::PagedDecodeFp8Stages(128), true, false), 3);
+  EXPECT_EQ(sc::PagedDecodeMmaCtasPerSm(64, d.warps, sc::PagedDecodeFp8Stages(64), true, false), 5);
+  EXPECT_STREQ(sc::kPagedDecodeVariantConfigs[sc::kPagedDecodeCpAsyncVariant].name, "cp_async");
 }
