@@ -182,6 +182,27 @@ TEST(AicHabitsE2E, RecommendBackendAutoPicksTheFewestGpus) {
   EXPECT_NE(none.out.find("pick: none"), std::string::npos) << none.out;
 }
 
+// support --backend auto: every engine, the same verdicts as no --backend.
+TEST(AicHabitsE2E, SupportBackendAutoChecksEveryEngine) {
+  const auto support = [](std::vector<std::string> extra) {
+    std::vector<std::string> a = {kHabBin,    "support",  "--model",   kHabSrc + "/tests/goldens/models/tiny-dense",
+                                  "--system", "tiny_gpu", "--systems", kHabSrc + "/tests/goldens/systems",
+                                  "--data-root", kHabSrc + "/tests/goldens/data", "--data", "dense/1",
+                                  "--isl", "64", "--osl", "2", "--json"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return RunProcess(a, 600);
+  };
+  const ProcessResult all = support({});
+  const ProcessResult au = support({"--backend", "auto"});
+  ASSERT_EQ(all.exit_code, 0) << all.out << all.err;
+  ASSERT_EQ(au.exit_code, 0) << au.out << au.err;
+  const Json j = Json::parse(au.out);
+  ASSERT_EQ(j["engines"].size(), 3u) << j.dump();
+  EXPECT_EQ(j, Json::parse(all.out));
+  const ProcessResult bad = support({"--backend", "autox"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+}
+
 TEST(AicHabitsE2E, TargetRateFindsTheGpuCount) {
   const ProcessResult rec = RunProcess(Tiny("recommend", {"--target-request-rate", "20000", "--json"}), 600);
   ASSERT_EQ(rec.exit_code, 0) << rec.err;
