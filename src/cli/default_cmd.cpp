@@ -32,9 +32,7 @@ CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& a) {
                 "(--model-path: the same, AIC's spelling)")
       ->required();
   c->add_option("--system", a.system, "system (systems/<name>.yaml), e.g. h200_sxm")->required();
-  c->add_option("--decode-system", a.decode_system,
-                "decode workers on this system, prefill workers on --system: disaggregated serving only, each side "
-                "with its own system's data; a replica's GPUs count both sides");
+  AddDecodeSystemFlag(c, a.decode_system);
   auto* gpus = c->add_option("--total-gpus", a.total_gpus, "GPUs to deploy on (or give --target-request-rate)")
                    ->check(IntIn(1, kMaxGpus));
   auto* rate = c->add_option("--target-request-rate", a.target_request_rate,
@@ -78,29 +76,24 @@ CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& a) {
 
 namespace {
 
-// One engine's search: its data, its profile, the result (or why there is none).
+// One engine's search (its data and profile, plan_common's EngineSearch) and its result.
 struct EngineRun {
-  std::string engine;
-  std::unique_ptr<serve::Deployment> deployment;
-  const serve::Database* db = nullptr;
-  std::unique_ptr<serve::Deployment> decode_deployment;  // --decode-system
-  const serve::Database* decode_db = nullptr;
-  search::DecodeSide decode;
-  const search::DecodeSide* DecodeOrNull() const { return decode_db ? &decode : nullptr; }
+  EngineSearch open;
   search::SearchResult result;
   report::ReportContext ctx;
-  std::string error;  // set when the engine could not be searched (no data, no profile)
+  const std::string& engine() const { return open.engine; }
+  const std::string& error() const { return open.error; }
 };
 
 // The chosen point of a run, when it meets the limits (auto compares only those).
 const search::Point* MeetingPoint(const EngineRun& e) {
-  return e.error.empty() ? search::MeetingPoint(e.result) : nullptr;
+  return e.error().empty() ? search::MeetingPoint(e.result) : nullptr;
 }
 
 // The best engine of --backend auto (search::PickMeeting); -1 when none meets the limits.
 int PickEngine(const std::vector<EngineRun>& runs) {
   std::vector<const search::SearchResult*> results;
-  for (const EngineRun& e : runs) results.push_back(e.error.empty() ? &e.result : nullptr);
+  for (const EngineRun& e : runs) results.push_back(e.error().empty() ? &e.result : nullptr);
   return search::PickMeeting(results);
 }
 
@@ -118,13 +111,13 @@ std::string EngineTable(const std::vector<EngineRun>& runs, int pick, int total_
                 "parallel", "tokens/s/gpu", "tokens/s/user", "TTFT ms", "TPOT ms", "meets limits");
   out += line;
   for (const EngineRun& e : runs) {
-    const search::Point* p = e.error.empty() ? search::ChosenPoint(e.result) : nullptr;
+    const search::Point* p = e.error().empty() ? search::ChosenPoint(e.result) : nullptr;
     if (!p) {
-      std::snprintf(line, sizeof line, "  %-7s  %-44s  %s\n", e.engine.c_str(), e.db ? e.db->source().c_str() : "-",
-                    e.error.empty() ? "no deployment could be estimated" : e.error.c_str());
+      std::snprintf(line, sizeof line, "  %-7s  %-44s  %s\n", e.engine().c_str(), e.open.DataName().c_str(),
+                    e.error().empty() ? "no deployment could be estimated" : e.error().c_str());
     } else {
       std::snprintf(line, sizeof line, "  %-7s  %-44s  %-6s  %-32s  %12.1f  %13.1f  %8.1f  %7.2f  %s\n",
-                    e.engine.c_str(), e.db->source().c_str(), search::ModeName(p->mode), p->Parallel().c_str(),
+                    e.engine().c_str(), e.open.DataName().c_str(), search::ModeName(p->mode), p->Parallel().c_str(),
                     p->tokens_per_s_gpu_cluster, p->tokens_per_s_user, p->ttft_ms, p->tpot_ms,
                     MeetingPoint(e) ? "yes" : "no");
     }
@@ -132,14 +125,14 @@ std::string EngineTable(const std::vector<EngineRun>& runs, int pick, int total_
   }
   if (pick < 0) return out + "pick: none (no engine's deployment meets the limits)\n";
   const search::Point* best = MeetingPoint(runs[static_cast<std::size_t>(pick)]);
-  out += "pick: " + runs[static_cast<std::size_t>(pick)].engine +
+  out += "pick: " + runs[static_cast<std::size_t>(pick)].engine() +
          ", the highest tokens/s/gpu among the engines meeting the limits";
   double next = 0;
   std::string next_name;
   for (std::size_t i = 0; i < runs.size(); ++i)
     if (static_cast<int>(i) != pick)
       if (const search::Point* p = MeetingPoint(runs[i]); p && p->tokens_per_s_gpu_cluster > next)
-        next = p->tokens_per_s_gpu_cluster, next_name = runs[i].engine;
+        next = p->tokens_per_s_gpu_cluster, next_name = runs[i].engine();
   if (next > 0) out += Fmt(" (%.2fx ", best->tokens_per_s_gpu_cluster / next) + next_name + "'s, the next)";
   return out + "\n";
 }
@@ -154,8 +147,7 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
   const bool auto_engine = a.engine == "auto";
   if (auto_engine && by_rate)
     throw UsageError("--backend auto and --target-request-rate do not combine; run one engine per target search");
-  const std::vector<std::string> engines =
-      auto_engine ? std::vector<std::string>{"trtllm", "vllm", "sglang"} : std::vector<std::string>{a.engine};
+  const std::vector<std::string> engines = BackendEngines(a.engine);
   const std::string systems_dir = a.systems_dir.empty() ? find("systems") : a.systems_dir;
   const std::string models_dir = a.models_dir.empty() ? find("models") : a.models_dir;
   const std::string engines_dir = a.engines_dir.empty() ? find("engines") : a.engines_dir;
@@ -172,63 +164,28 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
   in.top_n = a.top_n;
   in.moe_distribution = a.moe_distribution;
   if (in.prefix < 0 || in.prefix >= in.isl) throw UsageError("--prefix must lie in [0, isl)");
-  if (split) {
-    if (!in.disagg)
-      throw UsageError(
-          "--decode-system searches disaggregated serving (prefill on --system, decode on "
-          "--decode-system); --modes agg leaves nothing to search");
-    if (a.total_gpus == 1 || (by_rate && a.max_gpus < 2))
-      throw UsageError("--decode-system needs at least 2 GPUs (one prefill and one decode worker)");
-    in.agg = false;
-  }
+  if (split) ApplyDecodeSystem(in, by_rate ? a.max_gpus : a.total_gpus);
 
   const std::vector<std::string> data_roots = ResolveDataRoots(a.data_roots);  // once: one note
   std::vector<EngineRun> runs;
   for (const std::string& name : engines) {
     EngineRun e;
-    e.engine = name;
-    search::SearchInputs ein = in;
-    ein.engine = model::ParseEngine(name);
-    e.deployment = std::make_unique<serve::Deployment>(model_config, spec);
     const serve::DatabaseOptions dbo =
         MakeDataOptions(data_roots, a.data, a.database_mode, a.transfer_policy, systems_dir, name);
-    try {
-      e.db = &OpenDataNoted(*e.deployment, dbo, search::SearchNeeds(*e.deployment, ein));
-    } catch (const perfdb::MissingDataError& ex) {
-      if (!auto_engine) throw;
-      e.error = std::string("no data: ") + ex.what();
-    } catch (const UsageError& ex) {
-      if (!auto_engine) throw;
-      e.error = ex.what();
-    }
-    if (split && e.error.empty()) {
-      e.decode_deployment = std::make_unique<serve::Deployment>(model_config, *decode_spec);
-      try {
-        e.decode_db = &OpenDataNoted(*e.decode_deployment, dbo, search::SearchNeeds(*e.decode_deployment, ein));
-        e.decode = {&e.decode_deployment->model(), e.decode_db};
-      } catch (const perfdb::MissingDataError& ex) {
-        if (!auto_engine) throw;
-        e.error = std::string("no data (--decode-system ") + a.decode_system + "): " + ex.what();
-      } catch (const UsageError& ex) {
-        if (!auto_engine) throw;
-        e.error = std::string("--decode-system ") + a.decode_system + ": " + ex.what();
-      }
-    }
-    e.ctx.model = &e.deployment->model();
+    e.open = OpenEngineSearch(name, model_config, spec, decode_spec ? &*decode_spec : nullptr, dbo, in, engines_dir,
+                              a.calibration, auto_engine);
+    e.ctx.model = &e.open.deployment->model();
     e.ctx.system = split ? spec.name + "+" + decode_spec->name : spec.name;
     e.ctx.device = spec.gpu.device_name;
     e.ctx.engine = name;
-    e.ctx.inputs = ein;
-    if (e.db) {
-      e.ctx.data = e.db->source() + (e.decode_db ? " + " + e.decode_db->source() + " (decode)" : "");
-      e.ctx.database_mode = perfdb::DatabaseModeName(e.db->mode());
+    e.ctx.inputs = in;
+    e.ctx.inputs.engine = model::ParseEngine(name);
+    if (e.open.db) {
+      e.ctx.data = e.open.DataName();
+      e.ctx.database_mode = perfdb::DatabaseModeName(e.open.db->mode());
     }
     runs.push_back(std::move(e));
   }
-  // Engine profiles after the data: their loading is part of the load time.
-  std::vector<serve::EngineProfile> profiles;
-  for (const EngineRun& e : runs)
-    profiles.push_back(serve::LoadEngineProfileByName(engines_dir, model::ParseEngine(e.engine), a.calibration));
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   // --target-request-rate: the GPU count, by the rule of `servecast recommend`.
@@ -238,16 +195,16 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
     auto run = [&](int gpus) {
       search::SearchInputs at = e.ctx.inputs;
       at.total_gpus = gpus;
-      return search::RunSearch(e.deployment->model(), *e.db, profiles.front(), at, e.DecodeOrNull());
+      return e.open.Run(at);
     };
     search::RecommendTarget target;
     target.request_rate = a.target_request_rate;
     target_search = search::Recommend(run, target, search::GpuLadder(a.max_gpus), search::kSearchStableGpus);
     if (!target_search.found) {
       if (a.json || out) {
-        nlohmann::ordered_json j = {{"model", e.deployment->model().name},
+        nlohmann::ordered_json j = {{"model", e.open.deployment->model().name},
                                     {"system", spec.name},
-                                    {"engine", e.engine},
+                                    {"engine", e.engine()},
                                     {"data", e.ctx.data},
                                     {"target",
                                      {{"request_rate", a.target_request_rate},
@@ -274,8 +231,8 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
 
   for (std::size_t i = 0; i < runs.size(); ++i) {
     EngineRun& e = runs[i];
-    if (!e.error.empty()) continue;
-    e.result = search::RunSearch(e.deployment->model(), *e.db, profiles[i], e.ctx.inputs, e.DecodeOrNull());
+    if (!e.error().empty()) continue;
+    e.result = e.open.Run(e.ctx.inputs);
     e.ctx.load_seconds = load_s;
   }
   const int pick = auto_engine ? PickEngine(runs) : 0;
@@ -283,13 +240,13 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
   std::size_t shown = pick >= 0 ? static_cast<std::size_t>(pick) : 0;
   if (pick < 0)
     for (std::size_t i = runs.size(); i-- > 0;)
-      if (runs[i].error.empty()) shown = i;
+      if (runs[i].error().empty()) shown = i;
   EngineRun& main_run = runs[shown];
-  if (!main_run.error.empty()) throw UsageError("no engine could be searched: " + main_run.error);
+  if (!main_run.error().empty()) throw UsageError("no engine could be searched: " + main_run.error());
   const search::SearchResult& r = main_run.result;
   report::ReportContext& ctx = main_run.ctx;
   if (const search::Point* chosen = search::ChosenPoint(r))
-    ctx.data_notes = search::DataNotes(*chosen, main_run.deployment->model(), *main_run.db, ctx.inputs);
+    ctx.data_notes = search::DataNotes(*chosen, main_run.open.deployment->model(), *main_run.open.db, ctx.inputs);
   const std::string saved = a.save_dir.empty() ? std::string() : report::SaveReport(r, ctx, a.save_dir);
 
   const std::string target_line =
@@ -319,8 +276,8 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
       nlohmann::ordered_json all = nlohmann::ordered_json::array();
       for (std::size_t i = 0; i < runs.size(); ++i) {
         const EngineRun& e = runs[i];
-        if (!e.error.empty()) {
-          all.push_back({{"engine", e.engine}, {"error", e.error}});
+        if (!e.error().empty()) {
+          all.push_back({{"engine", e.engine()}, {"error", e.error()}});
           continue;
         }
         nlohmann::ordered_json one = i == shown ? j : report::JsonReport(e.result, e.ctx);
@@ -328,7 +285,7 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
         all.push_back(std::move(one));
       }
       j = {{"backend", "auto"},
-           {"pick", pick >= 0 ? nlohmann::ordered_json(runs[static_cast<std::size_t>(pick)].engine)
+           {"pick", pick >= 0 ? nlohmann::ordered_json(runs[static_cast<std::size_t>(pick)].engine())
                               : nlohmann::ordered_json(nullptr)},
            {"engines", all}};
     }

@@ -33,6 +33,7 @@ CLI::App* AddGenerateCommand(CLI::App& app, GenerateArgs& a) {
                 "deployment meets the limits with the most tokens/s per GPU)")
       ->capture_default_str();
   c->add_option("--total-gpus", a.total_gpus, "GPUs to deploy on")->required()->check(IntIn(1, kMaxGpus));
+  AddDecodeSystemFlag(c, a.plan.decode_system);
   AddSlaFlags(c, a.sla);
   c->add_option("--save-dir", a.save_dir, "output folder (default: ./servecast-<model>-<system>-<N>gpu)");
   c->add_option("--image", a.image,
@@ -63,27 +64,23 @@ double ModelWeightBytes(const model::ModelConfig& m, model::Engine e) {
 // --backend auto: one search per engine on its own data and profile; the engine whose
 // chosen deployment meets the limits with the most tokens/s per GPU (search::PickMeeting).
 // Fills `table` (one entry per engine) and returns the pick, "" when none meets them.
-std::string PickEngineByFiles(const GenerateArgs& a, const PlanSetup& s, nlohmann::ordered_json& table) {
-  const std::vector<std::string> engines = {"trtllm", "vllm", "sglang"};
+std::string PickEngineByFiles(const GenerateArgs& a, const PlanSetup& s, const systems::SystemSpec* decode_spec,
+                              nlohmann::ordered_json& table) {
+  const std::vector<std::string> engines = BackendEngines("auto");
   std::vector<search::SearchResult> results(engines.size());
   std::vector<const search::SearchResult*> searched(engines.size(), nullptr);
   std::vector<std::string> errors(engines.size());
   for (std::size_t i = 0; i < engines.size(); ++i) {
     PlanArgs pa = a.plan;
     pa.engine = engines[i];
-    const model::Engine kind = model::ParseEngine(engines[i]);
-    const search::SearchInputs in = SearchInputsFrom(a.sla, kind, a.total_gpus, s.model());
-    serve::Deployment d(s.model(), s.spec());
-    try {
-      const serve::Database& db = OpenDataNoted(d, DataOptions(pa, s.systems_dir), search::SearchNeeds(d, in));
-      const serve::EngineProfile profile = serve::LoadEngineProfileByName(s.engines_dir, kind);
-      results[i] = search::RunSearch(d.model(), db, profile, in);
-      searched[i] = &results[i];
-    } catch (const perfdb::MissingDataError& ex) {
-      errors[i] = std::string("no data: ") + ex.what();
-    } catch (const UsageError& ex) {
-      errors[i] = ex.what();
-    }
+    search::SearchInputs in = SearchInputsFrom(a.sla, model::ParseEngine(engines[i]), a.total_gpus, s.model());
+    if (decode_spec) ApplyDecodeSystem(in, a.total_gpus);
+    const EngineSearch e = OpenEngineSearch(engines[i], s.model_config, s.spec(), decode_spec,
+                                            DataOptions(pa, s.systems_dir), in, s.engines_dir, "", true);
+    errors[i] = e.error;
+    if (!e.error.empty()) continue;
+    results[i] = e.Run(in);
+    searched[i] = &results[i];
   }
   const int pick = search::PickMeeting(searched);
   table = nlohmann::ordered_json::array();
@@ -108,10 +105,16 @@ std::string PickEngineByFiles(const GenerateArgs& a, const PlanSetup& s, nlohman
 
 int RunGenerate(const GenerateArgs& a_in, const std::function<std::string(const std::string&)>& find) {
   GenerateArgs a = a_in;
+  BackendEngines(a.plan.engine);  // an unknown engine: a usage error before any data is read
   PlanSetup s = LoadPlan(a.plan, find);
+  const bool split = !a.plan.decode_system.empty();
+  const std::optional<systems::SystemSpec> decode_spec =
+      split ? std::optional<systems::SystemSpec>(systems::LoadSystemByName(s.systems_dir, a.plan.decode_system))
+            : std::nullopt;
+  const systems::SystemSpec* dspec = decode_spec ? &*decode_spec : nullptr;
   nlohmann::ordered_json auto_table;
   if (a.plan.engine == "auto") {
-    const std::string pick = PickEngineByFiles(a, s, auto_table);
+    const std::string pick = PickEngineByFiles(a, s, dspec, auto_table);
     if (pick.empty()) {
       std::string why;
       for (const auto& e : auto_table)
@@ -123,7 +126,8 @@ int RunGenerate(const GenerateArgs& a_in, const std::function<std::string(const 
     a.plan.engine = pick;
   }
   const model::Engine engine_kind = model::ParseEngine(a.plan.engine);
-  const search::SearchInputs in = SearchInputsFrom(a.sla, engine_kind, a.total_gpus, s.model());
+  search::SearchInputs in = SearchInputsFrom(a.sla, engine_kind, a.total_gpus, s.model());
+  if (split) ApplyDecodeSystem(in, a.total_gpus);
   const serve::EngineProfile engine = serve::LoadEngineProfileByName(s.engines_dir, engine_kind);
 
   std::optional<search::Point> agg, disagg;
@@ -131,16 +135,19 @@ int RunGenerate(const GenerateArgs& a_in, const std::function<std::string(const 
   const serve::Database* db = nullptr;
   std::string origin, fallback_reason;
   bool agg_meets = false, disagg_meets = false;
+  std::optional<EngineSearch> opened;  // the data (both systems' with --decode-system), kept for report.html
   try {
-    db = &OpenDataNoted(s.deployment, DataOptions(a.plan, s.systems_dir), search::SearchNeeds(s.deployment, in));
-    const search::SearchResult& r = searched.emplace(search::RunSearch(s.model(), *db, engine, in));
+    opened.emplace(OpenEngineSearch(a.plan.engine, s.model_config, s.spec(), dspec, DataOptions(a.plan, s.systems_dir),
+                                    in, s.engines_dir, "", false));
+    db = opened->db;
+    const search::SearchResult& r = searched.emplace(opened->Run(in));
     for (const search::ModeResult& mr : r.modes) {
       if (mr.best.empty()) continue;
       const search::Point& p = mr.points[mr.best.front()];
       if (mr.mode == search::Mode::kAgg) agg = p, agg_meets = mr.best_meets_sla;
       else disagg = p, disagg_meets = mr.best_meets_sla;
     }
-    origin = std::string("search (data ") + db->source() + ", " + perfdb::DatabaseModeName(db->mode()) + ")";
+    origin = std::string("search (data ") + opened->DataName() + ", " + perfdb::DatabaseModeName(db->mode()) + ")";
     if (!agg && !disagg) {
       std::size_t most = 0;
       for (const search::ModeResult& mr : r.modes)
@@ -154,17 +161,29 @@ int RunGenerate(const GenerateArgs& a_in, const std::function<std::string(const 
     if (nl != std::string::npos) fallback_reason.resize(nl);
   }
 
+  // The model as the search ran it (its quantization settled by the data), else as the system runs it.
+  const model::ModelConfig& planned = opened && opened->db ? opened->deployment->model() : s.model();
   report::LaunchContext c;
   c.engine = engine_kind;
   c.model_id = s.model().name;
   c.system = s.spec().name;
   c.isl = in.isl;
   c.osl = in.osl;
-  c.kv_fp8 = s.model().quant.kv == "fp8";
+  c.kv_fp8 = planned.quant.kv == "fp8";
   c.memory_fraction = engine.memory.kv_budget.fraction;
   c.total_gpus = a.total_gpus;
   c.gpus_per_node = s.spec().node.gpus_per_node;
   c.image = a.image;
+  if (split) {
+    c.decode_system = decode_spec->name;
+    c.decode_gpus_per_node = decode_spec->node.gpus_per_node;
+    c.gpu_product = report::GpuProductLabel(s.spec().gpu.device_name);
+    c.decode_gpu_product = report::GpuProductLabel(decode_spec->gpu.device_name);
+  }
+  if (!agg && !disagg && split)
+    throw UsageError("no deployment: the search could not answer (" + fallback_reason +
+                     "), and the weights-fit rule sizes only aggregated deployments on one system (--decode-system "
+                     "needs the search)");
   if (!agg && !disagg) {
     const double weights = ModelWeightBytes(s.model(), engine_kind);
     const int tp = report::WeightsFitTp(weights, s.spec().gpu.mem_capacity_bytes, s.spec().node.gpus_per_node,
@@ -190,6 +209,7 @@ int RunGenerate(const GenerateArgs& a_in, const std::function<std::string(const 
   nlohmann::ordered_json summary;
   summary["model"] = s.model().name;
   summary["system"] = s.spec().name;
+  if (split) summary["decode_system"] = decode_spec->name;
   summary["engine"] = model::EngineName(engine_kind);
   summary["total_gpus"] = a.total_gpus;
   if (!auto_table.is_null()) summary["backend_auto"] = auto_table;
@@ -205,15 +225,15 @@ int RunGenerate(const GenerateArgs& a_in, const std::function<std::string(const 
   if (c.predicted && searched) {
     // The search's HTML report (as `default --save-dir` writes it), linking the files above.
     report::ReportContext ctx;
-    ctx.model = &s.model();
-    ctx.system = s.spec().name;
+    ctx.model = &planned;
+    ctx.system = split ? s.spec().name + "+" + decode_spec->name : s.spec().name;  // as `default` names it
     ctx.device = s.spec().gpu.device_name;
     ctx.engine = model::EngineName(engine_kind);
-    ctx.data = db->source();
+    ctx.data = opened->DataName();
     ctx.database_mode = perfdb::DatabaseModeName(db->mode());
     ctx.inputs = in;
     if (const search::Point* chosen = search::ChosenPoint(*searched))
-      ctx.data_notes = search::DataNotes(*chosen, s.model(), *db, in);
+      ctx.data_notes = search::DataNotes(*chosen, opened->deployment->model(), *db, in);
     for (const auto& f : files) ctx.launch_files.push_back(f.path);
     files.push_back({"report.html", report::HtmlReport(*searched, ctx)});
   }
@@ -235,8 +255,9 @@ int RunGenerate(const GenerateArgs& a_in, const std::function<std::string(const 
     std::printf("%s\n", summary.dump(2).c_str());
     return 0;
   }
-  std::printf("servecast generate: %s on %s, %d GPUs, engine %s\n", s.model().name.c_str(), s.spec().name.c_str(),
-              a.total_gpus, model::EngineName(engine_kind));
+  const std::string where = split ? s.spec().name + " (prefill) + " + decode_spec->name + " (decode)" : s.spec().name;
+  std::printf("servecast generate: %s on %s, %d GPUs, engine %s\n", s.model().name.c_str(), where.c_str(), a.total_gpus,
+              model::EngineName(engine_kind));
   std::printf("chosen by: %s\n", origin.c_str());
   if (!auto_table.is_null()) {
     std::printf("backend auto: each engine's best deployment on %d GPUs\n", a.total_gpus);

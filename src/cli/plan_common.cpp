@@ -9,6 +9,8 @@
 #include "core/error.h"
 #include "model/family.h"
 #include "perfdb/modes.h"
+#include "perfdb/perf_database.h"
+#include "serve/engine_profile.h"
 #include "serve/session.h"
 
 namespace servecast::cli {
@@ -85,8 +87,8 @@ PlanSetup LoadPlan(const PlanArgs& a, const std::function<std::string(const std:
   std::string engines_dir = a.engines_dir.empty() ? find("engines") : a.engines_dir;
   systems::SystemSpec spec = systems::LoadSystemByName(systems_dir, a.system);
   model::ModelConfig m = LoadModelNoted(a.model, models_dir);
-  serve::Deployment d(std::move(m), std::move(spec));
-  return PlanSetup{std::move(systems_dir), std::move(models_dir), std::move(engines_dir), std::move(d)};
+  serve::Deployment d(m, std::move(spec));
+  return PlanSetup{std::move(systems_dir), std::move(models_dir), std::move(engines_dir), std::move(m), std::move(d)};
 }
 
 serve::DatabaseOptions MakeDataOptions(const std::vector<std::string>& roots, const std::string& data,
@@ -115,6 +117,72 @@ const serve::Database& OpenDataNoted(serve::Deployment& d, const serve::Database
   const serve::Database& db = d.OpenData(options, needs);
   if (!db.source_note().empty()) std::fprintf(stderr, "note: %s\n", db.source_note().c_str());
   return db;
+}
+
+CLI::Option* AddDecodeSystemFlag(CLI::App* c, std::string& decode_system) {
+  return c->add_option("--decode-system", decode_system,
+                       "decode workers on this system, prefill workers on --system: disaggregated serving only, each "
+                       "side with its own system's data; a replica's GPUs count both sides");
+}
+
+void ApplyDecodeSystem(search::SearchInputs& in, int most_gpus) {
+  if (!in.disagg)
+    throw UsageError(
+        "--decode-system searches disaggregated serving (prefill on --system, decode on "
+        "--decode-system); --modes agg leaves nothing to search");
+  if (most_gpus < 2) throw UsageError("--decode-system needs at least 2 GPUs (one prefill and one decode worker)");
+  in.agg = false;
+}
+
+std::vector<std::string> BackendEngines(const std::string& backend) {
+  if (backend == "auto") return {"trtllm", "vllm", "sglang"};
+  model::ParseEngine(backend);  // an unknown name is a usage error here, before any data is read
+  return {backend};
+}
+
+std::string EngineSearch::DataName() const {
+  if (!db) return "-";
+  return db->source() + (decode_db ? " + " + decode_db->source() + " (decode)" : "");
+}
+
+search::SearchResult EngineSearch::Run(const search::SearchInputs& in) const {
+  search::SearchInputs at = in;
+  at.engine = model::ParseEngine(engine);
+  return search::RunSearch(deployment->model(), *db, profile, at, DecodeOrNull());
+}
+
+EngineSearch OpenEngineSearch(const std::string& engine, const model::ModelConfig& m, const systems::SystemSpec& spec,
+                              const systems::SystemSpec* decode_spec, const serve::DatabaseOptions& options,
+                              const search::SearchInputs& in_all, const std::string& engines_dir,
+                              const std::string& calibration, bool keep_errors) {
+  EngineSearch e;
+  e.engine = engine;
+  search::SearchInputs in = in_all;
+  in.engine = model::ParseEngine(engine);
+  serve::DatabaseOptions dbo = options;
+  dbo.engine = engine;
+  e.deployment = std::make_unique<serve::Deployment>(m, spec);
+  // One side's data; `side` names it in a kept error ("" for --system).
+  auto open = [&](serve::Deployment& d, const std::string& side) -> const serve::Database* {
+    try {
+      return &OpenDataNoted(d, dbo, search::SearchNeeds(d, in));
+    } catch (const perfdb::MissingDataError& ex) {
+      if (!keep_errors) throw;
+      e.error = "no data" + side + ": " + ex.what();
+    } catch (const UsageError& ex) {
+      if (!keep_errors) throw;
+      e.error = side.empty() ? std::string(ex.what()) : side.substr(2, side.size() - 3) + ": " + ex.what();
+    }
+    return nullptr;
+  };
+  e.db = open(*e.deployment, "");
+  if (e.db && decode_spec) {
+    e.decode_deployment = std::make_unique<serve::Deployment>(m, *decode_spec);
+    e.decode_db = open(*e.decode_deployment, " (--decode-system " + decode_spec->name + ")");
+    if (e.decode_db) e.decode = {&e.decode_deployment->model(), e.decode_db};
+  }
+  e.profile = serve::LoadEngineProfileByName(engines_dir, in.engine, calibration);
+  return e;
 }
 
 double FoldAcceptRates(int nextn, const std::vector<double>& rates) {

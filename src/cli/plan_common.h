@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@ struct PlanArgs {
   std::vector<std::string> data_roots;
   std::string database_mode = "silicon", transfer_policy = "aggressive";
   std::string systems_dir, models_dir, engines_dir;
+  std::string decode_system;  // --decode-system (default, recommend, generate): decode workers there
   bool json = false;
 };
 
@@ -50,6 +52,7 @@ model::ModelConfig LoadModelNoted(const std::string& spec, const std::string& mo
 
 struct PlanSetup {
   std::string systems_dir, models_dir, engines_dir;
+  model::ModelConfig model_config;  // as loaded, before a system adjusts its quantization (OpenEngineSearch's input)
   serve::Deployment deployment;
   const systems::SystemSpec& spec() const { return deployment.spec(); }
   const model::ModelConfig& model() const { return deployment.model(); }
@@ -70,6 +73,46 @@ serve::DatabaseOptions DataOptions(const PlanArgs& a, const std::string& systems
 // trtllm reads vllm data, ..."), so that the choice of data is never silent.
 const serve::Database& OpenDataNoted(serve::Deployment& d, const serve::DatabaseOptions& options,
                                      const std::set<serve::TableNeed>& needs);
+
+// --decode-system S2 (default, recommend, generate): the help text is one, so the
+// three commands say the same.
+CLI::Option* AddDecodeSystemFlag(CLI::App* c, std::string& decode_system);
+// What --decode-system does to the search: only disaggregated serving (UsageError
+// when --modes has no disagg, or when `most_gpus`, the largest count searched, is
+// under 2: one prefill and one decode worker).
+void ApplyDecodeSystem(search::SearchInputs& in, int most_gpus);
+
+// The engines --backend names: trtllm, vllm or sglang, or all three for auto.
+std::vector<std::string> BackendEngines(const std::string& backend);
+
+// One engine's search of a deployment question: the model on --system with that
+// system's data and, with --decode-system, the decode workers' model and data on
+// the decode system (search::DecodeSide). Shared by default, recommend and
+// generate, so that each opens the data, applies --decode-system and loads the
+// engine profile the same way.
+struct EngineSearch {
+  std::string engine;
+  std::unique_ptr<serve::Deployment> deployment, decode_deployment;
+  const serve::Database* db = nullptr;
+  const serve::Database* decode_db = nullptr;
+  search::DecodeSide decode;
+  serve::EngineProfile profile;
+  std::string error;  // why the engine could not be searched (--backend auto only; else thrown)
+  const search::DecodeSide* DecodeOrNull() const { return decode_db ? &decode : nullptr; }
+  // "trtllm/1.3.0rc20" or, with a decode system, "<prefill source> + <decode source> (decode)".
+  std::string DataName() const;
+  // search::RunSearch of this engine at `in` (its engine field set to this engine).
+  search::SearchResult Run(const search::SearchInputs& in) const;
+};
+// Opens the data of `engine` for `m` on `spec` (and on `decode_spec` when not
+// null), with the source notes on stderr, then its engine profile (`calibration`:
+// "" or "aic"). With `keep_errors` a missing source or a usage error of the data
+// is kept in `error` (--backend auto goes on with the other engines); otherwise it
+// is thrown.
+EngineSearch OpenEngineSearch(const std::string& engine, const model::ModelConfig& m, const systems::SystemSpec& spec,
+                              const systems::SystemSpec* decode_spec, const serve::DatabaseOptions& options,
+                              const search::SearchInputs& in, const std::string& engines_dir,
+                              const std::string& calibration, bool keep_errors);
 
 // Search inputs from the SLA flags (validated; UsageError naming the flag) for
 // model `m`: --nextn auto takes the checkpoint's num_nextn_predict_layers,

@@ -21,7 +21,8 @@ CLI::App* AddSupportCommand(CLI::App& app, SupportArgs& a) {
                                "can the perf data answer this model on this system? PASS, PARTIAL or FAIL per engine");
   a.plan.engine.clear();
   AddPlanFlags(c, a.plan, "");
-  c->add_option("--backend", a.plan.engine, "serving engine: trtllm, vllm or sglang (default: all three)");
+  c->add_option("--backend", a.plan.engine,
+                "serving engine: trtllm, vllm or sglang, or auto: all three (the default, as with no --backend)");
   c->add_option("--total-gpus", a.total_gpus, "GPUs whose parallel configurations are checked (default: one node)")
       ->check(IntIn(1, kMaxGpus));
   c->add_option("--isl", a.isl, "input tokens of the representative workload")->capture_default_str()->check(IntIn(1, kMaxTokens));
@@ -51,6 +52,7 @@ EngineOutcome CheckEngine(const SupportArgs& a, const PlanSetup& s, model::Engin
     return out;
   }
   serve::DatabaseOptions dbo = DataOptions(a.plan, s.systems_dir);
+  dbo.engine = model::EngineName(e);  // --backend auto names no engine of its own
   // Without --data: the engine's own data (backend = engine name), else the system's default source.
   std::vector<serve::DatabaseOptions> tries;
   if (a.plan.data.empty()) {
@@ -102,10 +104,8 @@ int RunSupport(const SupportArgs& a, const std::function<std::string(const std::
   PlanSetup s = LoadPlan(a.plan, find);
   const int gpus = a.total_gpus > 0 ? a.total_gpus : std::max(1, s.spec().node.gpus_per_node);
   std::vector<model::Engine> engines;
-  if (a.plan.engine.empty())
-    engines = {model::Engine::kTrtllm, model::Engine::kVllm, model::Engine::kSglang};
-  else
-    engines = {model::ParseEngine(a.plan.engine)};
+  for (const std::string& name : BackendEngines(a.plan.engine.empty() ? "auto" : a.plan.engine))
+    engines.push_back(model::ParseEngine(name));
 
   std::vector<EngineOutcome> outs;
   for (model::Engine e : engines) outs.push_back(CheckEngine(a, s, e, gpus));

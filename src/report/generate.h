@@ -31,7 +31,21 @@ struct LaunchContext {
   int gpus_per_node = 8;
   bool predicted = true;  // false: the figures are not predictions (weights-fit rule)
   std::string image;      // the Dynamo runtime image of k8s_deploy.yaml ("" = DefaultImage(engine))
+  // --decode-system: the decode workers run on another system ("" = the same one).
+  // Each worker pod of the manifest then selects its own system's GPU
+  // (nodeSelector nvidia.com/gpu.product: gpu_product / decode_gpu_product, the
+  // GPU feature discovery label, GpuProductLabel), the decode pods are sized by
+  // decode_gpus_per_node, and no single-node script is written (the two sides are
+  // never one node).
+  std::string decode_system;
+  int decode_gpus_per_node = 8;
+  std::string gpu_product, decode_gpu_product;
 };
+
+// The value NVIDIA's GPU feature discovery gives the node label nvidia.com/gpu.product
+// for a GPU of this device name (the NVML name, spaces as '-': "NVIDIA H100 80GB HBM3"
+// -> "NVIDIA-H100-80GB-HBM3"); characters a label value cannot hold become '-'.
+std::string GpuProductLabel(const std::string& device_name);
 
 // The engine and Dynamo versions whose flags the generated files use (each flag
 // is checked against those versions' parsers by the tests, tests/goldens/engine_flags/).
@@ -49,7 +63,7 @@ struct GeneratedFile {
 // for TRT-LLM) and agg/k8s_deploy.yaml; disagg -> disagg/prefill_launch.sh,
 // disagg/decode_launch.sh (+ their YAMLs for TRT-LLM) and disagg/k8s_deploy.yaml;
 // each mode also gets <mode>/bench.sh (BenchScript) and, when one replica fits a
-// node, <mode>/run_single_node.sh (the Dynamo frontend and every worker of one
+// node (and both roles run on one system), <mode>/run_single_node.sh (the Dynamo frontend and every worker of one
 // replica on one node). The manifest is complete as written: the image, a
 // ConfigMap holding the TRT-LLM YAMLs mounted at /config, the Hugging Face token
 // from the secret hf-token-secret, GPU requests and limits per worker.

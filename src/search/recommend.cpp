@@ -37,12 +37,6 @@ bool Meets(const Point& p, const RecommendTarget& t) {
   return ClusterConcurrency(p) >= t.concurrency;
 }
 
-bool Better(const Point& a, const Point& b) {
-  if (a.tokens_per_s_gpu_cluster != b.tokens_per_s_gpu_cluster)
-    return a.tokens_per_s_gpu_cluster > b.tokens_per_s_gpu_cluster;
-  return a.tokens_per_s_user > b.tokens_per_s_user;
-}
-
 }  // namespace
 
 std::string StoppedNote(const RecommendResult& r) {
@@ -65,7 +59,18 @@ std::optional<Point> PickForTarget(const SearchResult& r, const RecommendTarget&
   std::optional<Point> best;
   for (const ModeResult& m : r.modes)
     for (const Point& p : m.points)
-      if (p.meets_sla && p.replicas > 0 && Meets(p, t) && (!best || Better(p, *best))) best = p;
+      if (p.meets_sla && p.replicas > 0 && Meets(p, t) && (!best || RanksAbove(p, *best))) best = p;
+  return best;
+}
+
+int PickFewest(const std::vector<const RecommendResult*>& walks) {
+  int best = -1;
+  for (std::size_t i = 0; i < walks.size(); ++i) {
+    const RecommendResult* w = walks[i];
+    if (!w || !w->found) continue;
+    const RecommendResult* b = best < 0 ? nullptr : walks[static_cast<std::size_t>(best)];
+    if (!b || w->gpus < b->gpus || (w->gpus == b->gpus && RanksAbove(w->point, b->point))) best = static_cast<int>(i);
+  }
   return best;
 }
 

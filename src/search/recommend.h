@@ -86,4 +86,10 @@ std::optional<Point> PickForTarget(const SearchResult& r, const RecommendTarget&
 RecommendResult Recommend(const std::function<SearchResult(int gpus)>& search, const RecommendTarget& t,
                           const std::vector<int>& ladder, int stable_gpus = 0);
 
+// Of several engines' walks of one target question (nullptr: that engine was not
+// walked), the index of the one that found the fewest GPUs, ties broken by its
+// deployment (RanksAbove, then the earlier in the list); -1 when none found a
+// count. `recommend --backend auto`.
+int PickFewest(const std::vector<const RecommendResult*>& walks);
+
 }  // namespace servecast::search

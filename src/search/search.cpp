@@ -522,15 +522,18 @@ const Point* MeetingPoint(const SearchResult& r) {
   return r.modes[static_cast<std::size_t>(r.chosen)].best_meets_sla ? ChosenPoint(r) : nullptr;
 }
 
+bool RanksAbove(const Point& a, const Point& b) {
+  if (a.tokens_per_s_gpu_cluster != b.tokens_per_s_gpu_cluster)
+    return a.tokens_per_s_gpu_cluster > b.tokens_per_s_gpu_cluster;
+  return a.tokens_per_s_user > b.tokens_per_s_user;
+}
+
 int PickMeeting(const std::vector<const SearchResult*>& results) {
   int best = -1;
   const Point* b = nullptr;
   for (std::size_t i = 0; i < results.size(); ++i) {
     const Point* p = results[i] ? MeetingPoint(*results[i]) : nullptr;
-    if (!p) continue;
-    if (!b || p->tokens_per_s_gpu_cluster > b->tokens_per_s_gpu_cluster ||
-        (p->tokens_per_s_gpu_cluster == b->tokens_per_s_gpu_cluster && p->tokens_per_s_user > b->tokens_per_s_user))
-      best = static_cast<int>(i), b = p;
+    if (p && (!b || RanksAbove(*p, *b))) best = static_cast<int>(i), b = p;
   }
   return best;
 }

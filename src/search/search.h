@@ -99,10 +99,13 @@ const Point* ChosenPoint(const SearchResult& r);
 // The chosen deployment when it meets the limits (the chosen mode's best_meets_sla);
 // nullptr otherwise.
 const Point* MeetingPoint(const SearchResult& r);
+// The order every pick between deployments uses: more tokens/s per GPU of the
+// cluster, then more tokens/s/user. True when `a` ranks above `b`.
+bool RanksAbove(const Point& a, const Point& b);
 // Of several engines' searches of one deployment question (nullptr: that engine was
 // not searched), the index of the one whose chosen deployment meets the limits with
 // the highest tokens/s per GPU of the cluster (ties: tokens/s/user, then the earlier
-// in the list); -1 when none meets them. `--backend auto` of default and generate.
+// in the list: RanksAbove); -1 when none meets them. `--backend auto` of default and generate.
 int PickMeeting(const std::vector<const SearchResult*>& results);
 
 // Parallel configurations of one worker per AIC's enumeration rules for `total_gpus`

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -117,6 +118,89 @@ TEST(AicHabitsE2E, BackendAutoComparesEveryEngine) {
   EXPECT_NE(t.out.find("backend auto: the best deployment of each engine on 4 GPUs"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("pick: " + pick), std::string::npos) << t.out;
   for (const char* e : {"\n  trtllm ", "\n  vllm ", "\n  sglang "}) EXPECT_NE(t.out.find(e), std::string::npos) << e;
+}
+
+// recommend --backend auto: each engine walked, the answer the engine needing the
+// fewest GPUs (ties: search::RanksAbove, the rule of default --backend auto).
+TEST(AicHabitsE2E, RecommendBackendAutoPicksTheFewestGpus) {
+  // 20000 requests/s: every engine needs 2 GPUs (the tie-break decides); 14000: trtllm
+  // serves it on 1, so the later walks stop at 1.
+  for (const char* rate : {"20000", "14000"}) {
+    SCOPED_TRACE(rate);
+    const auto rec = [&](const std::string& backend, bool json) {
+      std::vector<std::string> e = {"--target-request-rate", rate, "--max-gpus", "16", "--backend", backend};
+      if (json) e.push_back("--json");
+      return RunProcess(Tiny("recommend", e), 600);
+    };
+    const ProcessResult r = rec("auto", true);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    const Json j = Json::parse(r.out);
+    EXPECT_EQ(j["backend"], "auto");
+    ASSERT_EQ(j["engines"].size(), 3u);
+    // Each engine on its own, walked to --max-gpus: the expected pick by the rule.
+    std::string expect;
+    Json best;
+    std::map<std::string, Json> alone;
+    for (const char* name : {"trtllm", "vllm", "sglang"}) {
+      const ProcessResult one = rec(name, true);
+      ASSERT_TRUE(one.exit_code == 0 || one.exit_code == 1) << one.out << one.err;
+      const Json k = Json::parse(one.out);
+      alone[name] = k;
+      if (!k["found"].get<bool>()) continue;
+      const Json& d = k["deployment"];
+      const bool better =
+          expect.empty() || k["gpus"] < best["gpus"] ||
+          (k["gpus"] == best["gpus"] && (d["tokens_per_s_gpu"] > best["deployment"]["tokens_per_s_gpu"] ||
+                                         (d["tokens_per_s_gpu"] == best["deployment"]["tokens_per_s_gpu"] &&
+                                          d["tokens_per_s_user"] > best["deployment"]["tokens_per_s_user"])));
+      if (better) expect = name, best = k;
+    }
+    ASSERT_FALSE(expect.empty());
+    EXPECT_EQ(j["pick"], expect);
+    for (const Json& e : j["engines"]) {
+      const std::string name = e["engine"].get<std::string>();
+      // A walk stops at the fewest GPUs found before it; what it found up to there is the engine's own answer.
+      if (alone[name]["found"].get<bool>() && alone[name]["gpus"].get<int>() <= e["max_gpus"].get<int>()) {
+        EXPECT_EQ(e["gpus"], alone[name]["gpus"]) << name;
+        EXPECT_EQ(e["deployment"], alone[name]["deployment"]) << name;
+      } else {
+        EXPECT_FALSE(e["found"].get<bool>()) << name;
+      }
+      if (name == expect) EXPECT_EQ(e["deployment"], best["deployment"]);
+    }
+    const ProcessResult t = rec("auto", false);
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    EXPECT_NE(t.out.find("backend auto: the fewest GPUs of each engine"), std::string::npos) << t.out;
+    EXPECT_NE(t.out.find("pick: " + expect + ", the fewest GPUs"), std::string::npos) << t.out;
+    EXPECT_NE(t.out.find("minimum: " + std::to_string(best["gpus"].get<int>()) + " GPU(s)"), std::string::npos)
+        << t.out;
+  }
+  // No engine reaches the target: exit 1, every engine listed.
+  const ProcessResult none =
+      RunProcess(Tiny("recommend", {"--target-request-rate", "1e8", "--max-gpus", "4", "--backend", "auto"}), 600);
+  EXPECT_EQ(none.exit_code, 1) << none.out << none.err;
+  EXPECT_NE(none.out.find("pick: none"), std::string::npos) << none.out;
+}
+
+// support --backend auto: every engine, the same verdicts as no --backend.
+TEST(AicHabitsE2E, SupportBackendAutoChecksEveryEngine) {
+  const auto support = [](std::vector<std::string> extra) {
+    std::vector<std::string> a = {kHabBin,    "support",  "--model",   kHabSrc + "/tests/goldens/models/tiny-dense",
+                                  "--system", "tiny_gpu", "--systems", kHabSrc + "/tests/goldens/systems",
+                                  "--data-root", kHabSrc + "/tests/goldens/data", "--data", "dense/1",
+                                  "--isl", "64", "--osl", "2", "--json"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return RunProcess(a, 600);
+  };
+  const ProcessResult all = support({});
+  const ProcessResult au = support({"--backend", "auto"});
+  ASSERT_EQ(all.exit_code, 0) << all.out << all.err;
+  ASSERT_EQ(au.exit_code, 0) << au.out << au.err;
+  const Json j = Json::parse(au.out);
+  ASSERT_EQ(j["engines"].size(), 3u) << j.dump();
+  EXPECT_EQ(j, Json::parse(all.out));
+  const ProcessResult bad = support({"--backend", "autox"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
 }
 
 TEST(AicHabitsE2E, TargetRateFindsTheGpuCount) {

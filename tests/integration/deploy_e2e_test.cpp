@@ -239,20 +239,32 @@ TEST(DeployE2E, MtpEnumeratedInDefault) {
   EXPECT_EQ(RunProcess(both, 60).exit_code, 2);
 }
 
-TEST(DeployE2E, DecodeOnAnotherSystem) {
-  // A second made-up GPU, twice the memory bandwidth of tiny_gpu.
-  const std::string sys = MakeTempDir("servecast_decsys");
+// A systems folder with tiny_gpu and tiny_fast: a second made-up GPU with twice the
+// memory bandwidth, its own device name ("Tiny Fast GPU") and 4 GPUs per node.
+std::string TwoSystems(const std::string& name) {
+  const std::string sys = MakeTempDir(name);
   fs::copy_file(kDepSrc + "/tests/goldens/systems/tiny_gpu.yaml", sys + "/tiny_gpu.yaml");
-  {
-    std::ifstream in(kDepSrc + "/tests/goldens/systems/tiny_gpu.yaml");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string text = ss.str();
-    const std::string from = "mem_bw_bytes_per_s: 1e12", to = "mem_bw_bytes_per_s: 2e12";
-    ASSERT_NE(text.find(from), std::string::npos);
-    text.replace(text.find(from), from.size(), to);
-    std::ofstream(sys + "/tiny_fast.yaml") << text;
+  std::ifstream in(kDepSrc + "/tests/goldens/systems/tiny_gpu.yaml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"mem_bw_bytes_per_s: 1e12", "mem_bw_bytes_per_s: 2e12"},
+           {"device_name: Tiny Golden GPU", "device_name: Tiny Fast GPU"},
+           {"device_name_aliases: [Tiny Golden GPU]", "device_name_aliases: [Tiny Fast GPU]"},
+           {"gpus_per_node: 8", "gpus_per_node: 4"}}) {
+    const auto at = text.find(from);
+    if (at == std::string::npos)
+      ADD_FAILURE() << from << " is not in tiny_gpu.yaml";
+    else
+      text.replace(at, from.size(), to);
   }
+  std::ofstream(sys + "/tiny_fast.yaml") << text;
+  return sys;
+}
+
+TEST(DeployE2E, DecodeOnAnotherSystem) {
+  const std::string sys = TwoSystems("servecast_decsys");
   auto run = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = {
         kDepBin,           "default",  "--model",      kDepSrc + "/tests/goldens/models/tiny-dense",
@@ -287,6 +299,103 @@ TEST(DeployE2E, DecodeOnAnotherSystem) {
   const ProcessResult agg = run({"--decode-system", "tiny_fast", "--modes", "agg"});
   EXPECT_EQ(agg.exit_code, 2) << Show(agg);
   EXPECT_NE(agg.err.find("--decode-system searches disaggregated serving"), std::string::npos) << agg.err;
+}
+
+// --decode-system in recommend and generate: the same search as default's.
+TEST(DeployE2E, DecodeSystemInRecommendAndGenerate) {
+  const std::string sys = TwoSystems("servecast_decsys2");
+  auto args = [&](const std::string& cmd, std::vector<std::string> extra) {
+    std::vector<std::string> a = {
+        kDepBin,           cmd,        "--model",   kDepSrc + "/tests/goldens/models/tiny-dense",
+        "--system",        "tiny_gpu", "--systems", sys,
+        "--database-mode", "sol",      "--isl",     "512",
+        "--osl",           "64",       "--ttft",    "1000"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  // default on 4 GPUs: the fastest decode step of each frontier.
+  auto min_tpot = [](const Json& j) {
+    double v = 1e18;
+    for (const Json& p : j["modes"]["disagg"]["frontier"]) v = std::min(v, p["tpot_ms"].get<double>());
+    return v;
+  };
+  const ProcessResult same =
+      RunProcess(args("default", {"--tpot", "5", "--total-gpus", "4", "--modes", "disagg", "--json"}), 600);
+  const ProcessResult fast =
+      RunProcess(args("default", {"--tpot", "5", "--total-gpus", "4", "--decode-system", "tiny_fast", "--json"}), 600);
+  ASSERT_EQ(same.exit_code, 0) << Show(same);
+  ASSERT_EQ(fast.exit_code, 0) << Show(fast);
+  const Json js = Json::parse(same.out), jf = Json::parse(fast.out);
+  const double tpot_same = min_tpot(js), tpot_fast = min_tpot(jf);
+  ASSERT_LT(tpot_fast, 0.9 * tpot_same);
+
+  // recommend: a TPOT limit between the two that only decode on tiny_fast meets
+  // (up to 4 GPUs every count's configurations are among those of 4).
+  char limit[32];
+  std::snprintf(limit, sizeof limit, "%.6f", 0.5 * (tpot_same + tpot_fast));
+  const auto rec = [&](std::vector<std::string> extra, const std::string& tpot = "") {
+    std::vector<std::string> e = {
+        "--tpot", tpot.empty() ? std::string(limit) : tpot, "--target-request-rate", "0.001", "--max-gpus", "4",
+        "--json"};
+    e.insert(e.end(), extra.begin(), extra.end());
+    return RunProcess(args("recommend", e), 600);
+  };
+  const ProcessResult rsame = rec({"--modes", "disagg"});
+  EXPECT_EQ(rsame.exit_code, 1) << Show(rsame);
+  const ProcessResult rfast = rec({"--decode-system", "tiny_fast"});
+  ASSERT_EQ(rfast.exit_code, 0) << Show(rfast);
+  const Json jr = Json::parse(rfast.out);
+  EXPECT_EQ(jr["system"], "tiny_gpu");
+  EXPECT_EQ(jr["decode_system"], "tiny_fast");
+  EXPECT_EQ(jr["deployment"]["mode"], "disagg");
+  EXPECT_LT(jr["deployment"]["tpot_ms"].get<double>(), std::stod(limit));
+  // Decode on --system's own name is the ordinary disaggregated walk.
+  const ProcessResult rself = rec({"--decode-system", "tiny_gpu"}, "5");
+  const ProcessResult rdis = rec({"--modes", "disagg"}, "5");
+  ASSERT_EQ(rself.exit_code, 0) << Show(rself);
+  ASSERT_EQ(rdis.exit_code, 0) << Show(rdis);
+  EXPECT_EQ(Json::parse(rself.out)["deployment"], Json::parse(rdis.out)["deployment"]);
+  const ProcessResult ragg = rec({"--decode-system", "tiny_fast", "--modes", "agg"});
+  EXPECT_EQ(ragg.exit_code, 2) << Show(ragg);
+  EXPECT_NE(ragg.err.find("--decode-system searches disaggregated serving"), std::string::npos) << ragg.err;
+
+  // generate: the disaggregated files of default's pick, each role's pods on its system's GPU.
+  const std::string dir = MakeTempDir("servecast_gen_decsys") + "/out";
+  const ProcessResult g = RunProcess(args("generate", {"--tpot", "5", "--total-gpus", "4", "--decode-system",
+                                                       "tiny_fast", "--backend", "vllm", "--save-dir", dir, "--json"}),
+                                     600);
+  ASSERT_EQ(g.exit_code, 0) << Show(g);
+  const Json jg = Json::parse(g.out);
+  EXPECT_TRUE(jg["agg"].is_null());
+  EXPECT_EQ(jg["decode_system"], "tiny_fast");
+  const ProcessResult dv = RunProcess(args("default", {"--tpot", "5", "--total-gpus", "4", "--decode-system",
+                                                       "tiny_fast", "--backend", "vllm", "--json"}),
+                                      600);
+  ASSERT_EQ(dv.exit_code, 0) << Show(dv);
+  const Json best = Json::parse(dv.out)["modes"]["disagg"]["best"][0];
+  EXPECT_EQ(jg["disagg"]["parallel"], best["parallel"]);
+  EXPECT_DOUBLE_EQ(jg["disagg"]["tpot_ms"].get<double>(), best["tpot_ms"].get<double>());
+  std::set<std::string> names;
+  for (const Json& f : jg["files"]) names.insert(fs::path(f.get<std::string>()).filename().string());
+  EXPECT_FALSE(names.count("run_single_node.sh")) << "two systems are never one node";
+  EXPECT_TRUE(names.count("prefill_launch.sh"));
+  EXPECT_TRUE(names.count("decode_launch.sh"));
+  EXPECT_NE(ReadText(dir + "/disagg/decode_launch.sh").find("Run it on a tiny_fast node"), std::string::npos);
+  EXPECT_NE(ReadText(dir + "/disagg/prefill_launch.sh").find("Run it on a tiny_gpu node"), std::string::npos);
+  const YAML::Node dgd = YAML::LoadAll(ReadText(dir + "/disagg/k8s_deploy.yaml")).back();
+  const YAML::Node pw = dgd["spec"]["services"]["PrefillWorker"], dw = dgd["spec"]["services"]["DecodeWorker"];
+  EXPECT_EQ(pw["extraPodSpec"]["nodeSelector"]["nvidia.com/gpu.product"].as<std::string>(), "Tiny-Golden-GPU");
+  EXPECT_EQ(dw["extraPodSpec"]["nodeSelector"]["nvidia.com/gpu.product"].as<std::string>(), "Tiny-Fast-GPU");
+  // Each role's pods are sized by its own system's node (tiny_fast: 4 GPUs per node).
+  const int dgpus = best["decode"]["parallel"]["tp"].get<int>() * best["decode"]["parallel"]["pp"].get<int>() *
+                    best["decode"]["parallel"]["dp"].get<int>();
+  EXPECT_EQ(std::stoi(dw["resources"]["limits"]["gpu"].as<std::string>()), std::min(dgpus, 4));
+  // Without the search nothing can be written for two systems: the weights-fit rule is agg on one.
+  const ProcessResult gagg = RunProcess(args("generate", {"--tpot", "5", "--total-gpus", "4", "--decode-system",
+                                                          "tiny_fast", "--modes", "agg", "--save-dir", dir + "2"}),
+                                        600);
+  EXPECT_EQ(gagg.exit_code, 2) << Show(gagg);
+  fs::remove_all(sys);
 }
 
 TEST(DeployE2E, ExperimentFileRunsEachSearchAndCompares) {

@@ -238,6 +238,14 @@ TEST(GenerateFiles, MtpFlagsPerEngine) {
   EXPECT_FALSE(Has(none.at("disagg/decode_launch.sh"), "--speculative"));
 }
 
+TEST(GenerateFiles, GpuProductLabelAsGpuFeatureDiscoveryWritesIt) {
+  EXPECT_EQ(GpuProductLabel("NVIDIA H100 80GB HBM3"), "NVIDIA-H100-80GB-HBM3");
+  EXPECT_EQ(GpuProductLabel("NVIDIA H200"), "NVIDIA-H200");
+  EXPECT_EQ(GpuProductLabel("NVIDIA A100-SXM4-80GB"), "NVIDIA-A100-SXM4-80GB");
+  EXPECT_EQ(GpuProductLabel("Intel(R) Graphics [0xe211]"), "Intel-R--Graphics--0xe211");  // ends alphanumeric
+  EXPECT_EQ(GpuProductLabel(std::string(80, 'x')).size(), 63u);
+}
+
 TEST(GenerateRule, WeightsFitTp) {
   const double gb = 1e9;
   EXPECT_EQ(WeightsFitTp(16 * gb, 141 * gb, 8, 8), 1);    // 24 GB < 141 GB

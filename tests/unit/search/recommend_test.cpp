@@ -219,5 +219,26 @@ TEST(Recommend, PickPrefersThroughputPerGpuAmongPointsMeetingTheTarget) {
   EXPECT_FALSE(PickForTarget(r, t).has_value());
 }
 
+// recommend --backend auto: the fewest GPUs, then RanksAbove (tokens/s per GPU of the
+// cluster, then tokens/s/user), then the earlier engine; walks not found or absent are left out.
+TEST(PickFewest, FewestGpusThenTheBetterDeployment) {
+  auto walk = [](bool found, int gpus, double tps_gpu, double tps_user) {
+    RecommendResult r;
+    r.found = found;
+    r.gpus = gpus;
+    r.point.tokens_per_s_gpu_cluster = tps_gpu;
+    r.point.tokens_per_s_user = tps_user;
+    return r;
+  };
+  const RecommendResult a = walk(true, 8, 900, 30), b = walk(true, 4, 100, 10), c = walk(true, 4, 200, 5),
+                        d = walk(true, 4, 200, 6), none = walk(false, 1, 1e9, 1e9);
+  EXPECT_EQ(PickFewest({&a, &b}), 1);              // fewer GPUs beat more tokens/s per GPU
+  EXPECT_EQ(PickFewest({&b, &c}), 1);              // same count: more tokens/s per GPU
+  EXPECT_EQ(PickFewest({&c, &d}), 1);              // same again: more tokens/s/user
+  EXPECT_EQ(PickFewest({&d, &d}), 0);              // a full tie: the earlier
+  EXPECT_EQ(PickFewest({&none, nullptr, &a}), 2);  // not found, not walked: left out
+  EXPECT_EQ(PickFewest({&none, nullptr}), -1);
+}
+
 }  // namespace
 }  // namespace servecast::search
