@@ -64,8 +64,9 @@ constexpr float kPrefixIndexScale = 0x1.787878p-7f;  // 0x3C3C3C3C: the cached p
 constexpr double kStageRel = 0x1p-6;
 constexpr double kGemmRel = 0x1p-7;
 constexpr double kAccum = 0x1p-12;
-// Of a norm/rope stage's error scale (NormRef): the input's bf16 rounding (2^-9) with margin.
-constexpr double kStageMag = 0x1p-7;  // float accumulation, relative to sum |terms|
+// A norm/rope stage may miss by this many times the error its input carries into it
+// (mag: the GEMM output's rounding and accumulation, through the norm's scale).
+constexpr double kStageMargin = 2.0;
 
 struct Shape {
   bool context = true;
@@ -160,9 +161,10 @@ double Dot(const std::vector<double>& a, const std::vector<double>& b, double* a
   if (abs_sum) *abs_sum = m;
   return s;
 }
-// In place on x[begin, begin + width): the norm; mag (same indexing) gets each
-// element's error scale |w| (|x| + |mean|) / std (the bf16 rounding of x, 2^-9 |x|,
-// passes through the norm scaled so: large where x is close to the mean).
+// In place on x[begin, begin + width): the norm. mag (same indexing) holds each
+// input element's error bound on entry and the output's on return: the input's own
+// error and the mean's (LayerNorm) scaled by |w| / std, large where x is close to the
+// mean; the error of the variance is relative and left to the stage's kStageRel.
 void NormRef(std::vector<double>& x, std::vector<double>& mag, std::size_t begin, std::size_t width,
              const std::vector<double>& w, const std::vector<double>* bias) {
   double mean = 0, sq = 0;
@@ -173,13 +175,19 @@ void NormRef(std::vector<double>& x, std::vector<double>& mag, std::size_t begin
   const double var = bias ? sq - mean * mean : sq;
   const double inv = 1.0 / std::sqrt(var + kNormEps);
   mag.resize(x.size(), 0.0);
+  double mean_err = 0;
+  if (bias) {
+    for (std::size_t i = 0; i < width; ++i) mean_err += mag[begin + i];
+    mean_err /= static_cast<double>(width);
+  }
   for (std::size_t i = 0; i < width; ++i) {
-    mag[begin + i] = std::fabs(w[i]) * (std::fabs(x[begin + i]) + std::fabs(m)) * inv;
+    mag[begin + i] = std::fabs(w[i]) * (mag[begin + i] + mean_err) * inv;
     x[begin + i] = (x[begin + i] - m) * inv * w[i] + (bias ? (*bias)[i] : 0.0);
   }
 }
 // In place: the 64 columns from begin rotated (interleaved pairs) at position pos;
-// mag's pair entries become their sum (the rotation mixes them).
+// mag's pair entries become their sum (the rotation mixes them); a pair without an
+// error bound gets its bf16 rounding, 2^-8 (|a| + |b|).
 void RopeRef(std::vector<double>& x, std::vector<double>& mag, std::size_t begin, std::int64_t pos) {
   mag.resize(x.size(), 0.0);
   for (int i = 0; i < kDsaRopeDim / 2; ++i) {
@@ -190,7 +198,7 @@ void RopeRef(std::vector<double>& x, std::vector<double>& mag, std::size_t begin
     const double a = x[ia], b = x[ib];
     x[ia] = a * c - b * s;
     x[ib] = b * c + a * s;
-    const double m = mag[ia] + mag[ib] > 0 ? mag[ia] + mag[ib] : std::fabs(a) + std::fabs(b);
+    const double m = mag[ia] + mag[ib] > 0 ? mag[ia] + mag[ib] : 0x1p-8 * (std::fabs(a) + std::fabs(b));
     mag[ia] = mag[ib] = m;
   }
 }
@@ -404,11 +412,19 @@ class DsaPhases : public collect::CasePhases {
                     got[static_cast<std::size_t>(j)], ref, kGemmRel * std::fabs(ref) + kAccum * mag + 1e-12);
     }
   }
-  // The full projection of row r (all n columns), as the reference of a norm/rope stage.
-  std::vector<double> FullGemm(const Linear& l, const void* x, std::int64_t r) {
+  // The full projection of row r (all n columns), as the reference of a norm/rope
+  // stage; err gets each column's error bound: bf16 output rounding and float
+  // accumulation (the GEMM check's allowance, without its margin).
+  std::vector<double> FullGemm(const Linear& l, const void* x, std::int64_t r, std::vector<double>& err) {
     const std::vector<double> xr = l.InputRow(x, 0, r, st_);
-    std::vector<double> y(static_cast<std::size_t>(l.spec().n));
-    for (std::int64_t j = 0; j < l.spec().n; ++j) y[static_cast<std::size_t>(j)] = Dot(xr, l.WeightRow(0, j, st_), nullptr);
+    const auto n = static_cast<std::size_t>(l.spec().n);
+    std::vector<double> y(n);
+    err.assign(n, 0.0);
+    for (std::size_t j = 0; j < n; ++j) {
+      double abs_sum = 0;
+      y[j] = Dot(xr, l.WeightRow(0, static_cast<std::int64_t>(j), st_), &abs_sum);
+      err[j] = 0x1p-8 * std::fabs(y[j]) + kAccum * abs_sum;
+    }
     return y;
   }
   void CheckStage(RefCheck& check, const char* what, std::int64_t r, const std::vector<double>& ref,
@@ -417,7 +433,7 @@ class DsaPhases : public collect::CasePhases {
     const double rms = Rms(ref, begin, width);
     for (std::size_t i = begin; i < begin + width; ++i)
       check.AddLazy([&] { return std::string(what) + "[t=" + std::to_string(r) + ",col=" + std::to_string(i) + "]"; },
-                    got[i], ref[i], kStageRel * std::fabs(ref[i]) + kStageMag * mag[i] + 0x1p-10 * rms + 1e-12);
+                    got[i], ref[i], kStageRel * std::fabs(ref[i]) + kStageMargin * mag[i] + 0x1p-10 * rms + 1e-12);
   }
 
   std::int64_t SlotPos(std::int64_t b, std::int32_t slot) const {
@@ -450,13 +466,13 @@ class DsaPhases : public collect::CasePhases {
       const std::int64_t pos = Pos(r), b = r / s_.isl, keys = pos + 1;
       // q_a, kv (norm + rope), index key (LayerNorm + rope), index weights.
       {
-        std::vector<double> ref = FullGemm(*qa_l_, x_.get(), r), mag;
+        std::vector<double> mag, ref = FullGemm(*qa_l_, x_.get(), r, mag);
         NormRef(ref, mag, 0, static_cast<std::size_t>(s_.ql), wq, nullptr);
         CheckStage(check, "q_a", r, ref, mag, dl(qa_, s_.ql, r * s_.ql), 0, static_cast<std::size_t>(s_.ql));
       }
       const std::vector<double> kv_dev = dl(kva_, 576, r * 576);
       {
-        std::vector<double> ref = FullGemm(*kva_l_, x_.get(), r), mag;
+        std::vector<double> mag, ref = FullGemm(*kva_l_, x_.get(), r, mag);
         NormRef(ref, mag, 0, 512, wkv, nullptr);
         RopeRef(ref, mag, 512, pos);
         CheckStage(check, "kv_latent", r, ref, mag, kv_dev, 0, 512);
@@ -464,7 +480,7 @@ class DsaPhases : public collect::CasePhases {
       }
       const std::vector<double> ik_dev = dl(ik_, 128, r * 128);
       {
-        std::vector<double> ref = FullGemm(*wk_l_, x_.get(), r), mag;
+        std::vector<double> mag, ref = FullGemm(*wk_l_, x_.get(), r, mag);
         NormRef(ref, mag, 0, 128, wk, &bk);
         RopeRef(ref, mag, 0, pos);
         CheckStage(check, "index_k", r, ref, mag, ik_dev, 0, 128);
@@ -476,9 +492,12 @@ class DsaPhases : public collect::CasePhases {
         const std::vector<double> xr = iq_l_->InputRow(qa_.get(), 0, r, st_);
         const std::vector<double> got = dl(iq_, s_.ih * 128, r * s_.ih * 128);
         for (std::int64_t h : {std::int64_t{0}, s_.ih - 1}) {
-          std::vector<double> ref(128);
-          for (int j = 0; j < 128; ++j) ref[static_cast<std::size_t>(j)] = Dot(xr, iq_l_->WeightRow(0, h * 128 + j, st_), nullptr);
-          std::vector<double> mag;
+          std::vector<double> ref(128), mag(128);
+          for (std::size_t j = 0; j < 128; ++j) {
+            double abs_sum = 0;
+            ref[j] = Dot(xr, iq_l_->WeightRow(0, h * 128 + static_cast<std::int64_t>(j), st_), &abs_sum);
+            mag[j] = 0x1p-8 * std::fabs(ref[j]) + kAccum * abs_sum;
+          }
           RopeRef(ref, mag, 0, pos);
           std::vector<double> g(got.begin() + h * 128, got.begin() + (h + 1) * 128);
           CheckStage(check, "index_q", r, ref, mag, g, 0, 128);
