@@ -234,7 +234,9 @@ std::vector<TableSpec> BuildSpecs() {
       {"kv_cache_dtype", VT::kString}, {"gemm_type", VT::kString}, {"num_heads", VT::kInt64},
       {"batch_size", VT::kInt64}, {"isl", VT::kInt64},           {"tp_size", VT::kInt64},
       {"step", VT::kInt64}};
-  const std::string dsa_gap = "issue 25: servecast's collector has no DSA (indexer + sparse MLA) op yet, so no rows of it exist";
+  const std::string dsa_gap =
+      "issue 25: servecast's DSA module ops (collect --backend cuda --ops dsa_context_module dsa_generation_module) "
+      "have not been collected into this data";
   for (const std::string phase : {"context", "generation"}) {
     specs.push_back(TableSpec{"dsa_" + phase + "_module_perf", "sparse_attention", dsa_keys, false,
                               [phase](const Params& p) { return DsaCost(phase, p); }});
@@ -253,6 +255,7 @@ std::vector<TableSpec> BuildSpecs() {
     specs.back().estimator =
         EstimatorRead{{"op_name", "architecture", "mla_dtype", "kv_cache_dtype", "gemm_type", "num_heads"}, axes};
     specs.back().estimator->uncollected = dsa_gap;
+    specs.back().estimator->collect = "on the GPU with servecast collect --backend cuda --ops dsa_" + phase + "_module";
   }
   specs.push_back(TableSpec{"elementwise_perf",
                             "elementwise",

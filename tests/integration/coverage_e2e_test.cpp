@@ -20,7 +20,6 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kBinary = SERVECAST_BIN;
 const std::string kSrc = SERVECAST_SOURCE_DIR;
-const std::string kGaps = kSrc + "/systems/data/h200_sxm/COVERAGE_GAPS.yaml";
 
 std::string Describe(const ProcessResult& r) {
   return "exit " + std::to_string(r.exit_code) + "\n--- stdout\n" + r.out.substr(0, 4000) + "\n--- stderr\n" + r.err;
@@ -32,14 +31,17 @@ ProcessResult Gate(const std::vector<std::string>& extra) {
   return RunProcess(argv, 300, kSrc);
 }
 
-// The shipped gaps file without the entry of `entry_model` on `entry_table`, written to `path`.
-void WithoutEntry(const std::string& path, const std::string& entry_model, const std::string& entry_table) {
-  const std::string text = ReadText(kGaps);
-  const std::string head = "  - model: " + entry_model + "\n    table: " + entry_table + "\n";
-  const std::size_t at = text.find(head);
-  ASSERT_NE(at, std::string::npos) << head;
-  const std::size_t next = text.find("\n  - model:", at + 1);
-  WriteText(path, text.substr(0, at) + (next == std::string::npos ? "" : text.substr(next + 1)));
+// The shipped H200 tables copied to `dir`/h200_sxm without the family folder
+// `family` (nor the run archives): a data tree that lacks those tables.
+std::string TablesWithout(const std::string& dir, const std::string& family) {
+  const fs::path src = fs::path(kSrc) / "systems/data/h200_sxm", dst = fs::path(dir) / "h200_sxm";
+  fs::create_directories(dst);
+  for (const fs::directory_entry& e : fs::directory_iterator(src)) {
+    const std::string name = e.path().filename().string();
+    if (name == family || name == "runs") continue;
+    fs::copy(e.path(), dst / name, fs::copy_options::recursive);
+  }
+  return dst.string();
 }
 
 TEST(CoverageE2E, ShippedTablesPassWithEveryMissDeclared) {
@@ -52,73 +54,63 @@ TEST(CoverageE2E, ShippedTablesPassWithEveryMissDeclared) {
   EXPECT_EQ(doc["undeclared"], 0);
   EXPECT_TRUE(doc["stale_gaps"].empty());
   EXPECT_GE(doc["models"].get<int>(), 22);
-  // The known gaps are listed, each with its declaration: DeepSeek-V3.2's DSA
-  // modules, which no collector op measures yet (issue 25).
-  bool dsa = false;
-  std::set<std::string> dsa_engines;
-  for (const auto& m : doc["misses"]) {
-    ASSERT_FALSE(m["declared"].is_null()) << m.dump();
-    if (m["model"] == "deepseek-ai/DeepSeek-V3.2" && m["table"] == "dsa_context_module_perf") {
-      EXPECT_EQ(m["key"]["architecture"], "DeepseekV32ForCausalLM");
-      EXPECT_EQ(m["declared"]["issue"], 25);
-      for (const auto& e : m["engines"]) dsa_engines.insert(e.get<std::string>());
-      dsa = true;
-    }
-    // Models the tables cover have no miss at all (DeepSeek-V3 and R1 through the
-    // MLA tables).
-    EXPECT_NE(m["model"], "Qwen/Qwen3-32B");
-    EXPECT_NE(m["model"], "meta-llama/Meta-Llama-3.1-8B");
-    EXPECT_NE(m["model"], "deepseek-ai/DeepSeek-V3");
-    EXPECT_NE(m["model"], "deepseek-ai/DeepSeek-R1");
-    // gpt-oss through its weight-only mxfp4 experts and head-dim-64 attention (h200-w4b,
-    // h200-gptoss-attn); the experts of MiniMax-M2.5, Qwen3-Coder, Llama-4, Kimi-K2 and
-    // Kimi-K2.5 (h200-moe3/4/5) and Llama-4's window-8192 attention (h200-l4attn).
-    EXPECT_NE(m["model"], "openai/gpt-oss-120b");
-    EXPECT_NE(m["model"], "openai/gpt-oss-20b");
-    EXPECT_NE(m["model"], "MiniMaxAI/MiniMax-M2.5");
-    EXPECT_NE(m["model"], "Qwen/Qwen3-Coder-480B-A35B-Instruct");
-    EXPECT_NE(m["model"], "moonshotai/Kimi-K2-Instruct");
-    EXPECT_NE(m["model"], "moonshotai/Kimi-K2.5");
-    EXPECT_NE(m["model"], "meta-llama/Llama-4-Scout-17B-16E-Instruct");
-    EXPECT_NE(m["model"], "meta-llama/Llama-4-Maverick-17B-128E-Instruct");
-    // Qwen3.5 through gdn_perf, its head-dim-256 attention and its experts (h200-gdn,
-    // h200-q35attn, h200-moe7); GLM-5's experts (h200-moe8: only its DSA misses).
-    EXPECT_NE(m["model"], "Qwen/Qwen3.5-397B-A17B");
-    EXPECT_NE(m["model"], "Qwen/Qwen3.5-35B-A3B");
-    EXPECT_NE(m["model"], "Qwen/Qwen3.5-27B");
-    // Nemotron-3-Nano through mamba2_perf and its relu2 experts (h200-mamba2b, h200-moe9).
-    EXPECT_NE(m["model"], "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16");
-    if (m["model"] == "zai-org/GLM-5" || m["model"] == "zai-org/GLM-5-FP8") {
-      EXPECT_NE(m["table"], "moe_perf") << m.dump();
-    }
-  }
-  EXPECT_TRUE(dsa) << r.out.substr(0, 4000);
-  EXPECT_EQ(dsa_engines, (std::set<std::string>{"sglang", "trtllm", "vllm"}));
+  // Every bundled model's every lookup on one node finds measured rows: the last
+  // gaps (DeepSeek-V3.2's and GLM-5's DSA modules) were collected on 2026-12-03
+  // (run h200-dsa), so nothing is missing and nothing is declared.
+  EXPECT_TRUE(doc["misses"].empty()) << doc["misses"].dump().substr(0, 4000);
 }
 
-// DeepSeek-V3.2's context DSA module keys that the search's one-node configurations
-// look up: one per local head count (128, 64, 32, 16).
-constexpr int kDsaContextMisses = 4;
+// Without the sparse_attention tables, the three DSA models miss both module tables
+// at every local head count the search's one-node configurations look up
+// (DeepSeek-V3.2: 128, 64, 32, 16; GLM-5 and GLM-5-FP8: 64, 32, 16, 8).
+constexpr int kDsaMissesPerTable = 4;
 
 TEST(CoverageE2E, UndeclaredMissFails) {
   const std::string dir = MakeTempDir("sc_coverage_");
-  WithoutEntry(dir + "/gaps.yaml", "deepseek-ai/DeepSeek-V3.2", "dsa_context_module_perf");
-  const ProcessResult r = Gate({"--gaps", dir + "/gaps.yaml"});
+  const std::string data = TablesWithout(dir, "sparse_attention");
+  WriteText(dir + "/gaps.yaml", "gaps: []\n");
+  const ProcessResult r = RunProcess({kBinary, "check", data, "--coverage", "--gaps", dir + "/gaps.yaml"}, 300, kSrc);
   EXPECT_EQ(r.exit_code, 1) << Describe(r);
   EXPECT_NE(r.out.find("UNDECLARED"), std::string::npos) << Describe(r);
   EXPECT_NE(r.out.find("dsa_context_module_perf {op_name=dsa_context_module, architecture=DeepseekV32ForCausalLM"),
             std::string::npos)
       << Describe(r);
-  EXPECT_NE(r.out.find("coverage: FAIL (" + std::to_string(kDsaContextMisses) + " undeclared misses, 0 stale gaps)"),
+  EXPECT_NE(r.out.find("coverage: FAIL (" + std::to_string(3 * 2 * kDsaMissesPerTable) +
+                       " undeclared misses, 0 stale gaps)"),
             std::string::npos)
       << Describe(r);
+  // A declared gap covers its misses only: DeepSeek-V3.2's context module declared,
+  // the other five (model, table) pairs still fail.
+  WriteText(dir + "/gaps.yaml",
+            "gaps:\n  - model: deepseek-ai/DeepSeek-V3.2\n    table: dsa_context_module_perf\n    issue: 25\n"
+            "    reason: sparse_attention left out of this copy\n");
+  const ProcessResult d =
+      RunProcess({kBinary, "check", data, "--coverage", "--gaps", dir + "/gaps.yaml", "--json"}, 300, kSrc);
+  EXPECT_EQ(d.exit_code, 1) << Describe(d);
+  const auto doc = nlohmann::json::parse(d.out);
+  EXPECT_EQ(doc["undeclared"], 5 * kDsaMissesPerTable);
+  std::set<std::string> dsa_engines;
+  int declared = 0;
+  for (const auto& m : doc["misses"]) {
+    const bool ds_context = m["model"] == "deepseek-ai/DeepSeek-V3.2" && m["table"] == "dsa_context_module_perf";
+    EXPECT_EQ(m["declared"].is_null(), !ds_context) << m.dump();
+    EXPECT_EQ(std::string(m["table"]).rfind("dsa_", 0), 0u) << m.dump();  // nothing else misses
+    if (ds_context) {
+      ++declared;
+      EXPECT_EQ(m["key"]["architecture"], "DeepseekV32ForCausalLM");
+      EXPECT_EQ(m["declared"]["issue"], 25);
+      for (const auto& e : m["engines"]) dsa_engines.insert(e.get<std::string>());
+    }
+  }
+  EXPECT_EQ(declared, kDsaMissesPerTable);
+  EXPECT_EQ(dsa_engines, (std::set<std::string>{"sglang", "trtllm", "vllm"}));
   fs::remove_all(dir);
 }
 
 TEST(CoverageE2E, GapThatNoLongerMissesFails) {
   const std::string dir = MakeTempDir("sc_coverage_");
-  WriteText(dir + "/gaps.yaml", ReadText(kGaps) +
-                                    "  - model: Qwen/Qwen3-32B\n    table: gemm_perf\n    key: {gemm_dtype: bfloat16}\n"
+  WriteText(dir + "/gaps.yaml", "gaps:\n"
+                                "  - model: Qwen/Qwen3-32B\n    table: gemm_perf\n    key: {gemm_dtype: bfloat16}\n"
                                     "    reason: covered long ago\n");
   const ProcessResult r = Gate({"--gaps", dir + "/gaps.yaml"});
   EXPECT_EQ(r.exit_code, 1) << Describe(r);

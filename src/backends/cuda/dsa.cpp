@@ -371,7 +371,7 @@ class DsaPhases : public collect::CasePhases {
           Disposition::kIncorrect, FailureClass::kCollectorBug, "IncorrectOutput",
           op_.name() + " (" + source_ + "): " +
               check.Describe("stages from their device inputs: GEMM 2^-7|ref| + 2^-12 sum|x w|, norm/rope stages "
-                             "2^-6|ref| + 2^-10 rms, caches half an e4m3 step, indexer 2^-12 sum|terms|, attention "
+                             "2^-6|ref| + 2^-10 rms + twice their input's error through the norm, caches half an e4m3 step, indexer 2^-12 sum|terms|, attention "
                              "(2^-7 + 1e-4) sum p|v| + 1e-6"));
     return std::nullopt;
   }
