@@ -54,7 +54,7 @@ def main(argv):
                 print(f"{phase} vs {engine}: no matching keys")
                 continue
             top = max(pairs, key=lambda p: (p[0][4] * (p[0][5] + p[0][6]), p[0][3]))
-            print(f"{phase} vs {engine}: {len(pairs)} rows, ours / AIC {summary([r for _, r in pairs])}; "
+            print(f"{phase} vs {engine}: ours / AIC {summary([r for _, r in pairs])}; "
                   f"largest {top[0]}: {top[1]:.2f}")
 
 

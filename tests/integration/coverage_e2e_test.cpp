@@ -31,19 +31,6 @@ ProcessResult Gate(const std::vector<std::string>& extra) {
   return RunProcess(argv, 300, kSrc);
 }
 
-// The shipped H200 tables copied to `dir`/h200_sxm without the family folder
-// `family` (nor the run archives): a data tree that lacks those tables.
-std::string TablesWithout(const std::string& dir, const std::string& family) {
-  const fs::path src = fs::path(kSrc) / "systems/data/h200_sxm", dst = fs::path(dir) / "h200_sxm";
-  fs::create_directories(dst);
-  for (const fs::directory_entry& e : fs::directory_iterator(src)) {
-    const std::string name = e.path().filename().string();
-    if (name == family || name == "runs") continue;
-    fs::copy(e.path(), dst / name, fs::copy_options::recursive);
-  }
-  return dst.string();
-}
-
 TEST(CoverageE2E, ShippedTablesPassWithEveryMissDeclared) {
   const ProcessResult r = Gate({"--json"});
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
@@ -67,7 +54,7 @@ constexpr int kDsaMissesPerTable = 4;
 
 TEST(CoverageE2E, UndeclaredMissFails) {
   const std::string dir = MakeTempDir("sc_coverage_");
-  const std::string data = TablesWithout(dir, "sparse_attention");
+  const std::string data = CopyH200TablesWithout(kSrc, dir, "sparse_attention");
   WriteText(dir + "/gaps.yaml", "gaps: []\n");
   const ProcessResult r = RunProcess({kBinary, "check", data, "--coverage", "--gaps", dir + "/gaps.yaml"}, 300, kSrc);
   EXPECT_EQ(r.exit_code, 1) << Describe(r);

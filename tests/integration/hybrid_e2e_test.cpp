@@ -1,17 +1,18 @@
 // Issue 25's models end to end with the real binary on the bundled H200 tables:
-// `default` answers for each, and every op that no measured row answers is
-// labelled in the chosen deployment's data notes: the DSA layers, whose tables
-// have no collector op yet, as "roofline", the shapes other tables lack (HYBRID
-// mode) as "empirical". DeepSeek-V3.2 answers in SILICON mode (its experts and
-// projections are DeepSeek-V3's, collected); GLM-5 in bfloat16 needs 16 GPUs.
-// Qwen3.5's Gated DeltaNet, head-dim-256 attention and experts are collected (runs
-// h200-gdn, h200-q35attn, h200-moe7), and Nemotron-3-Nano's Mamba2 layers and relu2
-// experts (runs h200-mamba2, h200-moe9): they answer in SILICON mode with no
-// roofline op.
+// `default` answers for each. DeepSeek-V3.2 and GLM-5 read their DSA modules from the
+// measured dsa_*_module_perf rows (runs h200-dsa, h200-dsa2); on a data root without
+// those tables (a copy of the H200 tables without sparse_attention) the DSA layers
+// are answered by their declared roofline and labelled "roofline" in the chosen
+// deployment's data notes, and the shapes other tables lack (HYBRID mode) as
+// "empirical". Qwen3.5's Gated DeltaNet, head-dim-256 attention and experts are
+// collected (runs h200-gdn, h200-q35attn, h200-moe7), and Nemotron-3-Nano's Mamba2
+// layers and relu2 experts (runs h200-mamba2b, h200-moe9): they answer in SILICON
+// mode with no roofline op.
 
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <filesystem>
 #include <ostream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -55,8 +56,12 @@ class HybridDefault : public ::testing::TestWithParam<Case> {};
 
 TEST_P(HybridDefault, AnswersAndLabelsEveryUnmeasuredOp) {
   const Case& c = GetParam();
+  const std::string dir = MakeTempDir("sc_nodsa_");
+  CopyH200TablesWithout(kHySource, dir, "sparse_attention");
   Json j;
-  ASSERT_NO_FATAL_FAILURE(DefaultChoosesADeployment({c.model, "--total-gpus", c.gpus, "--database-mode", c.mode}, j));
+  ASSERT_NO_FATAL_FAILURE(DefaultChoosesADeployment(
+      {c.model, "--total-gpus", c.gpus, "--database-mode", c.mode, "--data-root", dir}, j));
+  std::filesystem::remove_all(dir);
   bool labelled = false;
   for (const Json& n : j["chosen_data_notes"]) {
     const std::string note = n.get<std::string>();
@@ -86,6 +91,45 @@ INSTANTIATE_TEST_SUITE_P(
         if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
       return s;
     });
+
+// On the shipped tables the DSA modules are measured: DeepSeek-V3.2 and GLM-5-FP8 on
+// one node in SILICON mode, GLM-5 in bfloat16 on 16 GPUs (tp 16: 4 local heads, run
+// h200-dsa2) in HYBRID mode, its tp-2 expert slices empirical. GLM-5's TPOT limit is
+// 40 ms: its measured DSA decode (~0.17 ms a layer at 4 heads, 78 layers) and bf16
+// experts leave no 16-GPU deployment under the default 30 ms.
+struct DsaCase {
+  std::string model, mode, gpus, tpot;
+};
+
+void PrintTo(const DsaCase& c, std::ostream* os) { *os << c.model << " (" << c.mode << ", " << c.gpus << " GPUs)"; }
+
+class DsaMeasured : public ::testing::TestWithParam<DsaCase> {};
+
+TEST_P(DsaMeasured, AnswersWithTheDsaModulesFromMeasuredRows) {
+  const DsaCase& c = GetParam();
+  Json j;
+  ASSERT_NO_FATAL_FAILURE(DefaultChoosesADeployment(
+      {c.model, "--total-gpus", c.gpus, "--database-mode", c.mode, "--tpot", c.tpot}, j));
+  EXPECT_EQ(j["database_mode"], c.mode);
+  for (const Json& n : j["chosen_data_notes"]) {
+    const std::string note = n.get<std::string>();
+    EXPECT_NE(note.rfind("roofline: ", 0), 0u) << note;
+    EXPECT_EQ(note.find("dsa_attention"), std::string::npos) << note;
+    EXPECT_EQ(note.find("dsa_context_module_perf"), std::string::npos) << note;
+    EXPECT_EQ(note.find("dsa_generation_module_perf"), std::string::npos) << note;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Issue25, DsaMeasured,
+                         ::testing::Values(DsaCase{"deepseek-ai/DeepSeek-V3.2", "silicon", "8", "30"},
+                                           DsaCase{"zai-org/GLM-5-FP8", "silicon", "8", "30"},
+                                           DsaCase{"zai-org/GLM-5", "hybrid", "16", "40"}),
+                         [](const ::testing::TestParamInfo<DsaCase>& i) {
+                           std::string s = i.param.model.substr(i.param.model.find('/') + 1);
+                           for (char& ch : s)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
 
 // Qwen3.5 in SILICON mode: every Gated DeltaNet and attention op reads measured rows
 // (gdn_perf, the head-dim-256 attention slices, the experts); the notes may name the
@@ -138,14 +182,24 @@ namespace servecast::testing {
 namespace {
 
 // `support` never calls a model whose layers read an uncollected table PASS: the
-// roofline ops are listed like the util-empirical fallbacks (PARTIAL).
+// roofline ops are listed like the util-empirical fallbacks (PARTIAL). On a data
+// root without the DSA tables DeepSeek-V3.2 is PARTIAL; on the shipped tables its
+// DSA modules are measured and no op is listed as not measured.
 TEST(HybridSupport, RooflineOpsMakeAModelPartialNotPass) {
+  const std::string dir = MakeTempDir("sc_nodsa_");
+  CopyH200TablesWithout(kHySource, dir, "sparse_attention");
   const ProcessResult r = RunProcess(
-      {kHyBin, "support", "--model", "deepseek-ai/DeepSeek-V3.2", "--system", "h200_sxm"}, 300, kHySource);
+      {kHyBin, "support", "--model", "deepseek-ai/DeepSeek-V3.2", "--system", "h200_sxm", "--data-root", dir}, 300,
+      kHySource);
+  std::filesystem::remove_all(dir);
   EXPECT_NE(r.out.find("PARTIAL"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find(" PASS "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("context_dsa_attention: dsa_context_module_perf"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("not measured"), std::string::npos) << r.out;
+  const ProcessResult shipped = RunProcess(
+      {kHyBin, "support", "--model", "deepseek-ai/DeepSeek-V3.2", "--system", "h200_sxm"}, 300, kHySource);
+  EXPECT_EQ(shipped.out.find("dsa_context_module_perf"), std::string::npos) << shipped.out;
+  EXPECT_EQ(shipped.out.find("not measured"), std::string::npos) << shipped.out;
 }
 
 // Nemotron-3-Nano in SILICON mode: its Mamba2 layers read mamba2_perf (the

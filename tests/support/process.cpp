@@ -34,6 +34,18 @@ std::string MakeTempDir(const std::string& prefix) {
   return tmpl;
 }
 
+std::string CopyH200TablesWithout(const std::string& source_dir, const std::string& dir, const std::string& family) {
+  namespace fs = std::filesystem;
+  const fs::path src = fs::path(source_dir) / "systems/data/h200_sxm", dst = fs::path(dir) / "h200_sxm";
+  fs::create_directories(dst);
+  for (const fs::directory_entry& e : fs::directory_iterator(src)) {
+    const std::string name = e.path().filename().string();
+    if (name == family || name == "runs") continue;
+    fs::copy(e.path(), dst / name, fs::copy_options::recursive);
+  }
+  return dst.string();
+}
+
 pid_t StartProcess(const std::vector<std::string>& argv, const std::string& out_path, const std::string& err_path) {
   pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");

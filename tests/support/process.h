@@ -25,5 +25,9 @@ std::string ReadText(const std::string& path);
 void WriteText(const std::string& path, const std::string& text);
 // A fresh empty directory under the system temp dir.
 std::string MakeTempDir(const std::string& prefix);
+// The shipped H200 tables (systems/data/h200_sxm of source_dir) copied to
+// dir/h200_sxm without the family folder `family` and the run archives: a data root
+// (--data-root dir) that lacks those tables. Returns dir/h200_sxm.
+std::string CopyH200TablesWithout(const std::string& source_dir, const std::string& dir, const std::string& family);
 
 }  // namespace servecast::testing
