@@ -47,7 +47,8 @@ CLI::App* AddCollectCommand(CLI::App& app, CollectArgs& a) {
                     "rerun call started, and repeating the call with the same TIME continues an interrupted rerun "
                     "without re-measuring the cases it already re-ran")
           ->type_name("TIME");
-  c->add_option("--gpus", a.gpus, "worker slots, one per device index (cpu backend: one worker per listed core)");
+  c->add_option("--gpus", a.gpus, "worker slots, one per device index (cuda: a visible GPU, an absent index exits 2; cpu backend: one worker "
+                "per listed core, modulo the cores it may run on)");
   c->add_option("--timeout-s", co.timeout_s, "per-case time limit in seconds (default: the op's own)")
       ->check(NumberIn(0, 7 * 86400, true));
   c->add_flag("--measure-power", co.measure_power,

@@ -260,6 +260,8 @@ struct Placement {
 Placement PlaceCases(const Backend& backend, const CollectOptions& opt, RuntimeInfo& rt) {
   Placement p;
   p.devices = opt.devices.empty() ? backend.DefaultDevices() : opt.devices;
+  for (int d : opt.devices)
+    if (std::string why = backend.DeviceProblem(d); !why.empty()) throw UsageError("--gpus: " + why);
   if (opt.launched) {
     p.launch = DetectLaunch();
     rt.gpus = p.launch.world;

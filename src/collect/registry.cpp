@@ -19,6 +19,11 @@ void Registry::AddOp(const std::string& backend, std::unique_ptr<Op> op) {
   ops[n] = std::move(op);
 }
 
+std::string Backend::DeviceProblem(int device) const {
+  (void)device;
+  return "";
+}
+
 std::string Backend::NewGroupId() const {
   throw Error("backend '" + name() + "' has no multi-process ops: it cannot start a group of ranks");
 }

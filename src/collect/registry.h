@@ -19,6 +19,10 @@ class Backend {
   virtual RuntimeInfo DetectRuntime() const = 0;
   // Worker slots used when --gpus is not given.
   virtual std::vector<int> DefaultDevices() const = 0;
+  // Why `device` (an entry of --gpus) cannot be a worker slot on this machine; ""
+  // when it can. The cuda backend refuses an index past the visible GPUs; the cpu
+  // backend maps any index onto the cores it may run on (modulo their count).
+  virtual std::string DeviceProblem(int device) const;
   // The system name (systems/<name>.yaml) that the detected device maps to.
   virtual std::string DefaultSystem(const RuntimeInfo& rt) const = 0;
   // Runs in the worker process before its first case.

@@ -76,6 +76,14 @@ std::vector<int> CudaBackend::DefaultDevices() const {
   return out;
 }
 
+std::string CudaBackend::DeviceProblem(int device) const {
+  const int n = DeviceCount();
+  if (device < n) return "";
+  return "device " + std::to_string(device) + " is not present: this machine shows " + std::to_string(n) +
+         " CUDA device" + (n == 1 ? " (index 0)" : "s (indices 0-" + std::to_string(n - 1) + ")") +
+         ", counting only those CUDA_VISIBLE_DEVICES leaves visible";
+}
+
 std::string CudaBackend::DefaultSystem(const collect::RuntimeInfo&) const { return ""; }
 
 void CudaBackend::InitWorker(int device) const { InitDevice(device); }

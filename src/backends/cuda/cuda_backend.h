@@ -13,6 +13,8 @@ class CudaBackend : public collect::Backend {
   // e.g. "13.0-cublaslt13.1-cudnn9.14-nccl2.28". No GPU -> StartupError.
   collect::RuntimeInfo DetectRuntime() const override;
   std::vector<int> DefaultDevices() const override;  // every visible GPU
+  // An index past the visible GPUs (CUDA_VISIBLE_DEVICES counts) is not present.
+  std::string DeviceProblem(int device) const override;
   std::string DefaultSystem(const collect::RuntimeInfo& rt) const override;  // "" : resolve by device name
   void InitWorker(int device) const override;
   // An ncclUniqueId (hex) for a gang of collective ranks.
