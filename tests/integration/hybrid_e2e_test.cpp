@@ -38,6 +38,14 @@ struct Case {
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.model << " (" << c.mode << ", " << c.gpus << " GPUs)"; }
 
+// A test name from a HF id: "zai-org/GLM-5-FP8" -> "GLM_5_FP8".
+std::string ModelTestName(const std::string& model) {
+  std::string s = model.substr(model.find('/') + 1);
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
 // `default --model M ARGS... --system h200_sxm --json` exits 0 with a chosen deployment
 // that meets the limits at a positive throughput; its report into `j`.
 void DefaultChoosesADeployment(const std::vector<std::string>& model_and_args, Json& j) {
@@ -85,12 +93,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"deepseek-ai/DeepSeek-V3.2", "silicon", "8", "context_dsa_attention", "dsa_context_module_perf"},
                       Case{"zai-org/GLM-5-FP8", "hybrid", "8", "generation_dsa_attention", "dsa_generation_module_perf"},
                       Case{"zai-org/GLM-5", "hybrid", "16", "context_dsa_attention", "dsa_context_module_perf"}),
-    [](const ::testing::TestParamInfo<Case>& i) {
-      std::string s = i.param.model.substr(i.param.model.find('/') + 1);
-      for (char& ch : s)
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return s;
-    });
+    [](const ::testing::TestParamInfo<Case>& i) { return ModelTestName(i.param.model); });
 
 // On the shipped tables the DSA modules are measured: DeepSeek-V3.2 and GLM-5-FP8 on
 // one node in SILICON mode, GLM-5 in bfloat16 on 16 GPUs (tp 16: 4 local heads, run
@@ -124,12 +127,7 @@ INSTANTIATE_TEST_SUITE_P(Issue25, DsaMeasured,
                          ::testing::Values(DsaCase{"deepseek-ai/DeepSeek-V3.2", "silicon", "8", "30"},
                                            DsaCase{"zai-org/GLM-5-FP8", "silicon", "8", "30"},
                                            DsaCase{"zai-org/GLM-5", "hybrid", "16", "40"}),
-                         [](const ::testing::TestParamInfo<DsaCase>& i) {
-                           std::string s = i.param.model.substr(i.param.model.find('/') + 1);
-                           for (char& ch : s)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return s;
-                         });
+                         [](const ::testing::TestParamInfo<DsaCase>& i) { return ModelTestName(i.param.model); });
 
 // Qwen3.5 in SILICON mode: every Gated DeltaNet and attention op reads measured rows
 // (gdn_perf, the head-dim-256 attention slices, the experts); the notes may name the
@@ -152,12 +150,7 @@ TEST_P(Qwen35Silicon, AnswersWithEveryGdnOpMeasured) {
 
 INSTANTIATE_TEST_SUITE_P(Issue25, Qwen35Silicon,
                          ::testing::Values("Qwen/Qwen3.5-397B-A17B", "Qwen/Qwen3.5-35B-A3B", "Qwen/Qwen3.5-27B"),
-                         [](const ::testing::TestParamInfo<std::string>& i) {
-                           std::string s = i.param.substr(i.param.find('/') + 1);
-                           for (char& ch : s)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return s;
-                         });
+                         [](const ::testing::TestParamInfo<std::string>& i) { return ModelTestName(i.param); });
 
 // In SILICON mode a model whose expert shape is not collected gets no deployment,
 // and the search says which table misses (not a crash, not a roofline in place of
