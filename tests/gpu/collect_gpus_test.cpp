@@ -21,7 +21,7 @@ TEST(CollectGpus, AnAbsentDeviceIsAUsageErrorNamingIt) {
   const std::string absent = std::to_string(n);
   const auto plan = [](const std::string& gpus) {
     return RunProcess({SERVECAST_BIN, "collect", "--backend", "cuda", "--gpus", gpus, "--plan-only", "--ops",
-                       "elementwise", "--cases", SERVECAST_SOURCE_DIR "/cases", "--systems",
+                       "rmsnorm", "--cases", SERVECAST_SOURCE_DIR "/cases", "--systems",
                        SERVECAST_SOURCE_DIR "/systems"},
                       120);
   };

@@ -316,7 +316,9 @@ class DsaPhases : public collect::CasePhases {
     plan_ = PlanMlaDecode(MlaDecodeShape{T, n, s_.topk}, Multiprocessors(),
                           s_.kv_fp8 ? KvDtype::kFp8E4m3 : KvDtype::kBf16);
     workspace_ = alloc(static_cast<std::int64_t>(std::max<std::size_t>(plan_.workspace_bytes, 16)));
-    source_ = std::string("servecast_dsa:") + (fb ? "fp8_block" : "bf16") + "-gemm,indexer=bf16-mma-fp8keys,topk=radix," +
+    index_chunk_ = DsaIndexerChunkTiles(tok_, Multiprocessors());
+    source_ = std::string("servecast_dsa:") + (fb ? "fp8_block" : "bf16") + "-gemm,indexer=bf16-mma-fp8keys,chunk=" +
+              std::to_string(index_chunk_ * kPagedKvPageSize) + ",topk=radix," +
               "sparse_mla=" + plan_.Describe() + (s_.kv_fp8 ? ",fp8kv" : ",bf16kv");
     SC_CUDA_CHECK(cudaStreamSynchronize(st_));
     return std::nullopt;
@@ -342,7 +344,8 @@ class DsaPhases : public collect::CasePhases {
     LaunchDsaCacheWrite(tok_, kva_.get(), 576, ik_.get(), table_dev_.as<std::int32_t>(), s_.kv_fp8, kLatentFp8Scale,
                         pool_.get(), index_pool_.get(), index_scale_.as<float>(), st);
     LaunchDsaIndexerLogits(tok_, static_cast<int>(s_.ih), iq_.get(), iw_.get(), IndexWeightScale(), index_pool_.get(),
-                           index_scale_.as<float>(), table_dev_.as<std::int32_t>(), logits_.as<float>(), s_.keys(), st);
+                           index_scale_.as<float>(), table_dev_.as<std::int32_t>(), logits_.as<float>(), s_.keys(),
+                           index_chunk_, st);
     LaunchDsaTopk(tok_, logits_.as<float>(), s_.keys(), static_cast<int>(s_.topk), table_dev_.as<std::int32_t>(),
                   slots_.as<std::int32_t>(), lens_.as<std::int32_t>(), st);
     uk_l_->Run(qb_.get(), qabs_.get(), st);
@@ -650,6 +653,7 @@ class DsaPhases : public collect::CasePhases {
   std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> page_pos_;  // pool page -> (sequence, its page)
   std::unique_ptr<Linear> qa_l_, kva_l_, wk_l_, wp_l_, qb_l_, iq_l_, uk_l_, uv_l_, o_l_;
   MlaDecodePlan plan_;
+  int index_chunk_ = 16;  // indexer pages per CTA (DsaIndexerChunkTiles)
   std::string source_;
   collect::TimingStats stats_;
 };

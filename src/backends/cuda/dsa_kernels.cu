@@ -4,6 +4,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -187,7 +188,7 @@ __device__ __forceinline__ unsigned Fp8x2ToBf16x2(unsigned w) {
 }
 
 constexpr int kKeyTile = 64;                  // keys per tile (one page)
-constexpr int kChunkTiles = 16;               // tiles per CTA (1,024 keys)
+constexpr int kMaxChunkTiles = 16;            // tiles per CTA at most (1,024 keys)
 constexpr int kIRow = kDsaIndexDim + 8;       // bf16 per shared row (272 B: conflict-free ldmatrix)
 static_assert(kKeyTile == kPage, "a key tile is one page");
 
@@ -196,7 +197,8 @@ __global__ void __launch_bounds__(HEADS * 2) dsa_indexer_logits(const __nv_bfloa
                                                                 float w_scale, const unsigned char* index_pool,
                                                                 const float* index_scale, const std::int32_t* table,
                                                                 std::int64_t pages_per_seq, std::int64_t isl,
-                                                                std::int64_t step, float* logits, std::int64_t ld) {
+                                                                std::int64_t step, float* logits, std::int64_t ld,
+                                                                int chunk_tiles) {
   constexpr int kThreads = HEADS * 2, kWarps = HEADS / 16;
   __shared__ __align__(16) __nv_bfloat16 qs[HEADS * kIRow];
   __shared__ __align__(16) __nv_bfloat16 ks[kKeyTile * kIRow];
@@ -205,9 +207,9 @@ __global__ void __launch_bounds__(HEADS * 2) dsa_indexer_logits(const __nv_bfloa
   __shared__ float part[kWarps][kKeyTile];
   const std::int64_t r = blockIdx.y;
   const std::int64_t b = r / isl, n = step + r % isl + 1;  // keys this token sees
-  const std::int64_t k_begin = static_cast<std::int64_t>(blockIdx.x) * kChunkTiles * kKeyTile;
+  const std::int64_t k_begin = static_cast<std::int64_t>(blockIdx.x) * chunk_tiles * kKeyTile;
   if (k_begin >= n) return;
-  const std::int64_t k_end = min(n, k_begin + kChunkTiles * kKeyTile);
+  const std::int64_t k_end = min(n, k_begin + static_cast<std::int64_t>(chunk_tiles) * kKeyTile);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
   for (int c = tid; c < HEADS * (kDsaIndexDim / 8); c += kThreads) {
@@ -415,22 +417,32 @@ void LaunchDsaCacheWrite(const DsaTokens& t, const void* latent, std::int64_t la
 
 void LaunchDsaIndexerLogits(const DsaTokens& t, int heads, const void* q, const void* w, float w_scale,
                             const void* index_pool, const float* index_scale, const std::int32_t* page_table,
-                            float* logits, std::int64_t ld, cudaStream_t stream) {
+                            float* logits, std::int64_t ld, int chunk_tiles, cudaStream_t stream) {
   if (t.tokens() > 65535) throw Error("dsa indexer: more than 65535 tokens in one call");
+  if (chunk_tiles < 1 || chunk_tiles > kMaxChunkTiles)
+    throw Error("dsa indexer: chunk of " + std::to_string(chunk_tiles) + " pages (have 1.." +
+                std::to_string(kMaxChunkTiles) + ")");
   const std::int64_t max_keys = t.step + t.isl;
-  const dim3 grid(Blocks(max_keys, kChunkTiles * kKeyTile), static_cast<unsigned>(t.tokens()));
+  const dim3 grid(Blocks(max_keys, chunk_tiles * kKeyTile), static_cast<unsigned>(t.tokens()));
   const auto* qb = static_cast<const __nv_bfloat16*>(q);
   const auto* wb = static_cast<const __nv_bfloat16*>(w);
   const auto* ip = static_cast<const unsigned char*>(index_pool);
   if (heads == 64)
     dsa_indexer_logits<64><<<grid, 128, 0, stream>>>(qb, wb, w_scale, ip, index_scale, page_table, t.pages_per_seq,
-                                                      t.isl, t.step, logits, ld);
+                                                      t.isl, t.step, logits, ld, chunk_tiles);
   else if (heads == 32)
     dsa_indexer_logits<32><<<grid, 64, 0, stream>>>(qb, wb, w_scale, ip, index_scale, page_table, t.pages_per_seq,
-                                                     t.isl, t.step, logits, ld);
+                                                     t.isl, t.step, logits, ld, chunk_tiles);
   else
     throw Error("dsa indexer: " + std::to_string(heads) + " index heads (have 32, 64)");
   SC_CUDA_CHECK(cudaGetLastError());
+}
+
+int DsaIndexerChunkTiles(const DsaTokens& t, int multiprocessors) {
+  const std::int64_t max_keys = t.step + t.isl, want = 4 * static_cast<std::int64_t>(std::max(multiprocessors, 1));
+  int chunk = kMaxChunkTiles;
+  while (chunk > 1 && t.tokens() * static_cast<std::int64_t>(Blocks(max_keys, chunk * kKeyTile)) < want) chunk /= 2;
+  return chunk;
 }
 
 void LaunchDsaTopk(const DsaTokens& t, const float* logits, std::int64_t ld, int k, const std::int32_t* page_table,

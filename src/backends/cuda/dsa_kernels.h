@@ -55,10 +55,15 @@ void LaunchDsaCacheWrite(const DsaTokens& t, const void* latent, std::int64_t la
 // logits[r * ld + s] = index_scale[s] * sum_h w[r][h] * relu(q[r][h] . k_s) (k_s the
 // e4m3 key, q [T][heads][128] bf16, w [T][heads] bf16, times w_scale); keys past the
 // position are not written. heads 32 or 64. bf16 tensor cores (the keys converted
-// exactly from e4m3).
+// exactly from e4m3). A CTA scores chunk_tiles pages (64 keys each) of one token.
 void LaunchDsaIndexerLogits(const DsaTokens& t, int heads, const void* q, const void* w, float w_scale,
                             const void* index_pool, const float* index_scale, const std::int32_t* page_table,
-                            float* logits, std::int64_t ld, cudaStream_t stream);
+                            float* logits, std::int64_t ld, int chunk_tiles, cudaStream_t stream);
+// The indexer's chunk (pages per CTA) for these tokens: 16 (1,024 keys) where the
+// grid has at least 4 CTAs per multiprocessor, else halved until it does or is one
+// page, so a few decode tokens still spread over the GPU (one token over 1,024 keys
+// was one CTA: 58 us on the H200).
+int DsaIndexerChunkTiles(const DsaTokens& t, int multiprocessors);
 
 // Top-k of each token's scores: token r with n = position + 1 keys keeps all of them
 // when n <= k, else the k largest of logits[r * ld .. + n) (ties at the threshold

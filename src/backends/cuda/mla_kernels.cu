@@ -413,6 +413,9 @@ __global__ void __launch_bounds__(128) mla_decode_combine(const float* ws_o, con
   const float inv = total > 0.f ? 1.f / total : 0.f;
   const int col = threadIdx.x * 4;
   float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+  // Unrolled so that eight splits' loads are in flight at once (one at a time, one
+  // token's combine over 32 splits took 18 us on the H200).
+#pragma unroll 8
   for (int s = 0; s < splits; ++s) {
     const float4 x = *reinterpret_cast<const float4*>(
         ws_o + ((static_cast<std::size_t>(b) * splits + s) * heads + h) * kMlaLatent + col);
