@@ -144,8 +144,20 @@ std::string TerminalReport(const SearchResult& r, const ReportContext& c) {
       out += std::string(i == 0 ? "    data         " : "                 ") + c.data_notes[i] + "\n";
     out += "\n";
   } else {
-    out += in.strict_sla ? "  no deployment meets the limits (--strict-sla; see the skip counts below)\n\n"
-                         : "  no deployment could be estimated (see the skip counts below)\n\n";
+    out += in.strict_sla ? "  no deployment meets the limits (--strict-sla; see the skip counts below)\n"
+                         : "  no deployment could be estimated (see the skip counts below)\n";
+    // Nothing fits: how far the closest configuration is from fitting.
+    const ModeResult::OutOfMemory* least = nullptr;
+    for (const ModeResult& m : r.modes)
+      if (m.points.empty() && m.closest_oom && (!least || m.closest_oom->needed_gib < least->needed_gib))
+        least = &*m.closest_oom;
+    bool any_point = false;
+    for (const ModeResult& m : r.modes) any_point = any_point || !m.points.empty();
+    if (least && !any_point)
+      out += "  closest to fitting: " + least->parallel + " needs " + Fmt("%.1f", least->needed_gib) +
+             " GiB per GPU (weights " + Fmt("%.1f", least->weights_gib) + ") of " + Fmt("%.1f", least->capacity_gib) +
+             ": more GPUs (--total-gpus) or a smaller quantization\n";
+    out += "\n";
   }
   out += AsciiPareto(r);
   for (const ModeResult& m : r.modes) {
@@ -286,6 +298,11 @@ nlohmann::ordered_json JsonReport(const SearchResult& r, const ReportContext& c)
                                        {"best", best},
                                        {"frontier", front},
                                        {"skipped", skipped}};
+    if (m.closest_oom)
+      modes[search::ModeName(m.mode)]["closest_out_of_memory"] = {{"parallel", m.closest_oom->parallel},
+                                                                {"needed_gib", m.closest_oom->needed_gib},
+                                                                {"weights_gib", m.closest_oom->weights_gib},
+                                                                {"capacity_gib", m.closest_oom->capacity_gib}};
   }
   j["modes"] = modes;
   j["search_seconds"] = r.seconds;

@@ -31,6 +31,12 @@ std::int64_t CeilDiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
+// Keeps in r.closest_oom the out-of-memory configuration closest to fitting.
+void NoteOutOfMemory(ModeResult& r, const serve::MemoryBreakdown& mem, const std::string& parallel) {
+  if (r.closest_oom && r.closest_oom->needed_gib <= mem.total / kGiB) return;
+  r.closest_oom = ModeResult::OutOfMemory{parallel, mem.total / kGiB, mem.weights / kGiB, mem.capacity / kGiB};
+}
+
 // The first line of an error message, as a skip reason. The shape in parentheses
 // after the op name ("context_ar_1 (all_reduce of 2.048e+07 elements over 4 GPUs):
 // ...") is dropped so that one cause seen at several shapes counts as one reason.
@@ -140,6 +146,7 @@ ModeResult SearchAgg(const model::ModelConfig& m, const serve::Database& db, con
         }
         if (e.memory.oom || e.memory.kv_oom) {
           ++r.skipped[e.memory.oom ? "out of memory" : "KV cache over the engine's budget"];
+          if (e.memory.oom) NoteOutOfMemory(r, e.memory, par.ToString());
           stop_batches = first;  // the smallest budget of this batch does not fit: larger batches will not either
           break;
         }
@@ -222,6 +229,7 @@ ModeResult SearchDisagg(const model::ModelConfig& m, const serve::Database& db, 
       const serve::StaticEstimate e = serve::RunStatic(m, par, ops, db, engine, w, so);
       if (e.memory.oom) {
         ++r.skipped["prefill worker out of memory"];
+        NoteOutOfMemory(r, e.memory, "prefill worker " + par.ToString());
       } else if (!(d.ttft_correction * e.ttft_ms < in.ttft_ms)) {
         ++r.skipped["prefill worker: TTFT over the limit"];
       } else {
@@ -247,6 +255,7 @@ ModeResult SearchDisagg(const model::ModelConfig& m, const serve::Database& db, 
       }
       if (e.memory.oom || e.memory.kv_oom) {
         ++r.skipped[e.memory.oom ? "decode worker out of memory" : "decode worker: KV cache over the engine's budget"];
+        if (e.memory.oom) NoteOutOfMemory(r, e.memory, "decode worker " + par.ToString());
         break;
       }
       decode.push_back({par, b, e.tpot_ms, e.seq_per_s, e.memory.total / kGiB, e.concurrency});

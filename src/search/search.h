@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -85,6 +86,16 @@ struct ModeResult {
   std::size_t parallel_configs = 0;   // enumerated (after model and engine rules)
   std::size_t evaluated = 0;          // engine estimates run
   std::map<std::string, std::size_t> skipped;  // reason -> count (missing data, OOM, rule)
+  // Of the configurations skipped as out of memory, the one that needs the least
+  // memory per GPU (what it needs, of what a GPU has): says how far the model is
+  // from fitting when nothing does. Absent when none ran out of memory.
+  struct OutOfMemory {
+    std::string parallel;     // "tp8 pp1 dp1 moe_tp1 moe_ep8" (prefill / decode worker: prefixed)
+    double needed_gib = 0;    // per GPU, at the smallest batch tried
+    double weights_gib = 0;   // of which weights
+    double capacity_gib = 0;  // one GPU's memory
+  };
+  std::optional<OutOfMemory> closest_oom;
 };
 
 struct SearchResult {

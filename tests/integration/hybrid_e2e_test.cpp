@@ -153,6 +153,32 @@ INSTANTIATE_TEST_SUITE_P(Issue25, Qwen35Silicon,
                          ::testing::Values("Qwen/Qwen3.5-397B-A17B", "Qwen/Qwen3.5-35B-A3B", "Qwen/Qwen3.5-27B"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return ModelTestName(i.param); });
 
+// GLM-5 in bfloat16 does not fit 8 H200s: no deployment (exit 1), and the report
+// says how far the closest configuration is from fitting, on the terminal and in
+// --json (the weights alone exceed a GPU).
+TEST(HybridDefault, OutOfMemoryEverywhereSaysWhatTheClosestNeeds) {
+  const std::vector<std::string> argv = {kHyBin,      "default",  "--model",       "zai-org/GLM-5",
+                                         "--system",  "h200_sxm", "--total-gpus",  "8"};
+  const ProcessResult r = RunProcess(argv, 300, kHySource);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.out.find("no deployment could be estimated"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  closest to fitting: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" GiB per GPU (weights "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("more GPUs (--total-gpus) or a smaller quantization"), std::string::npos) << r.out;
+  std::vector<std::string> json = argv;
+  json.emplace_back("--json");
+  const ProcessResult j = RunProcess(json, 300, kHySource);
+  EXPECT_EQ(j.exit_code, 1) << j.err;
+  const Json doc = Json::parse(j.out);
+  for (const char* mode : {"agg", "disagg"}) {
+    const Json& c = doc["modes"][mode]["closest_out_of_memory"];
+    ASSERT_TRUE(c.is_object()) << mode << ": " << doc["modes"][mode].dump();
+    EXPECT_GT(c["weights_gib"].get<double>(), c["capacity_gib"].get<double>()) << c.dump();
+    EXPECT_GE(c["needed_gib"].get<double>(), c["weights_gib"].get<double>()) << c.dump();
+    EXPECT_NE(c["parallel"].get<std::string>().find("tp8"), std::string::npos) << c.dump();
+  }
+}
+
 // In SILICON mode a model whose expert shape is not collected gets no deployment,
 // and the search says which table misses (not a crash, not a roofline in place of
 // a measured table): Nemotron-3-Nano's config with an expert width no table has.
