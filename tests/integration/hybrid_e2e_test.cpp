@@ -60,6 +60,16 @@ void DefaultChoosesADeployment(const std::vector<std::string>& model_and_args, J
   EXPECT_GT(j["chosen"]["tokens_per_s_gpu"].get<double>(), 0);
 }
 
+// No data note of `j` is a roofline or names any of `words` (ops and tables that
+// must read measured rows).
+void ExpectNoNoteNames(const Json& j, const std::vector<std::string>& words) {
+  for (const Json& n : j["chosen_data_notes"]) {
+    const std::string note = n.get<std::string>();
+    EXPECT_NE(note.rfind("roofline: ", 0), 0u) << note;
+    for (const std::string& w : words) EXPECT_EQ(note.find(w), std::string::npos) << w << " in " << note;
+  }
+}
+
 class HybridDefault : public ::testing::TestWithParam<Case> {};
 
 TEST_P(HybridDefault, AnswersAndLabelsEveryUnmeasuredOp) {
@@ -115,13 +125,7 @@ TEST_P(DsaMeasured, AnswersWithTheDsaModulesFromMeasuredRows) {
   ASSERT_NO_FATAL_FAILURE(DefaultChoosesADeployment(
       {c.model, "--total-gpus", c.gpus, "--database-mode", c.mode, "--tpot", c.tpot}, j));
   EXPECT_EQ(j["database_mode"], c.mode);
-  for (const Json& n : j["chosen_data_notes"]) {
-    const std::string note = n.get<std::string>();
-    EXPECT_NE(note.rfind("roofline: ", 0), 0u) << note;
-    EXPECT_EQ(note.find("dsa_attention"), std::string::npos) << note;
-    EXPECT_EQ(note.find("dsa_context_module_perf"), std::string::npos) << note;
-    EXPECT_EQ(note.find("dsa_generation_module_perf"), std::string::npos) << note;
-  }
+  ExpectNoNoteNames(j, {"dsa_attention", "dsa_context_module_perf", "dsa_generation_module_perf"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Issue25, DsaMeasured,
@@ -138,15 +142,7 @@ class Qwen35Silicon : public ::testing::TestWithParam<std::string> {};
 TEST_P(Qwen35Silicon, AnswersWithEveryGdnOpMeasured) {
   Json j;
   ASSERT_NO_FATAL_FAILURE(DefaultChoosesADeployment({GetParam(), "--total-gpus", "8"}, j));
-  for (const Json& n : j["chosen_data_notes"]) {
-    const std::string note = n.get<std::string>();
-    EXPECT_NE(note.rfind("roofline: ", 0), 0u) << note;
-    EXPECT_EQ(note.find("_gdn,"), std::string::npos) << note;
-    EXPECT_EQ(note.find("_gdn "), std::string::npos) << note;
-    EXPECT_EQ(note.find("gdn_perf"), std::string::npos) << note;
-    EXPECT_EQ(note.find("context_attention ("), std::string::npos) << note;
-    EXPECT_EQ(note.find("generation_attention ("), std::string::npos) << note;
-  }
+  ExpectNoNoteNames(j, {"_gdn,", "_gdn ", "gdn_perf", "context_attention (", "generation_attention ("});
 }
 
 INSTANTIATE_TEST_SUITE_P(Issue25, Qwen35Silicon,
@@ -229,15 +225,7 @@ TEST(NemotronSilicon, AnswersWithMamba2AndRelu2ExpertsMeasured) {
   Json j;
   ASSERT_NO_FATAL_FAILURE(
       DefaultChoosesADeployment({"nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "--total-gpus", "8"}, j));
-  for (const Json& n : j["chosen_data_notes"]) {
-    const std::string note = n.get<std::string>();
-    EXPECT_NE(note.rfind("roofline: ", 0), 0u) << note;
-    EXPECT_EQ(note.find("_mamba2"), std::string::npos) << note;
-    EXPECT_EQ(note.find("mamba2_perf"), std::string::npos) << note;
-    EXPECT_EQ(note.find("context_moe,"), std::string::npos) << note;
-    EXPECT_EQ(note.find("context_moe "), std::string::npos) << note;
-    EXPECT_EQ(note.find("generation_moe"), std::string::npos) << note;
-  }
+  ExpectNoNoteNames(j, {"_mamba2", "mamba2_perf", "context_moe,", "context_moe ", "generation_moe"});
 }
 
 }  // namespace
