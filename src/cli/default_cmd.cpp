@@ -59,18 +59,14 @@ CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& a) {
   c->add_option("--transfer-policy", a.transfer_policy, "hybrid / empirical: off, conservative, balanced, aggressive")
       ->capture_default_str();
   AddSlaFlags(c, a.sla);
-  c->add_option("--prefix", a.prefix, "cached prefix tokens of the input")->capture_default_str()->check(IntIn(0, kMaxTokens));
+  AddWorkloadFlags(c, a.workload);
   c->add_option("--top-n", a.top_n, "deployments listed per mode")->capture_default_str()->check(IntIn(1, 1000));
-  c->add_option("--moe-distribution", a.moe_distribution, "expert load: balanced, power_law_1.01, power_law_1.2")
-      ->check(ExpertLoad());
   c->add_flag("--json", a.json, "print one JSON document and nothing else");
   c->add_option("--save-dir", a.save_dir,
                 "write summary.json, report.html and per-mode CSV tables to a new folder under this one");
   c->add_option("--systems", a.systems_dir, "system spec folder (default: systems/ of the installation)");
   c->add_option("--models", a.models_dir, "bundled model folder (default: models/ of the installation)");
   c->add_option("--engines", a.engines_dir, "engine profile folder (default: engines/ of the installation)");
-  c->add_option("--calibration", a.calibration,
-                "engine-profile constants: servecast (default) or aic (AIConfigurator's, engines/aic/)");
   return c;
 }
 
@@ -160,10 +156,8 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
 
   search::SearchInputs in =
       SearchInputsFrom(a.sla, model::ParseEngine(engines.front()), by_rate ? a.max_gpus : a.total_gpus, model_config);
-  in.prefix = a.prefix;
+  ApplyWorkload(a.workload, in);
   in.top_n = a.top_n;
-  in.moe_distribution = a.moe_distribution;
-  if (in.prefix < 0 || in.prefix >= in.isl) throw UsageError("--prefix must lie in [0, isl)");
   if (split) ApplyDecodeSystem(in, by_rate ? a.max_gpus : a.total_gpus);
 
   const std::vector<std::string> data_roots = ResolveDataRoots(a.data_roots);  // once: one note
@@ -173,7 +167,7 @@ int RunDefault(const DefaultArgs& a, const std::function<std::string(const std::
     const serve::DatabaseOptions dbo =
         MakeDataOptions(data_roots, a.data, a.database_mode, a.transfer_policy, systems_dir, name);
     e.open = OpenEngineSearch(name, model_config, spec, decode_spec ? &*decode_spec : nullptr, dbo, in, engines_dir,
-                              a.calibration, auto_engine);
+                              a.workload.calibration, auto_engine);
     e.ctx.model = &e.open.deployment->model();
     e.ctx.system = split ? spec.name + "+" + decode_spec->name : spec.name;
     e.ctx.device = spec.gpu.device_name;

@@ -24,13 +24,11 @@ struct DefaultArgs {
   double target_request_rate = 0;
   int max_gpus = 64;  // with --target-request-rate: the largest count tried
   SlaArgs sla;
-  std::int64_t prefix = 0;
+  WorkloadArgs workload;  // --prefix, --moe-distribution, --calibration
   int top_n = 5;
-  std::string moe_distribution;
   bool json = false;
   std::string save_dir;
   std::string systems_dir, models_dir, engines_dir;
-  std::string calibration;  // engine-profile calibration: "" (servecast's) or "aic"
 };
 
 CLI::App* AddDefaultCommand(CLI::App& app, DefaultArgs& args);

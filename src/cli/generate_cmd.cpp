@@ -35,6 +35,7 @@ CLI::App* AddGenerateCommand(CLI::App& app, GenerateArgs& a) {
   c->add_option("--total-gpus", a.total_gpus, "GPUs to deploy on")->required()->check(IntIn(1, kMaxGpus));
   AddDecodeSystemFlag(c, a.plan.decode_system);
   AddSlaFlags(c, a.sla);
+  AddWorkloadFlags(c, a.workload);
   c->add_option("--save-dir", a.save_dir, "output folder (default: ./servecast-<model>-<system>-<N>gpu)");
   c->add_option("--image", a.image,
                 "container image of k8s_deploy.yaml (default: nvcr.io/nvidia/ai-dynamo/<engine>-runtime:" +
@@ -74,9 +75,11 @@ std::string PickEngineByFiles(const GenerateArgs& a, const PlanSetup& s, const s
     PlanArgs pa = a.plan;
     pa.engine = engines[i];
     search::SearchInputs in = SearchInputsFrom(a.sla, model::ParseEngine(engines[i]), a.total_gpus, s.model());
+    ApplyWorkload(a.workload, in);
     if (decode_spec) ApplyDecodeSystem(in, a.total_gpus);
     const EngineSearch e = OpenEngineSearch(engines[i], s.model_config, s.spec(), decode_spec,
-                                            DataOptions(pa, s.systems_dir), in, s.engines_dir, "", true);
+                                            DataOptions(pa, s.systems_dir), in, s.engines_dir, a.workload.calibration,
+                                            true);
     errors[i] = e.error;
     if (!e.error.empty()) continue;
     results[i] = e.Run(in);
@@ -127,8 +130,10 @@ int RunGenerate(const GenerateArgs& a_in, const std::function<std::string(const 
   }
   const model::Engine engine_kind = model::ParseEngine(a.plan.engine);
   search::SearchInputs in = SearchInputsFrom(a.sla, engine_kind, a.total_gpus, s.model());
+  ApplyWorkload(a.workload, in);
   if (split) ApplyDecodeSystem(in, a.total_gpus);
-  const serve::EngineProfile engine = serve::LoadEngineProfileByName(s.engines_dir, engine_kind);
+  const serve::EngineProfile engine =
+      serve::LoadEngineProfileByName(s.engines_dir, engine_kind, a.workload.calibration);
 
   std::optional<search::Point> agg, disagg;
   std::optional<search::SearchResult> searched;  // kept for report.html
@@ -138,7 +143,7 @@ int RunGenerate(const GenerateArgs& a_in, const std::function<std::string(const 
   std::optional<EngineSearch> opened;  // the data (both systems' with --decode-system), kept for report.html
   try {
     opened.emplace(OpenEngineSearch(a.plan.engine, s.model_config, s.spec(), dspec, DataOptions(a.plan, s.systems_dir),
-                                    in, s.engines_dir, "", false));
+                                    in, s.engines_dir, a.workload.calibration, false));
     db = opened->db;
     const search::SearchResult& r = searched.emplace(opened->Run(in));
     for (const search::ModeResult& mr : r.modes) {
@@ -215,8 +220,9 @@ int RunGenerate(const GenerateArgs& a_in, const std::function<std::string(const 
   if (!auto_table.is_null()) summary["backend_auto"] = auto_table;
   summary["origin"] = origin;
   summary["predicted"] = c.predicted;
-  summary["limits"] = {{"isl", in.isl}, {"osl", in.osl}, {"ttft_ms", in.ttft_ms}, {"tpot_ms", in.tpot_ms},
-                       {"request_latency_ms", in.request_latency_ms}};
+  summary["limits"] = {{"isl", in.isl},       {"osl", in.osl},
+                       {"prefix", in.prefix}, {"ttft_ms", in.ttft_ms},
+                       {"tpot_ms", in.tpot_ms}, {"request_latency_ms", in.request_latency_ms}};
   summary["agg"] = agg ? report::PointJson(*agg) : nlohmann::ordered_json(nullptr);
   if (agg && c.predicted) summary["agg"]["meets_limits"] = agg_meets;
   summary["disagg"] = disagg ? report::PointJson(*disagg) : nlohmann::ordered_json(nullptr);

@@ -15,6 +15,7 @@ namespace servecast::cli {
 struct GenerateArgs {
   PlanArgs plan;
   SlaArgs sla;
+  WorkloadArgs workload;  // --prefix, --moe-distribution, --calibration
   int total_gpus = 0;
   std::string save_dir;  // "" = ./servecast-<model>-<system>-<N>gpu
   std::string image;     // "" = the engine's Dynamo runtime image (report::DefaultImage)

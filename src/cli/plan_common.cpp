@@ -119,6 +119,20 @@ const serve::Database& OpenDataNoted(serve::Deployment& d, const serve::Database
   return db;
 }
 
+void AddWorkloadFlags(CLI::App* c, WorkloadArgs& a) {
+  c->add_option("--prefix", a.prefix, "cached prefix tokens of the input")->capture_default_str()->check(IntIn(0, kMaxTokens));
+  c->add_option("--moe-distribution", a.moe_distribution, "expert load: balanced, power_law_1.01, power_law_1.2")
+      ->check(ExpertLoad());
+  c->add_option("--calibration", a.calibration,
+                "engine-profile constants: servecast (default) or aic (AIConfigurator's, engines/aic/)");
+}
+
+void ApplyWorkload(const WorkloadArgs& a, search::SearchInputs& in) {
+  in.prefix = a.prefix;
+  in.moe_distribution = a.moe_distribution;
+  if (in.prefix < 0 || in.prefix >= in.isl) throw UsageError("--prefix must lie in [0, isl)");
+}
+
 CLI::Option* AddDecodeSystemFlag(CLI::App* c, std::string& decode_system) {
   return c->add_option("--decode-system", decode_system,
                        "decode workers on this system, prefill workers on --system: disaggregated serving only, each "

@@ -45,6 +45,17 @@ struct SlaArgs {
 };
 void AddSlaFlags(CLI::App* c, SlaArgs& a);
 
+// --prefix, --moe-distribution, --calibration: the workload and engine-profile
+// flags that default, recommend and generate share (one help text each).
+struct WorkloadArgs {
+  std::int64_t prefix = 0;       // cached prefix tokens of the input
+  std::string moe_distribution;  // expert load; "" = the model's default
+  std::string calibration;       // engine-profile constants: "" (servecast's) or "aic"
+};
+void AddWorkloadFlags(CLI::App* c, WorkloadArgs& a);
+// Sets in.prefix and in.moe_distribution; UsageError when --prefix is not below --isl.
+void ApplyWorkload(const WorkloadArgs& a, search::SearchInputs& in);
+
 // Loads --model (model::LoadModel) and, when it was resolved through an alias
 // or the Hugging Face cache, prints how on stderr ("note: ..."), so that a
 // resolution is never silent and --json output stays one document.

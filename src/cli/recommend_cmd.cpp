@@ -27,6 +27,7 @@ CLI::App* AddRecommendCommand(CLI::App& app, RecommendArgs& a) {
       ->capture_default_str();
   AddDecodeSystemFlag(c, a.plan.decode_system);
   AddSlaFlags(c, a.sla);
+  AddWorkloadFlags(c, a.workload);
   auto* rate = c->add_option("--target-request-rate", a.target_request_rate, "requests/s the cluster must serve")
                    ->check(NumberIn(0, 1e9, true));
   auto* conc = c->add_option("--target-concurrency", a.target_concurrency, "concurrent requests the cluster must hold")
@@ -176,6 +177,7 @@ int RunRecommend(const RecommendArgs& a, const std::function<std::string(const s
       split ? std::optional<systems::SystemSpec>(systems::LoadSystemByName(s.systems_dir, a.plan.decode_system))
             : std::nullopt;
   search::SearchInputs in = SearchInputsFrom(a.sla, model::ParseEngine(engines.front()), a.max_gpus, s.model());
+  ApplyWorkload(a.workload, in);
   if (split) ApplyDecodeSystem(in, a.max_gpus);
 
   std::vector<Walk> walks;
@@ -184,7 +186,7 @@ int RunRecommend(const RecommendArgs& a, const std::function<std::string(const s
     PlanArgs pa = a.plan;
     pa.engine = name;
     w.open = OpenEngineSearch(name, s.model_config, s.spec(), decode_spec ? &*decode_spec : nullptr,
-                              DataOptions(pa, s.systems_dir), in, s.engines_dir, "", auto_engine);
+                              DataOptions(pa, s.systems_dir), in, s.engines_dir, a.workload.calibration, auto_engine);
     walks.push_back(std::move(w));
   }
   // An engine can only be the answer at a count no larger than the fewest found

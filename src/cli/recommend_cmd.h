@@ -15,6 +15,7 @@ namespace servecast::cli {
 struct RecommendArgs {
   PlanArgs plan;
   SlaArgs sla;
+  WorkloadArgs workload;  // --prefix, --moe-distribution, --calibration
   double target_request_rate = 0;
   std::int64_t target_concurrency = 0;
   int max_gpus = 512;

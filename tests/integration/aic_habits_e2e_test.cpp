@@ -166,7 +166,9 @@ TEST(AicHabitsE2E, RecommendBackendAutoPicksTheFewestGpus) {
       } else {
         EXPECT_FALSE(e["found"].get<bool>()) << name;
       }
-      if (name == expect) EXPECT_EQ(e["deployment"], best["deployment"]);
+      if (name == expect) {
+        EXPECT_EQ(e["deployment"], best["deployment"]);
+      }
     }
     const ProcessResult t = rec("auto", false);
     ASSERT_EQ(t.exit_code, 0) << t.err;
@@ -417,6 +419,58 @@ TEST(AicHabitsE2E, RecommendOverEveryGpuCount) {
   ASSERT_EQ(e["steps"].size(), static_cast<std::size_t>(gpus));  // 1, 2, ..., gpus, each tried
   for (int i = 0; i < gpus; ++i) EXPECT_EQ(e["steps"][static_cast<std::size_t>(i)]["gpus"].get<int>(), i + 1);
   EXPECT_GE(e["request_rate"].get<double>(), 40000.0);
+}
+
+// recommend and generate take default's workload flags (--prefix, --moe-distribution,
+// --calibration; one definition in plan_common): a 3,000-token cached prefix lets
+// Qwen3-32B meet 5 requests/s on fewer H200s, a prefix as long as the input is
+// refused naming the flag, an unknown calibration is refused by both commands, and
+// generate's summary records the prefix its deployment was planned for.
+TEST(AicHabitsE2E, RecommendAndGenerateTakeTheWorkloadFlags) {
+  const std::vector<std::string> rec = {kHabBin,    "recommend", "--model",               "Qwen/Qwen3-32B",
+                                        "--system", "h200_sxm",  "--target-request-rate", "5",
+                                        "--json"};
+  const auto gpus = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = rec;
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    const ProcessResult r = RunProcess(argv, 300, kHabSrc);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? Json::parse(r.out)["gpus"].get<int>() : -1;
+  };
+  const int plain = gpus({}), cached = gpus({"--prefix", "3000"});
+  EXPECT_GT(plain, 0);
+  EXPECT_GT(cached, 0);
+  EXPECT_LT(cached, plain);
+  std::vector<std::string> too_long = rec;
+  too_long.insert(too_long.end(), {"--prefix", "4000"});
+  const ProcessResult tl = RunProcess(too_long, 120, kHabSrc);
+  EXPECT_EQ(tl.exit_code, 2) << tl.err;
+  EXPECT_NE(tl.err.find("--prefix must lie in [0, isl)"), std::string::npos) << tl.err;
+
+  const std::string dir = MakeTempDir("sc_gen_workload_");
+  const std::vector<std::string> gen = {kHabBin,    "generate", "--model",      "Qwen/Qwen3-32B",
+                                        "--system", "h200_sxm", "--total-gpus", "8"};
+  for (const std::vector<std::string>& base : {rec, gen}) {
+    std::vector<std::string> argv = base;
+    argv.insert(argv.end(), {"--calibration", "nosuch", "--save-dir", dir + "/nosuch"});
+    if (argv[1] == "recommend") argv.resize(argv.size() - 2);
+    const ProcessResult r = RunProcess(argv, 120, kHabSrc);
+    EXPECT_EQ(r.exit_code, 2) << argv[1] << ": " << r.err;
+    EXPECT_NE(r.err.find("--calibration 'nosuch': no such calibration"), std::string::npos) << r.err;
+  }
+  std::vector<std::string> with_prefix = gen, without = gen;
+  with_prefix.insert(with_prefix.end(), {"--prefix", "3000", "--save-dir", dir + "/prefix"});
+  without.insert(without.end(), {"--save-dir", dir + "/none"});
+  for (const auto* argv : {&with_prefix, &without}) {
+    const ProcessResult r = RunProcess(*argv, 300, kHabSrc);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  const Json p = Json::parse(ReadText(dir + "/prefix/summary.json")), n = Json::parse(ReadText(dir + "/none/summary.json"));
+  EXPECT_EQ(p["limits"]["prefix"], 3000);
+  EXPECT_EQ(n["limits"]["prefix"], 0);
+  ASSERT_TRUE(p["agg"].is_object() && n["agg"].is_object()) << p.dump() << n.dump();
+  EXPECT_GT(p["agg"]["tokens_per_s_gpu"].get<double>(), n["agg"]["tokens_per_s_gpu"].get<double>());
+  fs::remove_all(dir);
 }
 
 }  // namespace
