@@ -100,6 +100,22 @@ const collect::Params* RowOf(benchmark::State& state, const collect::CaseResult&
   return &r.rows[0];
 }
 
+// Runs `op` on `c` once per benchmark iteration: the row's latency as latency_ms,
+// then `rates(row, ms)` sets the benchmark's own counters. Ends the benchmark with
+// the failure when a run gives no row.
+template <typename Rates>
+void RunOpCase(benchmark::State& state, collect::Op& op, const collect::Case& c, const collect::RunContext& ctx,
+               Rates rates) {
+  for (auto _ : state) {
+    const collect::CaseResult r = op.Run(c, ctx);
+    const collect::Params* row = RowOf(state, r);
+    if (!row) return;
+    const double ms = Num(*row, "latency");
+    state.counters["latency_ms"] = ms;
+    rates(*row, ms);
+  }
+}
+
 void BM_GemmFp8RowParts(benchmark::State& state) {
   if (!Start(state)) return;
   using Timed = sc::gemm::GemmRunOptions::Timed;
@@ -168,16 +184,11 @@ void BM_MlaDecode(benchmark::State& state) {
                                   {"step", step}});
   std::unique_ptr<collect::Op> op = sc::MakeMlaGenerationOp();
   const collect::RunContext ctx = Context(0.5);
-  for (auto _ : state) {
-    const collect::CaseResult r = op->Run(c, ctx);
-    const collect::Params* row = RowOf(state, r);
-    if (!row) return;
-    const double ms = Num(*row, "latency");
-    const double tokens = static_cast<double>(batch) * static_cast<double>(step + 1);
-    state.counters["latency_ms"] = ms;
+  const double tokens = static_cast<double>(batch) * static_cast<double>(step + 1);
+  RunOpCase(state, *op, c, ctx, [&](const collect::Params&, double ms) {
     state.counters["TBps"] = tokens * 576 * (fp8 ? 1 : 2) / ms / 1e9;
     state.counters["TFLOPps"] = 2.0 * tokens * static_cast<double>(heads) * (576 + 512) / ms / 1e9;
-  }
+  });
 }
 BENCHMARK(BM_MlaDecode)
     ->ArgNames({"batch", "heads", "step", "kv"})
@@ -208,17 +219,12 @@ void BM_AttentionContext(benchmark::State& state) {
                                            fp8 ? "fp8" : "bfloat16"));
   std::unique_ptr<collect::Op> op = sc::MakeAttentionContextOp();
   const collect::RunContext ctx = Context(0.5);
-  for (auto _ : state) {
-    const collect::CaseResult r = op->Run(c, ctx);
-    const collect::Params* row = RowOf(state, r);
-    if (!row) return;
-    const double ms = Num(*row, "latency");
-    const double win = static_cast<double>(w > 0 ? std::min(w, s) : s);
-    const double pairs = w > 0 ? static_cast<double>(s) * win - win * (win - 1) / 2
-                               : static_cast<double>(s) * static_cast<double>(s + 1) / 2.0;
-    state.counters["latency_ms"] = ms;
+  const double win = static_cast<double>(w > 0 ? std::min(w, s) : s);
+  const double pairs = w > 0 ? static_cast<double>(s) * win - win * (win - 1) / 2
+                             : static_cast<double>(s) * static_cast<double>(s + 1) / 2.0;
+  RunOpCase(state, *op, c, ctx, [&](const collect::Params&, double ms) {
     state.counters["TFLOPps"] = 4.0 * static_cast<double>(b * h * d) * pairs / (ms * 1e-3) / 1e12;
-  }
+  });
 }
 BENCHMARK(BM_AttentionContext)
     ->ArgNames({"batch", "isl", "heads", "kv_heads", "head_dim", "window", "attn"})
@@ -243,14 +249,9 @@ void BM_AttentionDecode(benchmark::State& state) {
       MakeCase("attention_generation", AttentionParams(b, 1, 32, 8, 128, 0, step, "bfloat16", fp8 ? "fp8" : "bfloat16"));
   std::unique_ptr<collect::Op> op = sc::MakeAttentionGenerationOp(1.0, tuning);
   const collect::RunContext ctx = Context(0.5);
-  for (auto _ : state) {
-    const collect::CaseResult r = op->Run(c, ctx);
-    const collect::Params* row = RowOf(state, r);
-    if (!row) return;
-    const double ms = Num(*row, "latency");
-    state.counters["latency_ms"] = ms;
+  RunOpCase(state, *op, c, ctx, [&](const collect::Params&, double ms) {
     state.counters["TBps"] = 2.0 * static_cast<double>(b * (step + 1)) * 8 * 128 * (fp8 ? 1 : 2) / (ms * 1e-3) / 1e12;
-  }
+  });
 }
 BENCHMARK(BM_AttentionDecode)
     ->ArgNames({"batch", "step", "kv", "tc"})
@@ -276,15 +277,10 @@ void BM_Elementwise(benchmark::State& state) {
   const collect::TableSpec* table = collect::FindTableSpec("elementwise_perf");
   std::unique_ptr<collect::Op> op = sc::MakeElementwiseOp(name);
   const collect::RunContext ctx = Context(0.5);
-  for (auto _ : state) {
-    const collect::CaseResult r = op->Run(c, ctx);
-    const collect::Params* row = RowOf(state, r);
-    if (!row) return;
-    const double ms = Num(*row, "latency");
-    state.counters["latency_ms"] = ms;
-    state.counters["TBps"] = table->cost(*row).bytes / (ms * 1e-3) / 1e12;
-    state.counters["rsd"] = Num(*row, "rsd");
-  }
+  RunOpCase(state, *op, c, ctx, [&](const collect::Params& row, double ms) {
+    state.counters["TBps"] = table->cost(row).bytes / (ms * 1e-3) / 1e12;
+    state.counters["rsd"] = Num(row, "rsd");
+  });
 }
 BENCHMARK(BM_Elementwise)
     ->ArgNames({"op", "tokens", "hidden"})

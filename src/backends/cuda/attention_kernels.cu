@@ -31,6 +31,7 @@
 
 #include "backends/cuda/attention_kernels.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/mma_ptx.cuh"
 #include "core/error.h"
 
 namespace servecast::cuda {
@@ -476,13 +477,6 @@ static_assert(MmaCtasPerSm<128, kMmaWarps, MmaFp8Stages<128>(), true>() == 3 &&
               "the fp8 kernel's split rule: 3 CTAs per SM at head dim 128, 5 at 64 (shared memory; its registers, "
               "checked with -Xptxas -v, allow as many)");
 
-__device__ __forceinline__ void Mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 __device__ __forceinline__ void Mma16816F16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -539,9 +533,6 @@ struct MmaArgs {
   CUtensorMap k_map, v_map;
 };
 
-__device__ __forceinline__ unsigned SmemAddr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
 // The TMA ring's PTX needs sm_90 (mbarrier transaction counts, cp.async.bulk.tensor,
 // proxy fences). Built for an older target the helpers trap; PlanPagedDecode plans
 // the TMA ring only on a device of compute capability 9.0 or newer.

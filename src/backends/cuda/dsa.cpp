@@ -510,14 +510,17 @@ class DsaPhases : public collect::CasePhases {
       {
         const std::int64_t slot = static_cast<std::int64_t>(table_[static_cast<std::size_t>(b * s_.pages_per_seq() + pos / kPagedKvPageSize)]) *
                                       kPagedKvPageSize + pos % kPagedKvPageSize;
+        // A cache row stored as e4m3 codes x scale: each within half an e4m3 step of want.
+        const auto check_e4m3 = [&](const char* what, const std::vector<std::uint8_t>& raw,
+                                    const std::vector<double>& want, double scale, double slack) {
+          for (std::size_t i = 0; i < want.size(); ++i)
+            check.AddLazy([&] { return std::string(what) + "[t=" + std::to_string(r) + ",col=" + std::to_string(i) + "]"; },
+                          Fp8E4m3(raw[i]) * scale, want[i],
+                          0.5 * E4m3Ulp(want[i] / scale) * scale * (1 + slack) + 1e-12);
+        };
         if (s_.kv_fp8) {
-          const auto raw = Download<std::uint8_t>(pool_.get(), 576, static_cast<std::size_t>(slot * 576), st_);
-          for (int i = 0; i < 576; ++i) {
-            const double want = kv_dev[static_cast<std::size_t>(i)];
-            const double tol = 0.5 * E4m3Ulp(want / kLatentFp8Scale) * kLatentFp8Scale * (1 + 1e-6) + 1e-12;
-            check.AddLazy([&] { return "latent_cache[t=" + std::to_string(r) + ",col=" + std::to_string(i) + "]"; },
-                          Fp8E4m3(raw[static_cast<std::size_t>(i)]) * kLatentFp8Scale, want, tol);
-          }
+          check_e4m3("latent_cache", Download<std::uint8_t>(pool_.get(), 576, static_cast<std::size_t>(slot * 576), st_),
+                     kv_dev, kLatentFp8Scale, 1e-6);
         } else {
           const std::vector<double> got = dl(pool_, 576, slot * 576);
           for (int i = 0; i < 576; ++i)
@@ -529,13 +532,8 @@ class DsaPhases : public collect::CasePhases {
         const double scale = std::max(amax / kFp8E4m3Max, static_cast<double>(kFp8MinScale));
         const float got_scale = Download<float>(index_scale_.get(), 1, static_cast<std::size_t>(slot), st_)[0];
         check.AddLazy([&] { return "index_scale[t=" + std::to_string(r) + "]"; }, got_scale, scale, 1e-6 * scale);
-        const auto raw = Download<std::uint8_t>(index_pool_.get(), 128, static_cast<std::size_t>(slot * 128), st_);
-        for (int i = 0; i < 128; ++i) {
-          const double want = ik_dev[static_cast<std::size_t>(i)];
-          const double tol = 0.5 * E4m3Ulp(want / got_scale) * got_scale * (1 + 1e-5) + 1e-12;
-          check.AddLazy([&] { return "index_cache[t=" + std::to_string(r) + ",col=" + std::to_string(i) + "]"; },
-                        Fp8E4m3(raw[static_cast<std::size_t>(i)]) * got_scale, want, tol);
-        }
+        check_e4m3("index_cache", Download<std::uint8_t>(index_pool_.get(), 128, static_cast<std::size_t>(slot * 128), st_),
+                   ik_dev, got_scale, 1e-5);
       }
       // Indexer scores over sampled keys, from the device's index q, weights and cache.
       const std::vector<double> iq = dl(iq_, s_.ih * 128, r * s_.ih * 128);

@@ -10,8 +10,10 @@
 #include <limits>
 
 #include "backends/cuda/attention_kernels.h"
+#include "backends/cuda/bf16_pack.cuh"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/dsa_kernels.h"
+#include "backends/cuda/mma_ptx.cuh"
 #include "backends/cuda/quantize.h"
 #include "core/error.h"
 
@@ -22,22 +24,6 @@ constexpr int kPage = kPagedKvPageSize;
 
 __device__ __forceinline__ float Bf(const __nv_bfloat16 v) {
   return __bfloat162float(v);
-}
-__device__ __forceinline__ void Unpack(const uint4& u, float (&f)[8]) {
-  const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&u);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 v = __bfloat1622float2(p[i]);
-    f[2 * i] = v.x;
-    f[2 * i + 1] = v.y;
-  }
-}
-__device__ __forceinline__ uint4 Pack(const float (&f)[8]) {
-  uint4 u;
-  __nv_bfloat162* p = reinterpret_cast<__nv_bfloat162*>(&u);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) p[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-  return u;
 }
 __device__ __forceinline__ std::int64_t SlotOf(const std::int32_t* table, std::int64_t pages_per_seq, std::int64_t b,
                                                std::int64_t pos) {
@@ -67,7 +53,7 @@ __global__ void __launch_bounds__(256) dsa_norm(const __nv_bfloat16* x, std::int
   for (int i = 0; i < kNormMaxChunks; ++i) {
     const int c = lane + 32 * i;
     if (c < chunks) {
-      Unpack(*reinterpret_cast<const uint4*>(p + c * 8), v[i]);
+      Unpack8(*reinterpret_cast<const uint4*>(p + c * 8), v[i]);
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         sum += v[i][j];
@@ -88,11 +74,11 @@ __global__ void __launch_bounds__(256) dsa_norm(const __nv_bfloat16* x, std::int
     const int c = lane + 32 * i;
     if (c < chunks) {
       float g[8], b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      Unpack(*reinterpret_cast<const uint4*>(w + c * 8), g);
-      if (bias) Unpack(*reinterpret_cast<const uint4*>(bias + c * 8), b);
+      Unpack8(*reinterpret_cast<const uint4*>(w + c * 8), g);
+      if (bias) Unpack8(*reinterpret_cast<const uint4*>(bias + c * 8), b);
 #pragma unroll
       for (int j = 0; j < 8; ++j) v[i][j] = (v[i][j] - mean) * inv * g[j] + b[j];
-      *reinterpret_cast<uint4*>(q + c * 8) = Pack(v[i]);
+      *reinterpret_cast<uint4*>(q + c * 8) = Pack8(v[i]);
     }
   }
 }
@@ -140,7 +126,7 @@ __global__ void __launch_bounds__(128) dsa_cache_write(const __nv_bfloat16* late
       *reinterpret_cast<uint4*>(pool + (slot * 576 + t * 8) * 2) = v;
     } else {
       float f[8];
-      Unpack(v, f);
+      Unpack8(v, f);
       unsigned lo = 0, hi = 0;
 #pragma unroll
       for (int i = 0; i < 4; ++i) lo |= static_cast<unsigned>(ToE4m3(f[i] * inv_kv_scale)) << (8 * i);
@@ -165,21 +151,6 @@ __global__ void __launch_bounds__(128) dsa_cache_write(const __nv_bfloat16* late
 
 // ---- indexer scores: bf16 mma.sync over 64-key tiles ---------------------------------
 
-__device__ __forceinline__ unsigned SmemAddr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void LdMatrixX4(unsigned (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(SmemAddr(p)));
-}
-__device__ __forceinline__ void Mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 __device__ __forceinline__ unsigned Fp8x2ToBf16x2(unsigned w) {
   const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), __NV_E4M3);
   const float2 f = __half22float2(__half2(h));

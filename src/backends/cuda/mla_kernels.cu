@@ -27,6 +27,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/mla_kernels.h"
+#include "backends/cuda/mma_ptx.cuh"
 #include "core/error.h"
 
 namespace servecast::cuda {
@@ -44,9 +45,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 static_assert(kPagedKvPageSize % kTile == 0, "a tile never crosses a page");
 static_assert(kMlaLatent == kWarps * 64, "each warp owns 64 output columns");
 
-__device__ __forceinline__ unsigned SmemAddr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
 // 16 bytes global -> shared through L2; zero-filled (nothing read) when !valid.
 __device__ __forceinline__ void CopyAsync16(void* smem, const void* gmem, bool valid) {
   const int n = valid ? 16 : 0;
@@ -58,26 +56,6 @@ __device__ __forceinline__ void CopyAsyncCommit() {
 template <int kPending>
 __device__ __forceinline__ void CopyAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
-__device__ __forceinline__ void LdMatrixX2(unsigned (&r)[2], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(SmemAddr(p)));
-}
-__device__ __forceinline__ void LdMatrixX4(unsigned (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(SmemAddr(p)));
-}
-__device__ __forceinline__ void LdMatrixX4Trans(unsigned (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(SmemAddr(p)));
-}
-__device__ __forceinline__ void Mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 __device__ __forceinline__ unsigned PackBf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
