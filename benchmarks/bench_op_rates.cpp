@@ -197,6 +197,10 @@ BENCHMARK(BM_MlaDecode)
     ->Args({64, 128, 16383, 0})
     ->Args({64, 128, 16383, 1})
     ->Args({512, 8, 4095, 0})
+    ->Args({256, 16, 65535, 0})
+    ->Args({64, 32, 65535, 0})
+    ->Args({64, 64, 65535, 0})
+    ->Args({32, 128, 65535, 0})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 

@@ -78,6 +78,8 @@ TEST(MlaGeneration, SmallShapesMatchReference) {
       {64, 1, 128, 63},        // large batch, one page: no split
       {4, 1, 1, 300},          // one head
       {2, 1, 24, 500},         // 24 heads: a 32-row tile with 8 empty rows
+      {1, 1, 16, 65535},       // 16 heads, 1,024 pages over many splits
+      {2, 1, 64, 20000},       // 64 heads, split, a partial last page
       {3, 1, 16, 1000, f},     // fp8 latent cache
       {2, 1, 64, 2047, f},     // fp8, 64-head tile
       {1, 1, 128, 31, f},      // fp8, half a page
@@ -89,6 +91,9 @@ TEST(MlaGeneration, SmallShapesMatchReference) {
     if (r.disposition == Disposition::kPassed) {
       ASSERT_EQ(r.rows.size(), 1u);
       EXPECT_NE(Source(r).find("servecast_mla_decode_"), std::string::npos) << Source(r);
+      // A bf16 cache runs the wgmma kernel where it can (an sm_90a build on Hopper).
+      EXPECT_EQ(Source(r).find(",wgmma,") != std::string::npos, m.kv_dtype == "bfloat16" && MlaDecodeWgmmaRuns())
+          << Source(r);
     }
   }
 }
@@ -124,7 +129,10 @@ TEST(MlaGeneration, PlanCoversTheHeadsAndTheCache) {
         const MlaDecodePlan p = PlanMlaDecode(s, 132, kv);
         EXPECT_GE(p.head_tile * p.head_blocks, heads);
         EXPECT_LT(p.head_tile * (p.head_blocks - 1), heads);
-        const std::int64_t tiles = (tokens + 31) / 32;
+        EXPECT_EQ(p.wgmma, kv == KvDtype::kBf16 && MlaDecodeWgmmaRuns()) << p.Describe();
+        EXPECT_EQ(p.tile_tokens, p.wgmma ? 64 : 32);
+        EXPECT_FALSE(PlanMlaDecode(s, 132, kv, /*gathered=*/true).wgmma);
+        const std::int64_t tiles = (tokens + p.tile_tokens - 1) / p.tile_tokens;
         EXPECT_GE(p.tiles_per_split * p.splits, tiles) << p.Describe();
         EXPECT_LT(p.tiles_per_split * (p.splits - 1), tiles) << p.Describe();  // no empty split
         EXPECT_LE(p.splits, 64);

@@ -56,4 +56,12 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   return *this;
 }
 
+bool CurrentDeviceIsSm90() {
+  int dev = 0, major = 0, minor = 0;
+  SC_CUDA_CHECK(cudaGetDevice(&dev));
+  SC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  SC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  return major == 9 && minor == 0;
+}
+
 }  // namespace servecast::cuda

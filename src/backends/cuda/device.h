@@ -24,6 +24,10 @@ void InitDevice(int device);
 // The worker's context; throws Error when InitDevice has not run.
 DeviceContext& Context();
 
+// Whether the current device is compute capability 9.0 (Hopper), where the sm_90a
+// kernels (wgmma) run.
+bool CurrentDeviceIsSm90();
+
 // Free and total device memory in bytes.
 void MemInfo(std::size_t& free_bytes, std::size_t& total_bytes);
 

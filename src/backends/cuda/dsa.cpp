@@ -314,7 +314,7 @@ class DsaPhases : public collect::CasePhases {
     }
     FillPoison(out_.get(), static_cast<std::size_t>(T * s_.H * 2), st_);  // Choose wrote it
     plan_ = PlanMlaDecode(MlaDecodeShape{T, n, s_.topk}, Multiprocessors(),
-                          s_.kv_fp8 ? KvDtype::kFp8E4m3 : KvDtype::kBf16);
+                          s_.kv_fp8 ? KvDtype::kFp8E4m3 : KvDtype::kBf16, /*gathered=*/true);
     workspace_ = alloc(static_cast<std::int64_t>(std::max<std::size_t>(plan_.workspace_bytes, 16)));
     index_chunk_ = DsaIndexerChunkTiles(tok_, Multiprocessors());
     source_ = std::string("servecast_dsa:") + (fb ? "fp8_block" : "bf16") + "-gemm,indexer=bf16-mma-fp8keys,chunk=" +

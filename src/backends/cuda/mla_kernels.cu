@@ -26,6 +26,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device.h"
 #include "backends/cuda/mla_kernels.h"
 #include "backends/cuda/mma_ptx.cuh"
 #include "core/error.h"
@@ -484,24 +485,36 @@ __global__ void __launch_bounds__(128) mla_prefill_cache_write(const __nv_bfloat
 }  // namespace
 
 std::string MlaDecodePlan::Describe() const {
-  return "heads=" + std::to_string(head_tile) + ",splits=" + std::to_string(splits) +
+  return std::string(wgmma ? "wgmma,tile=" + std::to_string(tile_tokens) + "," : "") +
+         "heads=" + std::to_string(head_tile) + ",splits=" + std::to_string(splits) +
          ",tiles_per_split=" + std::to_string(tiles_per_split);
 }
 
-MlaDecodePlan PlanMlaDecode(const MlaDecodeShape& s, int multiprocessors, KvDtype kv_dtype) {
+bool MlaDecodeWgmmaRuns() {
+  return MlaDecodeWgmmaBuilt() && CurrentDeviceIsSm90();
+}
+
+MlaDecodePlan PlanMlaDecode(const MlaDecodeShape& s, int multiprocessors, KvDtype kv_dtype, bool gathered) {
   if (s.batch <= 0 || s.num_heads <= 0 || s.tokens <= 0)
     throw Error("mla decode: batch, num_heads and tokens must be positive");
   const bool fp8 = kv_dtype == KvDtype::kFp8E4m3;
   MlaDecodePlan p;
+  p.wgmma = !fp8 && !gathered && MlaDecodeWgmmaRuns();
+  p.tile_tokens = p.wgmma ? kPagedKvPageSize : kTile;
   p.head_tile = s.num_heads <= 16 ? 16 : s.num_heads <= 32 ? 32 : 64;
   p.head_blocks = static_cast<int>((s.num_heads + p.head_tile - 1) / p.head_tile);
-  const void* kernel = PickKernel(p.head_tile, fp8);
-  const int smem = SmemBytes(p.head_tile, fp8);
-  AllowSmem(kernel, smem);
-  int ctas = 0;
-  SC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, kThreads, smem));
-  p.ctas_per_sm = std::max(1, ctas);
-  const std::int64_t tiles = (s.tokens + kTile - 1) / kTile;
+  if (p.wgmma) {
+    PrepareMlaDecodeWgmma(p.head_tile);
+    p.ctas_per_sm = 1;
+  } else {
+    const void* kernel = PickKernel(p.head_tile, fp8);
+    const int smem = SmemBytes(p.head_tile, fp8);
+    AllowSmem(kernel, smem);
+    int ctas = 0;
+    SC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, kThreads, smem));
+    p.ctas_per_sm = std::max(1, ctas);
+  }
+  const std::int64_t tiles = (s.tokens + p.tile_tokens - 1) / p.tile_tokens;
   const double slots = static_cast<double>(multiprocessors) * p.ctas_per_sm;
   const double base = static_cast<double>(p.head_blocks) * static_cast<double>(s.batch);
   // Wave model in tile times: waves x (tiles per split + 2 for the CTA's set-up and
@@ -533,9 +546,11 @@ void LaunchDecode(const MlaDecodeShape& s, const MlaDecodePlan& plan, KvDtype kv
   const bool fp8 = kv_dtype == KvDtype::kFp8E4m3;
   if (plan.splits > 1 && (!workspace || plan.splits > kMaxSplits))
     throw Error("mla decode: a split plan needs its workspace (and at most 64 splits)");
+  if (plan.wgmma && (fp8 || slots))
+    throw Error("mla decode: the wgmma plan is for a bf16 paged cache (plan fp8 and sparse launches without it)");
   constexpr std::int64_t kChunk = 65535;  // the grid's z extent
-  const void* kernel = PickKernel(plan.head_tile, fp8);
-  const int smem = SmemBytes(plan.head_tile, fp8);
+  const void* kernel = plan.wgmma ? nullptr : PickKernel(plan.head_tile, fp8);
+  const int smem = plan.wgmma ? 0 : SmemBytes(plan.head_tile, fp8);
   for (std::int64_t b0 = 0; b0 < s.batch; b0 += kChunk) {
     const std::int64_t nb = std::min(kChunk, s.batch - b0);
     const std::size_t q_off = static_cast<std::size_t>(b0 * s.num_heads);
@@ -557,10 +572,15 @@ void LaunchDecode(const MlaDecodeShape& s, const MlaDecodePlan& plan, KvDtype kv
     a.tiles_per_split = static_cast<int>(plan.tiles_per_split);
     a.score_scale_log2 = softmax_scale * kv_scale * kLog2e;
     a.out_scale = kv_scale;
-    const dim3 grid(static_cast<unsigned>(plan.head_blocks), static_cast<unsigned>(plan.splits),
-                    static_cast<unsigned>(nb));
-    void* args[] = {&a};
-    SC_CUDA_CHECK(cudaLaunchKernel(kernel, grid, dim3(kThreads), args, static_cast<std::size_t>(smem), stream));
+    if (plan.wgmma) {
+      LaunchMlaDecodeWgmmaPart(s, plan, a.q, a.pool, a.table, softmax_scale, a.out, a.ws_o, a.ws_lse, nb, stream);
+    } else {
+      const dim3 grid(static_cast<unsigned>(plan.head_blocks), static_cast<unsigned>(plan.splits),
+                      static_cast<unsigned>(nb));
+      void* args[] = {&a};
+      SC_CUDA_CHECK(
+          cudaLaunchKernel(kernel, grid, dim3(kThreads), args, static_cast<std::size_t>(smem), stream));
+    }
     if (plan.splits > 1) {
       mla_decode_combine<<<dim3(static_cast<unsigned>(s.num_heads), static_cast<unsigned>(nb)), 128, 0, stream>>>(
           a.ws_o, a.ws_lse, a.heads, plan.splits, a.out);
@@ -603,5 +623,18 @@ void LaunchMlaPrefillCacheWrite(const MlaPrefillShape& s, KvDtype kv_dtype, cons
       1.0f / kv_scale, static_cast<unsigned char*>(pool), static_cast<__nv_bfloat16*>(k));
   SC_CUDA_CHECK(cudaGetLastError());
 }
+
+#if !defined(SERVECAST_HAVE_SM90A)
+bool MlaDecodeWgmmaBuilt() {
+  return false;
+}
+int PrepareMlaDecodeWgmma(int) {
+  throw Error("mla decode wgmma: this build has no sm_90a kernels (CUDA architectures without 90)");
+}
+void LaunchMlaDecodeWgmmaPart(const MlaDecodeShape&, const MlaDecodePlan&, const void*, const void*,
+                              const std::int32_t*, float, void*, float*, float*, std::int64_t, cudaStream_t) {
+  throw Error("mla decode wgmma: this build has no sm_90a kernels (CUDA architectures without 90)");
+}
+#endif
 
 }  // namespace servecast::cuda

@@ -41,11 +41,14 @@ struct MlaDecodeShape {
   std::int64_t pages_per_seq() const { return (tokens + kPagedKvPageSize - 1) / kPagedKvPageSize; }
 };
 
-// How a launch is cut: query heads per CTA (16, 32 or 64: the mma row tiles), the
-// heads in blocks of that, and the KV length in `splits` CTAs of `tiles_per_split`
-// 32-token tiles; splits > 1 adds the combine kernel and a float workspace of
-// `workspace_bytes`.
+// How a launch is cut: query heads per CTA (16, 32 or 64), the heads in blocks of
+// that, and the KV length in `splits` CTAs of `tiles_per_split` tiles of
+// `tile_tokens`; splits > 1 adds the combine kernel and a float workspace of
+// `workspace_bytes`. `wgmma`: the Hopper kernel (sm90a/mla_decode_wgmma.cu, 64-token
+// tiles, bf16 cache), else the mma.sync one (32-token tiles).
 struct MlaDecodePlan {
+  bool wgmma = false;
+  int tile_tokens = 32;
   int head_tile = 16;
   int head_blocks = 1;
   int splits = 1;
@@ -54,16 +57,31 @@ struct MlaDecodePlan {
   std::size_t workspace_bytes = 0;
   // Workspace for `batch` queries (launches go in chunks of at most 65535 queries).
   std::size_t WorkspaceFor(std::int64_t batch, std::int64_t num_heads) const;
-  // "heads=64,splits=4,tiles_per_split=16" (the row's kernel_source names it)
+  // "heads=64,splits=4,tiles_per_split=16", the wgmma kernel's prefixed
+  // "wgmma,tile=64," (the row's kernel_source names it)
   std::string Describe() const;
 };
 
 // The head tile covers the local heads where it can (16 up to 16 heads, 32 up to 32,
 // else 64); the split count minimizes a wave model (waves of resident CTAs times the
 // tiles per split, plus the combine kernel's pass when split), at most 64 splits.
-// Resident CTAs per SM (two for 16 heads, one for 32 and 64) come from the CUDA
-// occupancy calculator on the current device.
-MlaDecodePlan PlanMlaDecode(const MlaDecodeShape& s, int multiprocessors, KvDtype kv_dtype);
+// Resident CTAs per SM (mma.sync: two for 16 heads, one for 32 and 64; wgmma: one)
+// come from the CUDA occupancy calculator on the current device. A bf16 cache takes
+// the wgmma kernel where it runs (MlaDecodeWgmmaRuns) unless `gathered` (the sparse
+// launch, which only the mma.sync kernel has).
+MlaDecodePlan PlanMlaDecode(const MlaDecodeShape& s, int multiprocessors, KvDtype kv_dtype, bool gathered = false);
+
+// The wgmma decode is compiled in builds whose CUDA architectures include 90
+// (MlaDecodeWgmmaBuilt) and runs on a compute capability 9.0 device.
+bool MlaDecodeWgmmaBuilt();
+bool MlaDecodeWgmmaRuns();
+// Its dynamic shared memory for a head tile, allowed on the current device (the plan
+// calls it); and one launch over `batch` queries (LaunchMlaDecode cuts the batch and
+// adds the combine).
+int PrepareMlaDecodeWgmma(int head_tile);
+void LaunchMlaDecodeWgmmaPart(const MlaDecodeShape& s, const MlaDecodePlan& plan, const void* q, const void* pool,
+                              const std::int32_t* page_table, float softmax_scale, void* out, float* ws_o,
+                              float* ws_lse, std::int64_t batch, cudaStream_t stream);
 
 // Enqueues the decode (and the combine when plan.splits > 1) on `stream`; checks the
 // launches (CudaError). `workspace` holds plan.workspace_bytes (null when 0).

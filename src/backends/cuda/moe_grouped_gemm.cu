@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device.h"
 #include "backends/cuda/moe_gemm_device.cuh"
 #include "core/error.h"
 
@@ -561,12 +562,7 @@ void LaunchMoeGroupedGemm(const MoeGroupedGemmArgs& g, int bt, cudaStream_t stre
 }
 
 bool MoeGroupedWgmmaRuns() {
-  if (!MoeGroupedWgmmaBuilt()) return false;
-  int dev = 0, major = 0, minor = 0;
-  SC_CUDA_CHECK(cudaGetDevice(&dev));
-  SC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  SC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  return major == 9 && minor == 0;
+  return MoeGroupedWgmmaBuilt() && CurrentDeviceIsSm90();
 }
 
 bool MoeGroupedWgmmaValidBt(int bt) {

@@ -19,6 +19,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/moe_gemm_device.cuh"
 #include "backends/cuda/moe_grouped_gemm.h"
+#include "backends/cuda/sm90a/wgmma.cuh"
 #include "core/error.h"
 
 namespace servecast::cuda {
@@ -34,6 +35,15 @@ using moe_gemm::kTileK;
 using moe_gemm::LoadStage;
 using moe_gemm::SmemAddr;
 using moe_gemm::StoreTile;
+using wgmma::Desc;
+using wgmma::FenceProxyAsync;
+using wgmma::FenceRegs;
+using wgmma::Wgmma;
+using wgmma::WgmmaRegA;
+using wgmma::WgCommit;
+using wgmma::WgFence;
+using wgmma::WgType;
+using wgmma::WgWait0;
 
 constexpr int kThreads = 256;  // two warpgroups: weight rows [0, 64) and [64, 128)
 constexpr int kAlign = 1024;   // a 128-byte-swizzle atom (8 rows x 128 B)
@@ -47,50 +57,6 @@ struct WgCfg {
   static constexpr int kSmem = kBody + kAlign;  // room to align the base to 1024 bytes
 };
 
-enum class WgType { kBf16, kFp8 };
-
-// Shared-memory matrix descriptor: K-major, SWIZZLE_128B, 8-row groups 1024 bytes
-// apart (stride byte offset), leading byte offset unused for this layout.
-__device__ __forceinline__ std::uint64_t Desc(unsigned smem_addr) {
-  std::uint64_t d = 0;
-  d |= static_cast<std::uint64_t>((smem_addr & 0x3FFFF) >> 4);
-  d |= static_cast<std::uint64_t>(1) << 16;            // leading byte offset (ignored)
-  d |= static_cast<std::uint64_t>(1024 >> 4) << 32;    // stride byte offset
-  d |= static_cast<std::uint64_t>(1) << 62;            // SWIZZLE_128B
-  return d;
-}
-
-__device__ __forceinline__ void WgFence() {
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void WgCommit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void WgWait0() {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
-__device__ __forceinline__ void FenceProxyAsync() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-// Keeps the compiler from moving accumulator accesses across the asynchronous MMA.
-template <int R>
-__device__ __forceinline__ void FenceRegs(float* d) {
-#pragma unroll
-  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-// d[0 .. N/2) += A(64 x k-step) · B(N x k-step)^T, scale_d = 0 overwrites instead.
-template <int N, WgType T>
-__device__ __forceinline__ void Wgmma(float* d, std::uint64_t da, std::uint64_t db, int scale_d);
-
-// d[0 .. N/2) += A(64 x 16, registers) · B(N x 16)^T.
-template <int N>
-__device__ __forceinline__ void WgmmaRegA(float* d, const unsigned* a, std::uint64_t db);
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#include "backends/cuda/sm90a/wgmma_ops.inc"
-#include "backends/cuda/sm90a/wgmma_rega_ops.inc"
-#endif
 
 template <int BT, MoeGemmType T>
 __global__ void __launch_bounds__(kThreads)
