@@ -48,8 +48,7 @@ constexpr int kThreads = 256;
 constexpr int kTile = 64;                        // tokens per tile: one page
 constexpr int kPanels = kMlaCacheDim / 64;       // 9 column panels of 64 bf16 (128 B)
 constexpr int kPanelBytes = kTile * 128;         // 8192
-constexpr int kStageBytes = kPanels * kPanelBytes;
-constexpr int kStages = 2;
+constexpr int kLatentBytes = (kPanels - 1) * kPanelBytes;  // a tile's 8 latent panels
 constexpr int kAlign = 1024;
 constexpr int kOutLd = kMlaLatent + 4;           // floats per staged output row
 constexpr float kInf = __builtin_huge_valf();
@@ -57,18 +56,26 @@ constexpr float kInf = __builtin_huge_valf();
 static_assert(kTile == kPagedKvPageSize, "a tile is one page");
 static_assert(kMlaLatent == 2 * 4 * 64, "two warpgroups x four 64-column blocks of the latent");
 
+// The ring: kLatent slots of a tile's 8 latent panels, then kRope slots of its rotary
+// panel. 16 heads (the query takes 18 KiB): three latent slots and one rotary slot,
+// so that two tiles' latents are in flight while one computes (the rotary panel of the
+// next tile is loaded once both warpgroups' scores are done); 32 and 64 heads: two of
+// each (one tile in flight).
 template <int HB>
 struct WgSmem {
+  static constexpr int kLatent = HB == 16 ? 3 : 2;
+  static constexpr int kRope = HB == 16 ? 1 : 2;
   static constexpr int kQ = 0;                                  // kPanels x HB rows x 128 B
   static constexpr int kRing = kQ + kPanels * HB * 128;         // multiple of 1024 for HB >= 8
-  static constexpr int kP = kRing + kStages * kStageBytes;      // HB rows x 128 B
+  static constexpr int kRopeRing = kRing + kLatent * kLatentBytes;
+  static constexpr int kP = kRopeRing + kRope * kPanelBytes;    // HB rows x 128 B
   static constexpr int kRed = kP + HB * 128;                    // [4 warps][HB] floats
   static constexpr int kAlpha = kRed + 4 * HB * 4;              // [HB]
   static constexpr int kM = kAlpha + HB * 4;
   static constexpr int kL = kM + HB * 4;
   static constexpr int kBytes = kL + HB * 4;
   static constexpr int kSmem = kBytes + kAlign;                 // room to align the base
-  static_assert(HB * kOutLd * 4 <= kStages * kStageBytes, "the output stages in the ring");
+  static_assert(HB * kOutLd * 4 <= kP - kRing, "the output stages in the ring");
   static_assert(kSmem <= 227 * 1024, "fits one CTA per SM");
 };
 
@@ -89,8 +96,9 @@ __device__ __forceinline__ void CopyAsync16(unsigned smem, const void* gmem, boo
 __device__ __forceinline__ void CopyAsyncCommit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }
-__device__ __forceinline__ void CopyAsyncWaitAll() {
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+template <int kPending>
+__device__ __forceinline__ void CopyAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 // The 128 threads of warpgroup wg (ids 1 and 2; 0 is __syncthreads).
 __device__ __forceinline__ void WarpgroupSync(int wg) {
@@ -110,7 +118,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma(const __grid_con
   constexpr int OB = HB / 8;   // n8 blocks of the value product
   extern __shared__ char smem_raw[];
   char* smem = smem_raw + ((0u - SmemAddr(smem_raw)) & static_cast<unsigned>(kAlign - 1));
-  const unsigned q_s = SmemAddr(smem + L::kQ), ring_s = SmemAddr(smem + L::kRing), p_s = SmemAddr(smem + L::kP);
+  const unsigned q_s = SmemAddr(smem + L::kQ), ring_s = SmemAddr(smem + L::kRing),
+                 rope_s = SmemAddr(smem + L::kRopeRing), p_s = SmemAddr(smem + L::kP);
   char* pbuf = smem + L::kP;
   float* red = reinterpret_cast<float*>(smem + L::kRed);
   float* alpha_s = reinterpret_cast<float*>(smem + L::kAlpha);
@@ -132,20 +141,34 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma(const __grid_con
     const bf16* src = a.q + (static_cast<std::size_t>(b) * a.heads + (valid ? h : 0)) * kMlaCacheDim + k * 8;
     CopyAsync16(q_s + (k >> 3) * (HB * 128) + Swz(r, k & 7), src, valid);
   }
-  auto load_tile = [&](int tile, int stage) {
+  // Panels [p0, p1) of tile `tile` (latent panels 0..7 to latent slot `ls`, the rotary
+  // panel 8 to rotary slot `rs`).
+  auto load = [&](int tile, int p0, int p1, int ls, int rs) {
+    if (tile >= t_end) return;
     const int tok0 = tile * kTile;
     const unsigned char* src =
         a.pool + static_cast<std::size_t>(table[tile]) * kPagedKvPageSize * kMlaCacheDim * 2;
-    const unsigned dst = ring_s + stage * kStageBytes;
-    for (int i = tid; i < kTile * (kPanels * 8); i += kThreads) {
-      const int r = i / (kPanels * 8), k = i % (kPanels * 8);
+    const int n = (p1 - p0) * 8;  // 16-byte chunks per row
+    for (int i = tid; i < kTile * n; i += kThreads) {
+      const int r = i / n, k = p0 * 8 + i % n, p = k >> 3;
       const bool valid = tok0 + r < a.tokens;
-      CopyAsync16(dst + (k >> 3) * kPanelBytes + Swz(r, k & 7),
-                  valid ? src + static_cast<std::size_t>(r) * kMlaCacheDim * 2 + k * 16 : src, valid);
+      const unsigned dst = p < kPanels - 1 ? ring_s + ls * kLatentBytes + p * kPanelBytes
+                                           : rope_s + rs * kPanelBytes;
+      CopyAsync16(dst + Swz(r, k & 7), valid ? src + static_cast<std::size_t>(r) * kMlaCacheDim * 2 + k * 16 : src,
+                  valid);
     }
   };
-  if (t_begin < t_end) load_tile(t_begin, 0);
+  constexpr bool kSplitRope = L::kRope < L::kLatent;
+  // Groups in flight, oldest first. Split: (latent t, rope t) then latent t + 1 before
+  // tile t; each tile then commits rope t + 1 and latent t + 2 (two groups), so at the
+  // top of tile t all but the newest group (latent t + 1) are complete. Not split: one
+  // group per tile, tile t + 1 committed at the top of tile t.
+  load(t_begin, 0, kPanels, 0, 0);
   CopyAsyncCommit();
+  if constexpr (kSplitRope) {
+    load(t_begin + 1, 0, kPanels - 1, 1, 0);
+    CopyAsyncCommit();
+  }
 
   float oacc[4][HB / 2];  // [64-column block of this warpgroup][HB/2 accumulators]
 #pragma unroll
@@ -157,13 +180,19 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma(const __grid_con
   for (int nb = 0; nb < SB; ++nb) m_run[nb][0] = m_run[nb][1] = -kInf, l_run[nb][0] = l_run[nb][1] = 0.f;
 
   for (int t = t_begin; t < t_end; ++t) {
-    const int stage = (t - t_begin) & 1;
-    CopyAsyncWaitAll();
+    const int i = t - t_begin, ls = i % L::kLatent, rs = i % L::kRope;
+    if constexpr (kSplitRope)
+      CopyAsyncWait<1>();
+    else
+      CopyAsyncWait<0>();
     FenceProxyAsync();  // this thread's copies, visible to wgmma
-    __syncthreads();    // every thread's copies landed; the other stage is free
-    if (t + 1 < t_end) load_tile(t + 1, stage ^ 1);
-    CopyAsyncCommit();
-    const unsigned tile_s = ring_s + stage * kStageBytes;
+    __syncthreads();    // every thread's copies landed; the previous tile's slots are free
+    if constexpr (!kSplitRope) {
+      load(t + 1, 0, kPanels, (i + 1) % L::kLatent, (i + 1) % L::kRope);
+      CopyAsyncCommit();
+    }
+    const unsigned tile_s = ring_s + ls * kLatentBytes;
+    const unsigned trope_s = rope_s + rs * kPanelBytes;
 
     // Scores of this warpgroup's heads.
     float sacc[NH / 2];
@@ -173,7 +202,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma(const __grid_con
     for (int p = 0; p < kPanels; ++p)
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        wgmma::Wgmma<NH, wgmma::WgType::kBf16>(sacc, Desc(tile_s + p * kPanelBytes + j * 32),
+        wgmma::Wgmma<NH, wgmma::WgType::kBf16>(sacc,
+                                               Desc((p < kPanels - 1 ? tile_s + p * kPanelBytes : trope_s) + j * 32),
                                                Desc(q_s + p * (HB * 128) + wg * (NH * 128) + j * 32),
                                                (p | j) != 0 ? 1 : 0);
     WgCommit();
@@ -214,7 +244,13 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma(const __grid_con
         *reinterpret_cast<bf16*>(pbuf + Swz(hl, rb >> 3) + (rb & 7) * 2) = __float2bfloat16(p1);
       }
     FenceProxyAsync();  // P, visible to wgmma
-    __syncthreads();    // P and the rescale factors of both warpgroups' heads
+    __syncthreads();    // P and the rescale factors of both warpgroups' heads; both scores done
+    if constexpr (kSplitRope) {
+      load(t + 1, kPanels - 1, kPanels, 0, (i + 1) % L::kRope);  // the rotary slot is free
+      CopyAsyncCommit();
+      load(t + 2, 0, kPanels - 1, (i + 2) % L::kLatent, 0);     // tile t - 1's latent slot
+      CopyAsyncCommit();
+    }
 
     // Values: Oᵀ = alpha · Oᵀ + Cᵀ · Pᵀ over this warpgroup's 256 latent columns.
 #pragma unroll
@@ -242,7 +278,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma(const __grid_con
 #pragma unroll
     for (int mi = 0; mi < 4; ++mi) FenceRegs<HB / 2>(oacc[mi]);
   }
-  CopyAsyncWaitAll();
+  CopyAsyncWait<0>();
 
   // Each head's sum: the threads' shares over the warp, then the warpgroup.
 #pragma unroll
