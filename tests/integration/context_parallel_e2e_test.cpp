@@ -3,6 +3,9 @@
 // rank, a KV all-gather) and is faster than cp 1; `default --backend sglang`
 // enumerates cp prefill workers; --cp on trtllm, with agg, and bad values refused.
 
+#include <fstream>
+#include <set>
+
 #include "e2e_common.h"
 
 namespace servecast::testing {
@@ -79,6 +82,30 @@ TEST(ContextParallelE2E, DefaultSglangEnumeratesCpPrefillWorkers) {
   ASSERT_EQ(t.exit_code, 0) << Describe(t);
   EXPECT_EQ(t.out.find("\"cp\""), std::string::npos);
   EXPECT_EQ(t.out.find("cp4"), std::string::npos);
+}
+
+// generate: the disaggregated pick's prefill worker (cp 4) launches with SGLang's
+// CP flags, each one of SGLang 0.5.16's flags (tests/goldens/engine_flags), and
+// counts its four GPUs in --tp-size; the decode worker has none of them.
+TEST(ContextParallelE2E, GenerateWritesSglangCpFlags) {
+  const std::string dir = MakeTempDir("servecast_cp_generate") + "/out";
+  const ProcessResult r = RunProcess({kBin, "generate", "--model", "Qwen/Qwen3-30B-A3B", "--system", "h200_sxm",
+                                      "--backend", "sglang", "--total-gpus", "8", "--isl", "16000", "--osl", "200",
+                                      "--ttft", "400", "--save-dir", dir, "--json"},
+                                     300, kSource);
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  const std::string prefill = ReadText(dir + "/disagg/prefill_launch.sh");
+  const std::string decode = ReadText(dir + "/disagg/decode_launch.sh");
+  for (const char* flag : {"--tp-size 4 ", "--attn-cp-size 4 ", "--enable-prefill-cp ", "--cp-strategy zigzag ",
+                           "--ep-size 4 "})
+    EXPECT_NE(prefill.find(flag), std::string::npos) << flag << " missing in\n" << prefill;
+  EXPECT_EQ(decode.find("cp"), std::string::npos) << decode;
+  std::set<std::string> flags;
+  std::ifstream in(kSource + "/tests/goldens/engine_flags/sglang-0.5.16.txt");
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] != '#') flags.insert(line);
+  for (const char* flag : {"--attn-cp-size", "--enable-prefill-cp", "--cp-strategy", "--tp-size", "--ep-size"})
+    EXPECT_TRUE(flags.count(flag)) << flag << " is not a flag of SGLang 0.5.16";
 }
 
 TEST(ContextParallelE2E, RefusalsAndBadValues) {
