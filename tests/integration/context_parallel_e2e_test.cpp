@@ -4,6 +4,7 @@
 // enumerates cp prefill workers; --cp on trtllm, with agg, and bad values refused.
 
 #include <fstream>
+#include <regex>
 #include <set>
 
 #include "e2e_common.h"
@@ -47,6 +48,15 @@ TEST(ContextParallelE2E, EstimateCp2SplitsThePrefill) {
   EXPECT_NE(how.find("zigzag cp2"), std::string::npos) << how;
   EXPECT_NE(how.find("[2048 tokens after 0]"), std::string::npos) << how;
   EXPECT_NE(how.find("[2048 tokens after 6144]"), std::string::npos) << how;
+  // The op's latency is the sum of its parts, per layer, x 48 layers: chunk 1 (no
+  // prefix) + chunk 2 x its prefix share ((8192^2 - 6144^2) / 8192^2 = 0.4375) + the extras.
+  std::smatch part;
+  ASSERT_TRUE(std::regex_search(how, part,
+                                std::regex(R"(table ([0-9.e+-]+) ms \(\w+\) \[2048 tokens after 0\] \+ ([0-9.e+-]+) ms )"
+                                           R"(\(\w+\) x prefix share 0\.4375 \[2048 tokens after 6144\] \+ .* ([0-9.e+-]+) ms$)")))
+      << how;
+  const double per_layer = std::stod(part[1]) + std::stod(part[2]) * 0.4375 + std::stod(part[3]);
+  EXPECT_NEAR(Op(ctx, "context_attention")["latency_ms"].get<double>(), 48 * per_layer, 48 * per_layer * 1e-5);
   // Token-major ops read ceil(8192 / 2) tokens; the KV all-gather moves every token's
   // K and V (4 KV heads x 128 x 2 = 1024 elements), the dispatch every hidden state.
   EXPECT_NE(Op(ctx, "context_add_norm_1")["detail"].get<std::string>().find("tokens=4096"), std::string::npos);
