@@ -142,7 +142,8 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
       ->check(IntIn(1, kMaxGpus));
   for (auto [flag, field] : {std::pair{"--prefill-tp", &a.prefill_tp}, {"--prefill-pp", &a.prefill_pp},
                              {"--prefill-dp", &a.prefill_dp}, {"--prefill-moe-tp", &a.prefill_moe_tp},
-                             {"--prefill-moe-ep", &a.prefill_moe_ep}, {"--decode-tp", &a.decode_tp},
+                             {"--prefill-moe-ep", &a.prefill_moe_ep}, {"--prefill-cp", &a.prefill_cp},
+                             {"--decode-tp", &a.decode_tp},
                              {"--decode-pp", &a.decode_pp}, {"--decode-dp", &a.decode_dp},
                              {"--decode-moe-tp", &a.decode_moe_tp}, {"--decode-moe-ep", &a.decode_moe_ep}})
     c->add_option(flag, *field,
@@ -159,7 +160,12 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
   c->add_option("--pp", a.pp, "pipeline parallel")->capture_default_str()->check(IntIn(1, kMaxGpus));
   c->add_option("--dp", a.dp, "attention data parallel (MoE models)")->capture_default_str()->check(IntIn(1, kMaxGpus));
   c->add_option("--moe-tp", a.moe_tp, "tensor parallel inside the experts (default 1)")->check(IntIn(1, kMaxGpus));
-  c->add_option("--moe-ep", a.moe_ep, "expert parallel (default tp x dp / moe_tp)")->check(IntIn(1, kMaxGpus));
+  c->add_option("--moe-ep", a.moe_ep, "expert parallel (default tp x dp x cp / moe_tp)")->check(IntIn(1, kMaxGpus));
+  c->add_option("--cp", a.cp,
+                "context parallel: the prefill split over cp GPUs (sglang only; tp 1, dp 1; static, and the disagg "
+                "prefill workers; decode is never split)")
+      ->capture_default_str()
+      ->check(IntIn(1, kMaxGpus));
   c->add_option("--nextn", a.nextn, "MTP draft tokens per decode step")->capture_default_str()->check(IntIn(0, 16));
   c->add_option("--mtp-accepted", a.mtp_accepted, "mean accepted draft tokens per step (with --nextn)")
       ->capture_default_str()
@@ -204,20 +210,24 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
 
 namespace {
 
-model::ParallelConfig MakeParallel(int tp, int pp, int dp, int moe_tp, int moe_ep) {
+model::ParallelConfig MakeParallel(int tp, int pp, int dp, int moe_tp, int moe_ep, int cp = 1) {
   model::ParallelConfig par;
   par.tp = tp;
   par.pp = pp;
   par.dp = dp;
+  par.cp = cp;
   par.moe_tp = moe_tp > 0 ? moe_tp : 1;
-  par.moe_ep = moe_ep > 0 ? moe_ep : std::max(1, tp * dp / par.moe_tp);
+  par.moe_ep = moe_ep > 0 ? moe_ep : std::max(1, tp * dp * cp / par.moe_tp);
   return par;
 }
 
 int Pick(int side, int shared) { return side > 0 ? side : shared; }
 
 Json ParallelJson(const model::ParallelConfig& p) {
-  return {{"tp", p.tp}, {"pp", p.pp}, {"dp", p.dp}, {"moe_tp", p.moe_tp}, {"moe_ep", p.moe_ep}, {"gpus", p.GpusPerWorker()}};
+  Json j = {{"tp", p.tp}, {"pp", p.pp}, {"dp", p.dp}, {"moe_tp", p.moe_tp}, {"moe_ep", p.moe_ep}};
+  if (p.cp > 1) j["cp"] = p.cp;  // context parallel (present when > 1)
+  j["gpus"] = p.GpusPerWorker();
+  return j;
 }
 
 Json MemoryJson(const serve::MemoryBreakdown& mem) {
@@ -296,10 +306,17 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
   if (a.simulate && a.prefix > 0) throw UsageError("--simulate does not model prefix-cache hits (--prefix) yet");
   if (!a.simulate && (a.sim_requests > 0 || a.sim_warmup >= 0 || a.sim_rate > 0))
     throw UsageError("--sim-requests, --sim-warmup and --sim-rate need --simulate");
-  const model::ParallelConfig par = MakeParallel(a.tp, a.pp, a.dp, a.moe_tp, a.moe_ep);
+  if (a.mode == "agg" && a.cp > 1)
+    throw UsageError("--cp " + std::to_string(a.cp) +
+                     " with --mode agg: context parallelism is modelled for prefill-only work (static, the disagg "
+                     "prefill workers); SGLang splits no mixed prefill+decode batch over CP ranks and runs every "
+                     "decode row on each of them (docs/estimator.md, \"Context parallelism\")");
+  if (!disagg && a.prefill_cp > 0) throw UsageError("--prefill-cp applies to --mode disagg (use --cp)");
+  const model::ParallelConfig par = MakeParallel(a.tp, a.pp, a.dp, a.moe_tp, a.moe_ep, disagg ? 1 : a.cp);
   const model::ParallelConfig prefill_par =
       disagg ? MakeParallel(Pick(a.prefill_tp, a.tp), Pick(a.prefill_pp, a.pp), Pick(a.prefill_dp, a.dp),
-                            Pick(a.prefill_moe_tp, a.moe_tp), Pick(a.prefill_moe_ep, a.moe_ep))
+                            Pick(a.prefill_moe_tp, a.moe_tp), Pick(a.prefill_moe_ep, a.moe_ep),
+                            Pick(a.prefill_cp, a.cp))
              : par;
   const model::ParallelConfig decode_par =
       disagg ? MakeParallel(Pick(a.decode_tp, a.tp), Pick(a.decode_pp, a.pp), Pick(a.decode_dp, a.dp),

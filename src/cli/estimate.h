@@ -16,13 +16,14 @@ struct EstimateArgs {
   std::vector<std::string> data_roots;
   std::string database_mode = "silicon", transfer_policy = "aggressive";
   std::int64_t isl = 1024, osl = 128, prefix = 0, batch = 1;
-  int tp = 1, pp = 1, dp = 1, moe_tp = 0, moe_ep = 0;  // 0: derived (moe_tp 1, moe_ep = tp x dp)
+  int tp = 1, pp = 1, dp = 1, moe_tp = 0, moe_ep = 0;  // 0: derived (moe_tp 1, moe_ep = tp x dp x cp)
+  int cp = 1;  // context parallel (sglang; static, and the disagg prefill workers' default)
   int nextn = 0, stride = 32;
   std::int64_t ctx_tokens = 0;  // agg: prefill token budget per step (0: isl)
   // disagg: each side's batch, workers and parallelism (0: the shared --batch / --tp ... values)
   std::int64_t prefill_batch = 1, decode_batch = 0;
   int prefill_workers = 1, decode_workers = 1;
-  int prefill_tp = 0, prefill_pp = 0, prefill_dp = 0, prefill_moe_tp = 0, prefill_moe_ep = 0;
+  int prefill_tp = 0, prefill_pp = 0, prefill_dp = 0, prefill_moe_tp = 0, prefill_moe_ep = 0, prefill_cp = 0;
   int decode_tp = 0, decode_pp = 0, decode_dp = 0, decode_moe_tp = 0, decode_moe_ep = 0;
   double mtp_accepted = 0;
   std::optional<std::string> gemm_quant, moe_quant, kv_quant, fmha_quant, comm_quant;

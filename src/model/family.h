@@ -29,6 +29,11 @@ struct Architecture {
   // Shared experts the architecture always has, each of the routed experts'
   // width, that config.json names with no key (Llama-4: one); 0 for none.
   int implicit_shared_experts = 0;
+  // SGLang (0.5.16) runs this architecture's prefill context-parallel
+  // (--enable-prefill-cp): its model code splits the prefill over the CP ranks
+  // (qwen2_moe.py, qwen3_moe.py) or the architecture is one SGLang's CP v2 runs
+  // by default (layers/cp/utils.py CP_V2_DEFAULT_MODEL_CLASSES).
+  bool prefill_cp = false;
 };
 
 // What the deployment search may vary for this family.
@@ -39,6 +44,9 @@ struct SearchKnobs {
   // Multi-token prediction: with --nextn N > 0 the search evaluates every point
   // both with N draft tokens (at --mtp-accepted) and without, and keeps the better.
   bool mtp = false;
+  // The family's op list models context parallelism for prefill (cp > 1 on
+  // architectures with Architecture::prefill_cp, SGLang only).
+  bool context_parallel = false;
 };
 
 class ModelFamily {

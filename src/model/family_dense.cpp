@@ -23,7 +23,7 @@ class DenseFamily final : public ModelFamily {
     (void)e;
     ValidateDenseParallel(m, p);
   }
-  SearchKnobs Knobs() const override { return {8, false, false}; }
+  SearchKnobs Knobs() const override { return {8, false, false, false, true}; }
 
   std::vector<Op> BuildPhase(const ModelConfig& m, const ParallelConfig& p, const OpListOptions& o, bool context,
                              double phase_scale) const override {

@@ -40,7 +40,11 @@ void ReadRoutedExperts(const ConfigFields& f, ModelConfig& m) {
 
 void ValidateExpertParallel(const ModelConfig& m, const ParallelConfig& p, Engine e) {
   const auto Str = [](std::int64_t v) { return std::to_string(v); };
-  Require(p.tp * p.dp == p.moe_tp * p.moe_ep, "MoE needs tp x dp = moe_tp x moe_ep (got " + p.ToString() + ")");
+  if (p.cp == 1)
+    Require(p.tp * p.dp == p.moe_tp * p.moe_ep, "MoE needs tp x dp = moe_tp x moe_ep (got " + p.ToString() + ")");
+  else
+    Require(p.tp * p.dp * p.cp == p.moe_tp * p.moe_ep,
+            "MoE needs tp x dp x cp = moe_tp x moe_ep (got " + p.ToString() + ")");
   Require(m.num_experts >= p.moe_ep,
           "moe_ep " + Str(p.moe_ep) + " exceeds the " + Str(m.num_experts) + " experts of " + m.name);
   Require(m.num_experts % p.moe_ep == 0,
@@ -87,10 +91,12 @@ class MoeFamily final : public ModelFamily {
  public:
   const char* Name() const override { return "moe"; }
   std::vector<Architecture> Architectures() const override {
+    // SGLang's prefill CP (Architecture::prefill_cp): Qwen2-MoE and Qwen3-MoE
+    // split the prefill in their model code, gpt-oss runs CP v2 by default.
     return {{"MixtralForCausalLM", "mixtral", false},
-            {"Qwen2MoeForCausalLM", "qwen2_moe", false},
-            {"Qwen3MoeForCausalLM", "qwen3_moe", true},
-            {"GptOssForCausalLM", "gpt_oss", false},
+            {"Qwen2MoeForCausalLM", "qwen2_moe", false, 0, true},
+            {"Qwen3MoeForCausalLM", "qwen3_moe", true, 0, true},
+            {"GptOssForCausalLM", "gpt_oss", false, 0, true},
             {"OlmoeForCausalLM", "olmoe", true},
             // MiniMax-M2: q/k norm over all heads of the layer (qk_norm_type per_layer),
             // routed experts only (intermediate_size is the expert width).
@@ -108,7 +114,7 @@ class MoeFamily final : public ModelFamily {
       Require(m.intermediate_size % p.tp == 0, "tp " + std::to_string(p.tp) + " does not divide the dense FFN width " +
                                                    std::to_string(m.intermediate_size) + " of " + m.name);
   }
-  SearchKnobs Knobs() const override { return {16, true, true}; }
+  SearchKnobs Knobs() const override { return {16, true, true, false, true}; }
 
   std::vector<Op> BuildPhase(const ModelConfig& m, const ParallelConfig& p, const OpListOptions& o, bool context,
                              double phase_scale) const override {

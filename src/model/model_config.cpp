@@ -384,6 +384,7 @@ ModelConfig ParseHfConfig(const std::string& config_json, const std::string& hf_
   m.architecture = arch.architecture->name;
   m.family = arch.family;
   m.qk_norm = arch.architecture->qk_norm;
+  m.prefill_cp = arch.architecture->prefill_cp;
 
   m.num_layers = f.Required("num_hidden_layers");
   m.hidden_size = f.Required("hidden_size");

@@ -61,6 +61,8 @@ struct ModelConfig {
   std::int64_t intermediate_size = 0;  // I (dense FFN; intermediate_size_mlp where an MoE model has one)
   std::int64_t vocab_size = 0;         // V
   std::int64_t max_position_embeddings = 0;
+  // SGLang runs the architecture's prefill context-parallel (Architecture::prefill_cp).
+  bool prefill_cp = false;
   bool qk_norm = false;  // Qwen3 / Qwen3-MoE: RMSNorm on q and k per head (the architecture's, or use_qk_norm)
 
   // Attention window per layer (0 = full attention); size num_layers. Filled from

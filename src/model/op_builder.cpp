@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "tables/cost_model.h"
 
 namespace servecast::model {
 
@@ -102,6 +103,7 @@ Op& AddRoutedExperts(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig
   moe.moe_tp = p.moe_tp;
   moe.moe_ep = p.moe_ep;
   moe.token_multiplier = p.dp;
+  moe.tokens = TokenRule::kAllRanks;  // the experts see the tokens gathered from every CP rank
   moe.quant = m.quant.moe;
   moe.distribution = distribution;
   const double per_rank = std::floor(static_cast<double>(H) * static_cast<double>(m.moe_intermediate_size) *
@@ -145,6 +147,13 @@ void AddAttentionBlock(PhaseBuilder& b, const ModelConfig& m, const ParallelConf
     std::string name = "attention";
     if (groups.size() > 1) name += window > 0 ? "_window" + std::to_string(window) : "_full";
     AddAttentionOp(b, m, name, context, static_cast<double>(count) * phase_scale, heads, kv_heads).window = window;
+  }
+  if (context && p.cp > 1) {
+    // Every rank's K and V of the whole prefill (per token: kv_heads x d, twice,
+    // at the KV dtype), gathered as elements of the collective's dtype.
+    Op& gather = b.Nccl("cp_kv_all_gather", "all_gather", p.cp, 2 * d * kv_heads,
+                        tables::KvCacheBytes(m.quant.kv) / tables::CommBytes(m.quant.comm), m.quant.comm, b.layers());
+    gather.tokens = TokenRule::kAllRanks;
   }
   Op& proj = b.Gemm("proj_gemm", H, heads * d, m.quant.gemm, b.layers());
   proj.low_precision_input = true;
@@ -195,6 +204,11 @@ void AddMoeDispatch(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig&
           b.Nccl(name + "_rs", "reduce_scatter", gpus, H, p.dp, dt, L);
           b.Nccl(name + "_ag", "all_gather", attn_tp, H, 1, dt, L);
         }
+      } else if (p.cp > 1) {
+        if (b.context())
+          b.Nccl(name, pre ? "all_gather" : "reduce_scatter", gpus, H, 1, dt, L).tokens = TokenRule::kAllRanks;
+        else if (!pre)
+          b.AllReduce(name, gpus, H, dt, L);
       } else if (attn_tp > 1) {
         b.AllReduce(name, gpus, H, dt, L);
       } else if (p.dp > 1) {

@@ -38,6 +38,7 @@ class PhaseBuilder {
   Op& Nccl(const std::string& name, const std::string& collective, int gpus, std::int64_t width, double volume,
            const std::string& dtype, double scale);
   double layers() const { return layers_; }
+  bool context() const { return phase_ == "context"; }
   // The ops added so far (a family adjusts the scale or overlap of a block's ops).
   std::size_t size() const { return ops_.size(); }
   Op& at(std::size_t i) { return ops_.at(i); }
@@ -56,7 +57,9 @@ std::vector<std::pair<std::int64_t, std::int64_t>> WindowGroups(const ModelConfi
 void AddEmbedding(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, double phase_scale);
 // Embedding, first norm, QKV GEMM, attention (one op per window group),
 // output projection: the part dense and MoE layers share. `phase_scale`
-// converts a layer count into the phase's occurrences.
+// converts a layer count into the phase's occurrences. With context
+// parallelism (p.cp > 1) the context phase all-gathers every layer's K and V
+// over the CP ranks (SGLang keeps the whole KV on every rank).
 void AddAttentionBlock(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, bool context,
                        double phase_scale);
 // One attention op (context or generation) occurring `layers` times: this rank's
@@ -74,9 +77,12 @@ void AddLogits(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, b
 void AddTail(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, double phase_scale);
 // The communication around the experts, per engine (AIC §2.4 dispatch rules);
 // `pre` = before the experts (it also carries the attention output's reduction).
+// SGLang with context parallelism: the prefill's tokens all-gathered over the CP
+// ranks before the experts and reduce-scattered after; a decode step (not split,
+// every rank runs every row) only all-reduces the experts' partial sums after.
 void AddMoeDispatch(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, const OpListOptions& o, bool pre);
 // The routed experts of `layers` expert layers, one kMoe op: the model's expert
-// shape, this rank's slice (moe_tp, moe_ep; tokens x dp), the expert load
+// shape, this rank's slice (moe_tp, moe_ep; tokens x dp, every CP rank's), the expert load
 // `distribution`, and the rank's weights (gate, up and down: 3 x H x I_moe each).
 Op& AddRoutedExperts(PhaseBuilder& b, const ModelConfig& m, const ParallelConfig& p, const std::string& distribution,
                      double layers);

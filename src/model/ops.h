@@ -30,9 +30,13 @@ struct ParallelConfig {
   int dp = 1;      // attention data parallel
   int moe_tp = 1;  // tensor parallel inside the experts
   int moe_ep = 1;  // expert parallel
-  // GPUs of one worker (one model replica): tp x pp x dp.
-  int GpusPerWorker() const { return tp * pp * dp; }
-  std::string ToString() const;  // "tp4 pp1 dp1 moe_tp1 moe_ep4"
+  // Context parallel: a prefill's tokens split over cp GPUs (SGLang's prefill
+  // CP; decode steps are not split). 1 everywhere else.
+  int cp = 1;
+  // GPUs of one worker (one model replica): tp x pp x dp x cp.
+  int GpusPerWorker() const { return tp * pp * dp * cp; }
+  std::string ToString() const;  // "tp4 pp1 dp1 moe_tp1 moe_ep4" (+ " cp2" when cp > 1)
+  std::string Compact() const;   // "tp4pp1dp1etp1ep4" (+ "cp2" when cp > 1): reports and JSON
 };
 
 enum class OpKind {
@@ -56,6 +60,10 @@ const char* OpKindName(OpKind k);
 enum class TokenRule {
   kAllTokens,   // every token of the pass (batch x new tokens)
   kPerRequest,  // one per request (the context logits GEMM: only the last token)
+  // Every token of the pass even under context parallelism: ops that run on the
+  // tokens gathered from all CP ranks (routed experts, the dispatch collectives,
+  // the KV all-gather). Without CP the same as kAllTokens.
+  kAllRanks,
 };
 
 struct Op {
@@ -63,6 +71,11 @@ struct Op {
   OpKind kind = OpKind::kGemm;
   double scale = 1;  // occurrences per forward pass
   TokenRule tokens = TokenRule::kAllTokens;
+  // Context parallelism (BuildOpList sets it to cp on the context ops that are
+  // not kAllRanks): the op runs on the busiest rank's share, ceil(tokens /
+  // seq_split) tokens; context attention runs the zigzag split instead
+  // (serve/evaluate.cpp). 1: no split.
+  int seq_split = 1;
 
   // kGemm: n, k, quant; low_precision_input: the input is already quantized by the
   // previous op (attention output), so fp8_static subtracts scale_matrix too.

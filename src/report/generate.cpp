@@ -104,8 +104,14 @@ std::vector<std::string> EngineFlags(const LaunchContext& c, const model::Parall
       if (!role.empty()) f.push_back(std::string("--kv-transfer-config ") + kNixlVllm);
       break;
     case model::Engine::kSglang: {
-      // SGLang counts every GPU of the worker in --tp-size; attention DP splits it into --dp-size groups.
-      f.push_back("--tp-size " + I(par.tp * par.dp));
+      // SGLang counts every GPU of the worker in --tp-size; attention DP splits it into --dp-size groups,
+      // prefill context parallelism into --attn-cp-size ranks (SGLang 0.5.16: the zigzag split).
+      f.push_back("--tp-size " + I(par.tp * par.dp * par.cp));
+      if (par.cp > 1) {
+        f.push_back("--attn-cp-size " + I(par.cp));
+        f.push_back("--enable-prefill-cp");
+        f.push_back("--cp-strategy zigzag");
+      }
       if (par.dp > 1) {
         f.push_back("--dp-size " + I(par.dp));
         f.push_back("--enable-dp-attention");

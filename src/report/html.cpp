@@ -51,10 +51,7 @@ std::string Marker(Mode m, double x, double y, double r, const std::string& cls,
          "\" height=\"" + Px(2 * r) + "\"" + extra + "/>";
 }
 
-std::string ParallelOf(const model::ParallelConfig& c) {
-  return "tp" + std::to_string(c.tp) + "pp" + std::to_string(c.pp) + "dp" + std::to_string(c.dp) + "etp" +
-         std::to_string(c.moe_tp) + "ep" + std::to_string(c.moe_ep);
-}
+std::string ParallelOf(const model::ParallelConfig& c) { return c.Compact(); }
 
 std::string LimitsText(const search::SearchInputs& in) {
   return "TTFT &le; " + Fmt("%g", in.ttft_ms) + " ms, " +

@@ -47,10 +47,7 @@ std::string Table(const ModeResult& m, const search::SearchInputs& in) {
                                     std::to_string(p.concurrency * p.replicas),
                                     std::to_string(p.replicas),
                                     std::to_string(p.gpus_per_replica)};
-    const auto par = [](const model::ParallelConfig& c) {
-      return "tp" + std::to_string(c.tp) + "pp" + std::to_string(c.pp) + "dp" + std::to_string(c.dp) + "etp" +
-             std::to_string(c.moe_tp) + "ep" + std::to_string(c.moe_ep);
-    };
+    const auto par = [](const model::ParallelConfig& c) { return c.Compact(); };
     if (agg) {
       row.insert(row.end(), {par(p.par), std::to_string(p.batch), std::to_string(p.ctx_tokens)});
     } else {
@@ -231,7 +228,9 @@ nlohmann::ordered_json RecommendStepsJson(const search::RecommendResult& r) {
 
 nlohmann::ordered_json PointJson(const Point& p) {
   auto par = [](const model::ParallelConfig& c) {
-    return nlohmann::ordered_json{{"tp", c.tp}, {"pp", c.pp}, {"dp", c.dp}, {"moe_tp", c.moe_tp}, {"moe_ep", c.moe_ep}};
+    nlohmann::ordered_json j{{"tp", c.tp}, {"pp", c.pp}, {"dp", c.dp}, {"moe_tp", c.moe_tp}, {"moe_ep", c.moe_ep}};
+    if (c.cp > 1) j["cp"] = c.cp;  // context parallel (present when > 1)
+    return j;
   };
   nlohmann::ordered_json j = {{"mode", search::ModeName(p.mode)},
                               {"parallel", p.Parallel()},

@@ -22,11 +22,6 @@ const char* ModeName(Mode m) { return m == Mode::kAgg ? "agg" : "disagg"; }
 
 namespace {
 
-std::string ParStr(const ParallelConfig& p) {
-  return "tp" + std::to_string(p.tp) + "pp" + std::to_string(p.pp) + "dp" + std::to_string(p.dp) + "etp" +
-         std::to_string(p.moe_tp) + "ep" + std::to_string(p.moe_ep);
-}
-
 std::int64_t CeilDiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
@@ -83,7 +78,7 @@ void Pick(ModeResult& r, const SearchInputs& in) {
   std::map<std::string, std::size_t> best_of;
   for (std::size_t i : pool) {
     const Point& p = r.points[i];
-    const std::string group = r.mode == Mode::kAgg ? ParStr(p.par) : ParStr(p.decode_par);
+    const std::string group = r.mode == Mode::kAgg ? p.par.Compact() : p.decode_par.Compact();
     auto it = best_of.find(group);
     if (it == best_of.end() || p.tokens_per_s_gpu_cluster > r.points[it->second].tokens_per_s_gpu_cluster)
       best_of[group] = i;
@@ -217,9 +212,8 @@ ModeResult SearchDisagg(const model::ModelConfig& m, const serve::Database& db, 
   w.nextn = in.nextn;
   w.mtp_accepted = in.mtp_accepted;
   std::vector<Side> prefill, decode;
-  for (const ParallelConfig& par : configs) {
-    const model::OpList ops = model::BuildOpList(m, par, oo);
-    // Prefill worker: one request per pass.
+  // Prefill worker: one request per pass.
+  auto add_prefill = [&](const ParallelConfig& par, const model::OpList& ops) {
     try {
       serve::StaticOptions so;
       so.phases = serve::StaticOptions::Phases::kContextOnly;
@@ -238,6 +232,10 @@ ModeResult SearchDisagg(const model::ModelConfig& m, const serve::Database& db, 
     } catch (const perfdb::MissingDataError& ex) {
       ++r.skipped[Reason("missing data (prefill): ", ex)];
     }
+  };
+  for (const ParallelConfig& par : configs) {
+    const model::OpList ops = model::BuildOpList(m, par, oo);
+    add_prefill(par, ops);
     // Decode workers over the batch ladder; memory grows with the batch.
     const model::OpList dops = other ? model::BuildOpList(dm, par, doo) : model::OpList();
     for (std::int64_t b : DecodeBatches()) {
@@ -261,6 +259,11 @@ ModeResult SearchDisagg(const model::ModelConfig& m, const serve::Database& db, 
       decode.push_back({par, b, e.tpot_ms, e.seq_per_s, e.memory.total / kGiB, e.concurrency});
     }
   }
+
+  // Context-parallel prefill workers (SGLang), after the others (decode workers never split).
+  const auto cp_configs = EnumerateContextParallel(m, in.engine, in.total_gpus, &r.skipped);
+  r.parallel_configs += cp_configs.size();
+  for (const ParallelConfig& par : cp_configs) add_prefill(par, model::BuildOpList(m, par, oo));
 
   // Rate matching: for each decode candidate, the prefill worker kind and worker
   // counts that give the most tokens/s per GPU within the replica sizes.
@@ -318,8 +321,8 @@ ModeResult SearchDisagg(const model::ModelConfig& m, const serve::Database& db, 
 
 std::string Point::Parallel() const {
   const std::string mtp = nextn > 0 ? " mtp" + std::to_string(nextn) : "";
-  if (mode == Mode::kAgg) return ParStr(par) + mtp;
-  return "p:" + ParStr(par) + " d:" + ParStr(decode_par) + mtp;
+  if (mode == Mode::kAgg) return par.Compact() + mtp;
+  return "p:" + par.Compact() + " d:" + decode_par.Compact() + mtp;
 }
 
 std::vector<std::int64_t> AggBatches() {
@@ -390,6 +393,31 @@ std::vector<ParallelConfig> EnumerateParallel(const model::ModelConfig& m, model
   return out;
 }
 
+std::vector<ParallelConfig> EnumerateContextParallel(const model::ModelConfig& m, model::Engine e, int total_gpus,
+                                                     std::map<std::string, std::size_t>* rejected) {
+  std::vector<ParallelConfig> out;
+  model::RequireSupported(m);
+  if (e != model::Engine::kSglang || !m.prefill_cp || !model::FamilyOf(m).Knobs().context_parallel) return out;
+  const bool experts = model::FamilyOf(m).Knobs().expert_parallel;
+  for (int cp : {2, 4, 8}) {
+    if (cp > total_gpus) break;
+    for (int mtp = 1; mtp <= cp; mtp *= 2) {
+      ParallelConfig p;
+      p.cp = cp;
+      p.moe_tp = experts ? mtp : 1;
+      p.moe_ep = experts ? cp / mtp : 1;
+      try {
+        model::ValidateParallel(m, p, e);
+        out.push_back(p);
+      } catch (const UsageError& ex) {
+        if (rejected) ++(*rejected)[Reason("parallel config not allowed: ", ex)];
+      }
+      if (!experts) break;
+    }
+  }
+  return out;
+}
+
 std::vector<std::size_t> ParetoFrontier(const std::vector<Point>& points) {
   std::vector<std::size_t> idx(points.size());
   for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
@@ -415,7 +443,9 @@ std::vector<std::size_t> ParetoFrontier(const std::vector<Point>& points) {
 std::set<serve::TableNeed> SearchNeeds(const serve::Deployment& d, const SearchInputs& in) {
   model::OpListOptions oo = serve::OpOptionsFor(in.engine, d.spec());
   oo.nextn = in.nextn;
-  return d.Needs(EnumerateParallel(d.model(), in.engine, in.total_gpus), oo);
+  std::vector<ParallelConfig> configs = EnumerateParallel(d.model(), in.engine, in.total_gpus);
+  for (const ParallelConfig& p : EnumerateContextParallel(d.model(), in.engine, in.total_gpus)) configs.push_back(p);
+  return d.Needs(configs, oo);
 }
 
 SearchResult RunSearch(const model::ModelConfig& m, const serve::Database& db, const serve::EngineProfile& engine,

@@ -74,7 +74,7 @@ struct Point {
   bool meets_sla = false;
   int nextn = 0;                        // MTP draft tokens per decode step (0: none)
   double mtp_accepted = 0;              // with nextn: mean accepted draft tokens per step
-  std::string Parallel() const;         // "tp4pp1dp1etp1ep4" / "p:tp2... d:tp4..." (+ " mtp1" with MTP)
+  std::string Parallel() const;         // "tp4pp1dp1etp1ep4" / "p:tp1...cp2 d:tp4..." (+ " mtp1" with MTP)
 };
 
 struct ModeResult {
@@ -126,6 +126,15 @@ int PickMeeting(const std::vector<const SearchResult*>& results);
 // (AIC's SGLang MoE lists take every size 1..16; servecast keeps powers of two).
 std::vector<model::ParallelConfig> EnumerateParallel(const model::ModelConfig& m, model::Engine e, int total_gpus,
                                                      std::map<std::string, std::size_t>* rejected = nullptr);
+
+// The context-parallel configurations of a prefill worker (cp in {2, 4, 8} <=
+// total_gpus, tp 1, dp 1, pp 1; MoE: moe_tp x moe_ep = cp), each validated: empty
+// unless the engine is sglang and the model's architecture and family have
+// SGLang's prefill CP (model/family.h). Disagg prefill workers only: decode
+// steps are never split, and agg steps mix the two.
+std::vector<model::ParallelConfig> EnumerateContextParallel(const model::ModelConfig& m, model::Engine e,
+                                                            int total_gpus,
+                                                            std::map<std::string, std::size_t>* rejected = nullptr);
 
 // The agg batch list (44 values <= 512) and the disagg decode batch list (96 values).
 std::vector<std::int64_t> AggBatches();

@@ -72,6 +72,8 @@ AggEstimate RunAgg(const model::ModelConfig& m, const model::ParallelConfig& p, 
   if (b < 1) throw UsageError("--batch must be >= 1");
   if (in.osl < 2) throw UsageError("aggregated serving needs --osl >= 2");
   if (in.prefix < 0 || in.prefix >= in.isl) throw UsageError("--prefix must lie in [0, isl)");
+  // Its steps mix prefill and decode, which SGLang never splits over CP ranks.
+  if (p.cp > 1) throw UsageError("aggregated serving is not modelled with context parallelism (" + p.ToString() + ")");
   const double progress = 1.0 + in.mtp_accepted;
   const double D = 1.0 + static_cast<double>(in.osl - 1) / progress;     // decode iterations
   const double S = std::ceil(static_cast<double>(in.isl * b) / static_cast<double>(C));  // prefill steps
@@ -146,6 +148,8 @@ DisaggEstimate RunDisagg(const model::ModelConfig& m, const model::ParallelConfi
   const DisaggProfile& d = engine.disagg;
   if (in.prefill_workers < 1 || in.decode_workers < 1) throw UsageError("disagg needs at least one worker of each kind");
   if (in.osl < 2) throw UsageError("disaggregated serving needs --osl >= 2");
+  if (decode_par.cp > 1)
+    throw UsageError("decode workers run no context parallelism (" + decode_par.ToString() + "): only prefill is split");
   Workload wp;
   wp.batch = in.prefill_batch;
   wp.isl = in.isl;

@@ -6,12 +6,14 @@
 
 #include "core/error.h"
 #include "core/value.h"
+#include "model/op_builder.h"
 #include "perfdb/sol.h"
 #include "tables/cost_model.h"
 #include "tables/table_spec.h"
 
 namespace servecast::serve {
 
+using model::CeilDiv;
 using model::Op;
 using model::OpKind;
 using perfdb::DatabaseMode;
@@ -173,7 +175,7 @@ double ContextExtrasMs(const Op& op, const Database& db, const PassShape& s, std
   auto mem = [&](double bytes) { return MemoryOpMs(db, bytes); };
   double rope = 2 * mem(2 * q + 2 * k);
   how = "rope+kv_write";
-  if (const auto m = MeasuredElementwise(db, "rotary_embedding", static_cast<double>(s.batch * s.seq),
+  if (const auto m = MeasuredElementwise(db, "rotary_embedding", static_cast<double>(CeilDiv(s.batch * s.seq, op.seq_split)),
                                          static_cast<double>((op.heads + op.kv_heads) * op.head_dim))) {
     rope = m->estimate.latency_ms;
     how = m->source == "empirical" ? "rope (elementwise_perf rotary_embedding, util-empirical)+kv_write"
@@ -187,30 +189,68 @@ double ContextExtrasMs(const Op& op, const Database& db, const PassShape& s, std
   return 1.1 * extras;
 }
 
+// One context-attention table read for `seq` new tokens after `prefix` cached
+// ones: the full-sequence row x the new tokens' share of the causal pairs.
+struct AttentionChunk {
+  perfdb::OpEstimate table;
+  double share = 1;  // (full^2 - prefix^2) / full^2
+  double Ms() const { return table.latency_ms * share; }
+};
+AttentionChunk ContextAttentionChunk(const Op& op, const Database& db, std::int64_t batch, std::int64_t seq,
+                                     std::int64_t prefix) {
+  const std::int64_t full = seq + prefix;
+  const double f = static_cast<double>(full), p = static_cast<double>(prefix);
+  return {db.estimator().ContextAttention(
+              {batch, full, op.heads, op.kv_heads, op.head_dim, op.window, op.fmha_quant, op.kv_quant}),
+          (f * f - p * p) / (f * f)};
+}
+
+tables::OpCost ContextAttentionCost(const Op& op, std::int64_t batch, std::int64_t seq, std::int64_t prefix) {
+  return tables::ContextAttentionRoofline(static_cast<double>(batch), static_cast<double>(seq),
+                                          static_cast<double>(prefix), static_cast<double>(op.heads),
+                                          static_cast<double>(op.kv_heads), static_cast<double>(op.head_dim),
+                                          static_cast<double>(op.window), op.fmha_quant, op.kv_quant);
+}
+
+// With context parallelism (op.seq_split = cp > 1) SGLang's zigzag split cuts
+// each prompt into 2 cp chunks of c = ceil(seq / 2cp) tokens and gives rank r
+// chunks r and 2cp - 1 - r; the busiest rank, 0, holds the first chunk (after
+// the prefix) and the last (after prefix + seq - c tokens): two table reads.
 OpCost ContextAttention(const Op& op, const Database& db, const PassShape& s) {
-  const std::int64_t full = s.seq + s.prefix;
-  const double b = static_cast<double>(s.batch), f = static_cast<double>(full), p = static_cast<double>(s.prefix);
-  const tables::OpCost cost = tables::ContextAttentionRoofline(
-      b, static_cast<double>(s.seq), p, static_cast<double>(op.heads), static_cast<double>(op.kv_heads),
-      static_cast<double>(op.head_dim), static_cast<double>(op.window), op.fmha_quant, op.kv_quant);
-  const double sol = db.sol().Ms(cost);
-  perfdb::OpEstimate e = db.estimator().ContextAttention(
-      {s.batch, full, op.heads, op.kv_heads, op.head_dim, op.window, op.fmha_quant, op.kv_quant});
-  const double prefix_share = (f * f - p * p) / (f * f);
+  const bool zigzag = op.seq_split > 1;
+  const std::int64_t c = zigzag ? std::max<std::int64_t>(1, CeilDiv(s.seq, 2 * op.seq_split)) : s.seq;
+  std::vector<std::pair<std::int64_t, std::int64_t>> chunks{{c, s.prefix}};  // (new tokens, prefix)
+  if (zigzag) chunks.emplace_back(c, s.prefix + s.seq - c);
+  double table_ms = 0, energy = 0, sol = 0;
+  tables::OpCost cost;
+  std::string source, table_detail, parts;
+  for (const auto& [seq, prefix] : chunks) {
+    const AttentionChunk a = ContextAttentionChunk(op, db, s.batch, seq, prefix);
+    const tables::OpCost part = ContextAttentionCost(op, s.batch, seq, prefix);
+    table_ms += a.Ms();
+    energy += EnergyWms(a.table.power_w, a.Ms());
+    sol += db.sol().Ms(part);
+    cost.flops += part.flops;
+    cost.bytes += part.bytes;
+    cost.compute_dtype = part.compute_dtype;
+    if (source.empty()) source = a.table.source, table_detail = a.table.detail;
+    parts += (parts.empty() ? "" : " + ") + FormatG6(a.table.latency_ms) + " ms (" + a.table.source + ")";
+    if (prefix > 0) parts += " x prefix share " + FormatG6(a.share);
+    if (zigzag) parts += " [" + std::to_string(seq) + " tokens after " + std::to_string(prefix) + "]";
+  }
   std::string how;
   const double extras = SolMode(db) ? 0.0 : ContextExtrasMs(op, db, s, how);
-  OpCost c{e.latency_ms * prefix_share + extras, sol, cost.flops, e.source, e.detail};
-  SetMath(c, cost, db);
+  OpCost c_out{table_ms + extras, sol, cost.flops, source, table_detail};
+  SetMath(c_out, cost, db);
   // Energy: the table's power over the table's share only; the fused extras
   // (RoPE, KV write, q/k norms) are formula-costed and carry none (AIC's goldens).
-  c.energy_wms = EnergyWms(e.power_w, e.latency_ms * prefix_share);
+  c_out.energy_wms = energy;
   if (!SolMode(db)) {
-    c.detail = "table " + FormatG6(e.latency_ms) + " ms (" + e.source + ")";
-    if (s.prefix > 0) c.detail += " x prefix share " + FormatG6(prefix_share);
-    c.detail += " + " + how + " " + FormatG6(extras) + " ms";
-    c.source = e.source == "silicon" ? "mixed" : e.source;
+    c_out.detail = (zigzag ? "zigzag cp" + std::to_string(op.seq_split) + ": table " : "table ") + parts + " + " +
+                   how + " " + FormatG6(extras) + " ms";
+    c_out.source = source == "silicon" ? "mixed" : source;
   }
-  return c;
+  return c_out;
 }
 
 OpCost GenerationAttention(const Op& op, const Database& db, const PassShape& s) {
@@ -355,7 +395,8 @@ double MemoryOpMs(const Database& db, double bytes) {
 namespace {
 
 OpCost Dispatch(const Op& op, const Database& db, const PassShape& shape) {
-  const std::int64_t tokens = op.tokens == model::TokenRule::kPerRequest ? shape.batch : shape.Tokens();
+  std::int64_t tokens = op.tokens == model::TokenRule::kPerRequest ? shape.batch : shape.Tokens();
+  if (op.seq_split > 1) tokens = CeilDiv(tokens, op.seq_split);  // context parallelism: the busiest rank's share
   switch (op.kind) {
     case OpKind::kGemm: return Gemm(op, db, tokens);
     case OpKind::kContextAttention: return ContextAttention(op, db, shape);

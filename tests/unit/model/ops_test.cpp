@@ -324,5 +324,65 @@ TEST(Ops, ValidationErrors) {
   ExpectUsage(ds, {.tp = 2, .dp = 4, .moe_ep = 8}, Engine::kTrtllm, "trtllm: attention dp > 1 needs tp 1");
 }
 
+// Context parallelism (SGLang prefill CP) on Qwen3-30B-A3B at cp 2: every context
+// op but the experts, their dispatch and the KV all-gather runs on one rank's
+// ceil(x / 2) tokens; decode is not split.
+TEST_F(Qwen3Moe, SglangContextParallelSplitsThePrefill) {
+  const OpList l = Build(m, {.moe_ep = 2, .cp = 2}, Engine::kSglang);
+  for (const char* name : {"context_embedding", "context_add_norm_1", "context_qkv_gemm", "context_attention",
+                           "context_proj_gemm", "context_add_norm_2", "context_router_gemm"})
+    EXPECT_EQ(Find(l.context, name).seq_split, 2) << name;
+  const Op& gather = Find(l.context, "context_cp_kv_all_gather");
+  EXPECT_EQ(gather.collective, "all_gather");
+  EXPECT_EQ(gather.gpus, 2);
+  EXPECT_EQ(gather.elems_per_token, 2 * 4 * 128);  // K and V of 4 KV heads x 128
+  EXPECT_EQ(gather.volume_factor, 1.0);            // bf16 KV moved as half elements
+  EXPECT_EQ(gather.scale, 48);
+  EXPECT_EQ(gather.tokens, TokenRule::kAllRanks);
+  EXPECT_EQ(gather.seq_split, 1);
+  const Op& pre = Find(l.context, "context_moe_pre_dispatch");
+  EXPECT_EQ(pre.collective, "all_gather");
+  EXPECT_EQ(pre.gpus, 2);
+  EXPECT_EQ(pre.seq_split, 1);
+  EXPECT_EQ(Find(l.context, "context_moe_post_dispatch").collective, "reduce_scatter");
+  EXPECT_EQ(Find(l.context, "context_moe").seq_split, 1);
+  EXPECT_EQ(Find(l.context, "context_moe").tokens, TokenRule::kAllRanks);
+  // Decode: every rank runs every row; only the experts' partial sums are all-reduced.
+  for (const Op& op : l.generation) EXPECT_EQ(op.seq_split, 1) << op.name;
+  EXPECT_FALSE(Has(l.generation, "generation_moe_pre_dispatch"));
+  EXPECT_EQ(Find(l.generation, "generation_moe_post_dispatch").kind, OpKind::kCustomAllReduce);
+  EXPECT_FALSE(Has(l.generation, "generation_cp_kv_all_gather"));
+  // fp8 KV: half as many half-width elements per token.
+  ModelConfig fp8 = m;
+  fp8.quant.kv = "fp8";
+  EXPECT_EQ(Find(Build(fp8, {.moe_ep = 2, .cp = 2}, Engine::kSglang).context, "context_cp_kv_all_gather").volume_factor,
+            0.5);
+  // Without CP nothing is split and no all-gather is added.
+  const OpList plain = Build(m, {.dp = 2, .moe_ep = 2}, Engine::kSglang);
+  for (const Op& op : plain.context) EXPECT_EQ(op.seq_split, 1) << op.name;
+  EXPECT_FALSE(Has(plain.context, "context_cp_kv_all_gather"));
+  EXPECT_EQ((ParallelConfig{.moe_ep = 4, .cp = 4}).GpusPerWorker(), 4);
+  EXPECT_EQ((ParallelConfig{.moe_ep = 4, .cp = 4}).Compact(), "tp1pp1dp1etp1ep4cp4");
+  EXPECT_EQ((ParallelConfig{.tp = 2}).Compact(), "tp2pp1dp1etp1ep1");
+}
+
+TEST(Ops, ContextParallelRules) {
+  const ModelConfig moe = LoadModel("Qwen/Qwen3-30B-A3B", kModels);
+  EXPECT_NO_THROW(ValidateParallel(moe, {.moe_ep = 4, .cp = 4}, Engine::kSglang));
+  EXPECT_NO_THROW(ValidateParallel(moe, {.moe_tp = 2, .moe_ep = 1, .cp = 2}, Engine::kSglang));
+  ExpectUsage(moe, {.moe_ep = 2, .cp = 2}, Engine::kTrtllm, "modelled for sglang only");
+  ExpectUsage(moe, {.moe_ep = 2, .cp = 2}, Engine::kVllm, "modelled for sglang only");
+  ExpectUsage(moe, {.tp = 2, .moe_ep = 4, .cp = 2}, Engine::kSglang, "needs tp 1 and dp 1");
+  ExpectUsage(moe, {.moe_ep = 4, .cp = 2}, Engine::kSglang, "tp x dp x cp = moe_tp x moe_ep");
+  ExpectUsage(moe, {.cp = 0}, Engine::kSglang, "parallel sizes must be >= 1");
+  // Architectures SGLang runs no prefill CP for, and families whose op list does not model it.
+  ExpectUsage(LoadModel("meta-llama/Meta-Llama-3.1-8B", kModels), {.cp = 2}, Engine::kSglang,
+              "SGLang runs no context-parallel prefill for LlamaForCausalLM");
+  ExpectUsage(LoadModel("mistralai/Mixtral-8x7B-v0.1", kModels), {.moe_ep = 2, .cp = 2}, Engine::kSglang,
+              "SGLang runs no context-parallel prefill for MixtralForCausalLM");
+  ExpectUsage(LoadModel("deepseek-ai/DeepSeek-V3", kModels), {.moe_ep = 8, .cp = 8}, Engine::kSglang,
+              "op list of deepseek-ai/DeepSeek-V3 does not model it");
+}
+
 }  // namespace
 }  // namespace servecast::model
