@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/plan_common.h"
+#include "cli/value_checks.h"
 #include "core/error.h"
 #include "model/model_config.h"
 #include "search/coverage.h"
@@ -36,6 +37,7 @@ CLI::App* AddCheckCommand(CLI::App& app, CheckArgs& a) {
   c->add_flag("--json", o.json, "print one JSON document");
   c->add_option("--physics-tolerance", o.physics_tolerance, "fraction by which a row may beat its speed-of-light bound")
       ->capture_default_str()
+      ->check(NumberIn(0, 1))
       ->excludes(coverage);
   c->add_option("--systems", o.systems_dir, "system spec folder (default: systems/ of the installation)");
   return c;

@@ -17,6 +17,7 @@
 #include "cli/recommend_cmd.h"
 #include "cli/support_cmd.h"
 #include "cli/validate_cmd.h"
+#include "cli/value_checks.h"
 #ifdef SERVECAST_HAVE_CUDA
 #include "backends/cuda/register.h"
 #endif
@@ -116,6 +117,13 @@ int Main(int argc, char** argv, const std::function<void(collect::Registry&)>& e
   worker_cmd->add_option("--world", wo.world);
   worker_cmd->add_option("--group-id", wo.group_id);
 
+  RefuseEmptyPaths(app);
+  if (const auto unchecked = UncheckedNumericOptions(app); !unchecked.empty()) {
+    std::string list;
+    for (const auto& o : unchecked) list += (list.empty() ? "" : ", ") + o;
+    std::fprintf(stderr, "servecast: internal error: numeric options without a range check: %s\n", list.c_str());
+    return 1;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

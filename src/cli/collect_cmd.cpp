@@ -1,7 +1,10 @@
 #include "cli/collect_cmd.h"
 
+#include <limits>
+
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <stdexcept>
 
 #include "cli/value_checks.h"
@@ -19,9 +22,11 @@ CLI::App* AddCollectCommand(CLI::App& app, CollectArgs& a) {
   c->add_option("--system", co.system, "system name (systems/<name>.yaml); default: from the detected device");
   c->add_flag("--smoke", a.smoke, "shuffle and run 4 cases per op: a gate before a full run");
   c->add_option("--limit", co.plan.limit, "at most N cases per op (after skips and shuffle)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(IntIn(0, collect::kMaxPlanCases));
   c->add_flag("--shuffle", co.plan.shuffle, "shuffle each op's cases (deterministic, see --seed)");
-  c->add_option("--seed", co.plan.seed, "shuffle seed")->capture_default_str();
+  c->add_option("--seed", co.plan.seed, "shuffle seed")
+      ->capture_default_str()
+      ->check(IntIn(0, std::numeric_limits<std::int64_t>::max()));
   c->add_option("--model", co.plan.models, "keep only the cases these models need (cases/models/*.yaml)");
   c->add_option("--case-filter", a.filters,
                 "keep cases whose parameter K equals V (K=V; repeat: same K ORs, different K ANDs)");
@@ -48,7 +53,8 @@ CLI::App* AddCollectCommand(CLI::App& app, CollectArgs& a) {
                     "without re-measuring the cases it already re-ran")
           ->type_name("TIME");
   c->add_option("--gpus", a.gpus, "worker slots, one per device index (cuda: a visible GPU, an absent index exits 2; cpu backend: one worker "
-                "per listed core, modulo the cores it may run on)");
+                "per listed core, modulo the cores it may run on)")
+      ->check(NonEmpty("device indices, e.g. 0,1,2"));
   c->add_option("--timeout-s", co.timeout_s, "per-case time limit in seconds (default: the op's own)")
       ->check(NumberIn(0, 7 * 86400, true));
   c->add_flag("--measure-power", co.measure_power,

@@ -108,7 +108,7 @@ std::string FindAiconfiguratorData(std::vector<std::string>* looked, std::string
   return "";
 }
 
-std::vector<std::string> ResolveDataRoots(const std::vector<std::string>& roots) {
+std::vector<std::string> ResolveDataRoots(const std::vector<std::string>& roots, const std::string& flag) {
   std::vector<std::string> out;
   for (const std::string& r : roots) {
     if (IsDir(r)) {
@@ -120,7 +120,7 @@ std::vector<std::string> ResolveDataRoots(const std::vector<std::string>& roots)
       // data" (exit 1) without naming it: refused here, with the path and the reason.
       std::error_code ec;
       const bool exists = fs::exists(r, ec);
-      throw UsageError("--data-root " + r + ": " +
+      throw UsageError(flag + " " + r + ": " +
                        (exists ? std::string("not a folder") : std::string("no such folder")) +
                        "; expected a data root (a folder of <system>/<family>/<backend>/<version>/ tables, e.g. "
                        "systems/data) or the name aiconfigurator (an installed aiconfigurator's data)");
@@ -131,7 +131,7 @@ std::vector<std::string> ResolveDataRoots(const std::vector<std::string>& roots)
     if (data.empty()) {
       std::string where;
       for (const std::string& l : looked) where += "\n  " + l;
-      throw UsageError("--data-root " + r +
+      throw UsageError(flag + " " + r +
                        ": no installed aiconfigurator data tree (<site-packages>/aiconfigurator_core/systems/data) "
                        "was found; looked in $VIRTUAL_ENV, the aiconfigurator and python3 on $PATH, $PYTHONPATH "
                        "and ~/.local:" +

@@ -26,7 +26,9 @@ std::string FindAiconfiguratorData(std::vector<std::string>* looked, std::string
 // Each --data-root value as a folder: an existing path is kept; the name
 // `aiconfigurator` (any case) is replaced by FindAiconfiguratorData's folder, with
 // a note on stderr naming it, or a UsageError listing where it looked; any other
-// value (a missing path, a file) is a UsageError naming it.
-std::vector<std::string> ResolveDataRoots(const std::vector<std::string>& roots);
+// value (a missing path, a file) is a UsageError naming it, after `flag` (the
+// option or argument that gave it: --data-root, db query's --systems-path, ...).
+std::vector<std::string> ResolveDataRoots(const std::vector<std::string>& roots,
+                                          const std::string& flag = "--data-root");
 
 }  // namespace servecast::cli

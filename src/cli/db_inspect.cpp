@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "collect/journal.h"
+#include "cli/data_roots.h"
 #include "core/error.h"
 #include "core/value.h"
 #include "perfdb/attention.h"
@@ -165,7 +166,9 @@ int InspectTree(const DbInspectArgs& a) {
 
 }  // namespace
 
-int RunDbInspect(const DbInspectArgs& a, const std::function<std::string(const std::string&)>& find) {
+int RunDbInspect(const DbInspectArgs& args, const std::function<std::string(const std::string&)>& find) {
+  DbInspectArgs a = args;
+  a.roots = ResolveDataRoots(a.roots, "db inspect: data root");
   return a.slices_system.empty() ? InspectTree(a) : InspectSlices(a, find);
 }
 

@@ -4,6 +4,8 @@
 #include <memory>
 #include <optional>
 
+#include "cli/data_roots.h"
+#include "cli/value_checks.h"
 #include "collect/journal.h"
 #include "core/error.h"
 #include "perfdb/attention.h"
@@ -39,29 +41,47 @@ CLI::App* AddDbQueryCommand(CLI::App& db, DbQueryArgs& a) {
                 "hybrid / empirical: which transfers may lend a utilization when the op's own slice is "
                 "empty: off, conservative (xshape), balanced (+xquant), aggressive or all (+xprofile)")
       ->capture_default_str();
-  c->add_option("--tokens", a.tokens, "moe: tokens")->capture_default_str();
-  c->add_option("--hidden", a.hidden, "moe: hidden size");
-  c->add_option("--inter", a.inter, "moe: expert intermediate size");
-  c->add_option("--topk", a.topk, "moe: experts per token")->capture_default_str();
-  c->add_option("--experts", a.experts, "moe: experts")->capture_default_str();
-  c->add_option("--moe-tp", a.moe_tp, "moe: tensor parallel")->capture_default_str();
-  c->add_option("--moe-ep", a.moe_ep, "moe: expert parallel")->capture_default_str();
+  c->add_option("--tokens", a.tokens, "moe: tokens")->capture_default_str()
+      ->check(IntIn(1, kMaxTokens));
+  c->add_option("--hidden", a.hidden, "moe: hidden size")
+      ->check(IntIn(1, kMaxTokens));
+  c->add_option("--inter", a.inter, "moe: expert intermediate size")
+      ->check(IntIn(1, kMaxTokens));
+  c->add_option("--topk", a.topk, "moe: experts per token")->capture_default_str()
+      ->check(IntIn(1, kMaxTokens));
+  c->add_option("--experts", a.experts, "moe: experts")->capture_default_str()
+      ->check(IntIn(1, kMaxTokens));
+  c->add_option("--moe-tp", a.moe_tp, "moe: tensor parallel")->capture_default_str()
+      ->check(IntIn(1, kMaxGpus));
+  c->add_option("--moe-ep", a.moe_ep, "moe: expert parallel")->capture_default_str()
+      ->check(IntIn(1, kMaxGpus));
   c->add_option("--distribution", a.distribution, "moe: uniform, power_law_1.01, power_law_1.2")->capture_default_str();
   c->add_option("--collective", a.collective, "nccl: all_reduce, all_gather, reduce_scatter, alltoall")
       ->capture_default_str();
-  c->add_option("--gpus", a.gpus, "nccl / custom_allreduce: GPUs (tp)")->capture_default_str();
-  c->add_option("--size", a.size, "nccl / custom_allreduce: message size in elements");
+  c->add_option("--gpus", a.gpus, "nccl / custom_allreduce: GPUs (tp)")->capture_default_str()
+      ->check(IntIn(1, kMaxGpus));
+  c->add_option("--size", a.size, "nccl / custom_allreduce: message size in elements")
+      ->check(NumberIn(0, 1e15, true));
   c->add_option("--comm-dtype", a.comm_dtype, "nccl / custom_allreduce: half, int8, fp8")->capture_default_str();
   c->add_option("--quant", a.quant, "gemm: bfloat16, fp8, fp8_block, fp8_static, ...")->capture_default_str();
-  c->add_option("--m", a.m, "gemm: tokens");
-  c->add_option("--n", a.n, "gemm: output features");
-  c->add_option("--k", a.k, "gemm: input features");
-  c->add_option("--batch", a.batch, "attention: sequences")->capture_default_str();
-  c->add_option("--seq", a.seq, "attention: prefill length (context) or cached + new tokens (generation)");
-  c->add_option("--heads", a.heads, "attention: query heads per GPU");
-  c->add_option("--kv-heads", a.kv_heads, "attention: KV heads per GPU (default: = heads)");
-  c->add_option("--head-dim", a.head_dim, "attention: head dimension")->capture_default_str();
-  c->add_option("--window", a.window, "attention: sliding window, 0 = full")->capture_default_str();
+  c->add_option("--m", a.m, "gemm: tokens")
+      ->check(IntIn(1, kMaxTokens));
+  c->add_option("--n", a.n, "gemm: output features")
+      ->check(IntIn(1, kMaxTokens));
+  c->add_option("--k", a.k, "gemm: input features")
+      ->check(IntIn(1, kMaxTokens));
+  c->add_option("--batch", a.batch, "attention: sequences")->capture_default_str()
+      ->check(IntIn(1, kMaxBatch));
+  c->add_option("--seq", a.seq, "attention: prefill length (context) or cached + new tokens (generation)")
+      ->check(IntIn(1, kMaxTokens));
+  c->add_option("--heads", a.heads, "attention: query heads per GPU")
+      ->check(IntIn(1, kMaxTokens));
+  c->add_option("--kv-heads", a.kv_heads, "attention: KV heads per GPU (default: = heads)")
+      ->check(IntIn(1, kMaxTokens));
+  c->add_option("--head-dim", a.head_dim, "attention: head dimension")->capture_default_str()
+      ->check(IntIn(1, kMaxTokens));
+  c->add_option("--window", a.window, "attention: sliding window, 0 = full")->capture_default_str()
+      ->check(IntIn(0, kMaxTokens));
   c->add_option("--attn-dtype", a.attn_dtype, "context attention math: bfloat16 or fp8")->capture_default_str();
   c->add_option("--kv-dtype", a.kv_dtype, "attention KV cache: bfloat16 or fp8")->capture_default_str();
   c->add_option("--bmm-op", a.bmm_op, "mla_bmm: mla_gen_pre or mla_gen_post (with --heads, --tokens, --quant)")
@@ -321,7 +341,8 @@ int RunDbQuery(const DbQueryArgs& a, const std::function<std::string(const std::
   auto sol = std::make_shared<const perfdb::Sol>(systems::LoadSystemByName(sys_dir, a.system));
   perfdb::OpenOptions open_options;
   open_options.shared_layer = a.mode == "silicon" || a.mode == "hybrid";
-  auto db = perfdb::PerfDatabase::Open(a.roots, a.system, a.backend, a.version, open_options);
+  auto db = perfdb::PerfDatabase::Open(ResolveDataRoots(a.roots, "--systems-path"), a.system, a.backend, a.version,
+                                       open_options);
   collect::Json out{{"system", a.system}, {"backend", a.backend}, {"version", db.version()}, {"op", a.op}};
   perfdb::DatabaseMode mode = perfdb::ParseDatabaseMode(a.mode);
   perfdb::TransferPolicy policy = perfdb::ParseTransferPolicy(a.policy);

@@ -39,7 +39,9 @@ CLI::App* AddGenerateCommand(CLI::App& app, GenerateArgs& a) {
   c->add_option("--save-dir", a.save_dir, "output folder (default: ./servecast-<model>-<system>-<N>gpu)");
   c->add_option("--image", a.image,
                 "container image of k8s_deploy.yaml (default: nvcr.io/nvidia/ai-dynamo/<engine>-runtime:" +
-                    std::string(report::kDynamoVersion) + ")");
+                    std::string(report::kDynamoVersion) + ")")
+      ->check(NonEmpty("a container image, e.g. nvcr.io/nvidia/ai-dynamo/vllm-runtime:" +
+                       std::string(report::kDynamoVersion)));
   return c;
 }
 

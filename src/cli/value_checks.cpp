@@ -30,7 +30,7 @@ CLI::Validator IntIn(std::int64_t lo, std::int64_t hi) {
         if (v < lo || v > hi) return text + " is out of range" + want;
         return "";
       },
-      "");
+      "", kRangeCheck);
 }
 
 CLI::Validator NumberIn(double lo, double hi, bool open_low) {
@@ -43,7 +43,7 @@ CLI::Validator NumberIn(double lo, double hi, bool open_low) {
         if ((open_low ? v <= lo : v < lo) || v > hi) return text + " is out of range" + want;
         return "";
       },
-      "");
+      "", kRangeCheck);
 }
 
 void RequireDecodeSteps(std::int64_t osl, std::int64_t stride) {
@@ -56,6 +56,11 @@ void RequireDecodeSteps(std::int64_t osl, std::int64_t stride) {
                    std::to_string(kMaxDecodeSteps * stride + 1) + " or less)");
 }
 
+CLI::Validator NonEmpty(const std::string& expected) {
+  return CLI::Validator(
+      [expected](std::string& text) -> std::string { return text.empty() ? "empty; expected " + expected : ""; }, "");
+}
+
 CLI::Validator ExpertLoad() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
@@ -65,6 +70,43 @@ CLI::Validator ExpertLoad() {
                "'; expected balanced (or uniform) or power_law_<alpha> with alpha > 0 (power_law_1.01, power_law_1.2)";
       },
       "");
+}
+
+namespace {
+
+void CollectUnchecked(CLI::App& app, const std::string& path, std::vector<std::string>& out) {
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->get_type_size() == 0) continue;  // a flag
+    const std::string type = opt->get_type_name();
+    if (type.rfind("INT", 0) != 0 && type.rfind("UINT", 0) != 0 && type.rfind("FLOAT", 0) != 0) continue;
+    try {
+      opt->get_validator(kRangeCheck);
+    } catch (const CLI::OptionNotFound&) {
+      out.push_back(path + " " + opt->get_name());
+    }
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    if (!sub->get_group().empty()) CollectUnchecked(*sub, path.empty() ? sub->get_name() : path + " " + sub->get_name(), out);
+}
+
+}  // namespace
+
+void RefuseEmptyPaths(CLI::App& app) {
+  static const char* const kPathOptions[] = {
+      "--out",    "--run-dir", "--cases",   "--systems", "--models", "--engines", "--save-dir", "--gaps",
+      "--plan",   "--against", "--silicon", "--data-root", "--systems-path", "--model", "--yaml-path",
+      "in",       "out",       "roots",     "data_dir",  "file"};
+  for (CLI::Option* opt : app.get_options())
+    for (const char* name : kPathOptions)
+      if (opt->get_type_size() != 0 && opt->check_name(name)) opt->check(NonEmpty("a path"));
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    if (!sub->get_group().empty()) RefuseEmptyPaths(*sub);
+}
+
+std::vector<std::string> UncheckedNumericOptions(CLI::App& app) {
+  std::vector<std::string> out;
+  CollectUnchecked(app, "", out);
+  return out;
 }
 
 }  // namespace servecast::cli

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace servecast::cli {
 
@@ -35,5 +36,24 @@ CLI::Validator NumberIn(double lo, double hi, bool open_low = false);
 void RequireDecodeSteps(std::int64_t osl, std::int64_t stride);
 // An expert-load distribution: balanced (uniform), or power_law_<alpha> with a finite alpha > 0.
 CLI::Validator ExpertLoad();
+
+// A text value that may not be empty (an empty --gpus '' fell back to the
+// default devices, an empty --image wrote a manifest without an image).
+CLI::Validator NonEmpty(const std::string& expected);
+
+// Adds NonEmpty to every option of `app` and its subcommands that names a file
+// or folder (--out, --run-dir, --cases, --systems, --save-dir, a positional
+// table or data dir, ...): an empty value ("$UNSET") silently meant the default
+// folder, or "cannot create directory ''" at exit 3.
+void RefuseEmptyPaths(CLI::App& app);
+
+// The name IntIn and NumberIn give their validators.
+inline constexpr const char* kRangeCheck = "servecast-range";
+// "<command> --flag" of every option of `app` and its subcommands (the hidden
+// ones, group "", aside) that takes a number (CLI11 type INT, UINT or FLOAT) and
+// has no IntIn / NumberIn check: a value CLI11 alone would take unchecked (NaN,
+// a negative count, 1e308) or refuse with its 1.79e308 bounds. Main refuses to
+// run while the list is not empty, so every test of the binary guards it.
+std::vector<std::string> UncheckedNumericOptions(CLI::App& app);
 
 }  // namespace servecast::cli

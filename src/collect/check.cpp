@@ -317,6 +317,10 @@ void CheckVersionDir(const std::string& dir, const CheckOptions& opt, const Plan
 
 int Check(const CheckOptions& opt) {
   if (!fs::is_directory(opt.data_dir)) throw UsageError("check: " + opt.data_dir + " is not a directory");
+  // A comparison table that is not there was skipped table by table (exit 0 with
+  // no comparison): refused before any table is read.
+  if (!opt.against.empty() && !fs::is_regular_file(opt.against) && !fs::is_directory(opt.against))
+    throw UsageError("check --against " + opt.against + ": no such file or folder; expected a data dir or a table file");
   std::vector<std::string> dirs;
   for (const auto& e : fs::recursive_directory_iterator(opt.data_dir))
     if (e.is_regular_file() && e.path().filename() == "collection_meta.yaml") dirs.push_back(e.path().parent_path().string());

@@ -90,6 +90,39 @@ TEST(CliValuesE2E, BadValuesExit2NamingTheFlagAndTheRange) {
       {{"support", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--osl", "16777216"},
        "--osl",
        "expected an integer in [2, 131072]"},
+      // Numbers that had no range check (UncheckedNumericOptions now refuses to
+      // run while one is left): CLI11's 1.79e308 bound, a saturated or wrapped
+      // value taken silently, NaN, an internal error on a negative GEMM size.
+      {Collect({"--limit", "-1"}), "--limit", "-1 is out of range; expected an integer in [0, 1000000]"},
+      {Collect({"--limit", "99999999999999999999"}), "--limit", "is not an integer"},
+      {Collect({"--seed", "-1"}), "--seed", "-1 is out of range"},
+      {{"check", "tests/goldens/data", "--physics-tolerance", "nan"}, "--physics-tolerance", "not a finite number"},
+      {{"check", "tests/goldens/data", "--physics-tolerance", "-1"}, "--physics-tolerance", "out of range"},
+      {{"db", "query", "--systems-path", "tests/goldens/data", "--system", "tiny_gpu", "--backend", "dense", "--op",
+        "gemm", "--m", "-5", "--n", "4", "--k", "4", "--systems", "tests/goldens/systems"},
+       "--m",
+       "-5 is out of range; expected an integer in [1, 16777216]"},
+      {{"db", "query", "--systems-path", "tests/goldens/data", "--system", "tiny_gpu", "--backend", "dense", "--op",
+        "nccl", "--size", "nan", "--systems", "tests/goldens/systems"},
+       "--size",
+       "not a finite number"},
+      // Empty values that fell back to a default (or exit 3 on "cannot create ''").
+      {Collect({"--gpus", ""}), "--gpus", "empty; expected device indices"},
+      {Collect({"--out", ""}), "--out", "empty; expected a path"},
+      {Collect({"--cases", ""}), "--cases", "empty; expected a path"},
+      {Default({"--save-dir", ""}), "--save-dir", "empty; expected a path"},
+      {{"db", "convert", "", "x.csv"}, "in", "empty; expected a path"},
+      // A data root or comparison that is not there (exit 0 with a "skipped"
+      // note, or no comparison at all, before).
+      {{"db", "inspect", "/nonexistent-servecast-root"}, "db inspect: data root /nonexistent-servecast-root",
+       "no such folder"},
+      {{"db", "query", "--systems-path", "/nonexistent-servecast-root", "--system", "tiny_gpu", "--backend", "dense",
+        "--op", "gemm", "--m", "5", "--n", "4", "--k", "4", "--systems", "tests/goldens/systems"},
+       "--systems-path /nonexistent-servecast-root",
+       "no such folder"},
+      {{"check", "systems/data/h200_sxm/mla_bmm", "--against", "/nonexistent-servecast-table"},
+       "check --against /nonexistent-servecast-table",
+       "no such file or folder"},
   };
   for (const BadValue& c : cases) {
     std::vector<std::string> argv = {kBinary};

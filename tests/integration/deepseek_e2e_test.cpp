@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "process.h"
+#include "shared_data.h"
 
 namespace servecast::testing {
 namespace {
@@ -143,7 +144,7 @@ std::string Join(const std::vector<std::string>& f) {
 TEST(DeepSeekE2e, DisaggRowsWithOnlyTheConcurrencyDeriveTheDecodeBatch) {
   const std::string shared = kDsSource + "/../shared/reference";
   const std::string dev = shared + "/silicon/h200_dev2.csv";
-  if (!fs::exists(dev) || !fs::exists(shared + "/aic-h200-more")) GTEST_SKIP() << "no ../shared reference data";
+  SERVECAST_NEED_SHARED(fs::exists(dev) && fs::exists(shared + "/aic-h200-more"), "no ../shared reference data");
   std::string header;
   const std::vector<std::string> rows = DevRows(dev, header, 4);
   ASSERT_EQ(rows.size(), 4u);
