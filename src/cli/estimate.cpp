@@ -298,6 +298,17 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
   const model::QuantOverrides ov{a.gemm_quant, a.moe_quant, a.kv_quant, a.fmha_quant, a.comm_quant};
   serve::Deployment d(LoadModelNoted(a.model, models_dir), spec, ov);
 
+  // Expert parallelism names a split of experts a model without them does not have
+  // (--dp is refused by the family's parallel rules; the derived moe values are not).
+  if (!model::FamilyOf(d.model()).HasExperts()) {
+    for (const auto& [flag, value] : {std::pair<const char*, int>{"--moe-tp", a.moe_tp}, {"--moe-ep", a.moe_ep},
+                                      {"--prefill-moe-tp", a.prefill_moe_tp}, {"--prefill-moe-ep", a.prefill_moe_ep},
+                                      {"--decode-moe-tp", a.decode_moe_tp}, {"--decode-moe-ep", a.decode_moe_ep}})
+      if (value > 0)
+        throw UsageError(std::string(flag) + " " + std::to_string(value) + ": " + a.model +
+                         " has no experts (expert parallelism applies to MoE models)");
+  }
+
   // The deployment: one parallel config (static, agg) or one per worker kind (disagg).
   const bool disagg = a.mode == "disagg";
   if (a.simulate && a.mode != "agg")

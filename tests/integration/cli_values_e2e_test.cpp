@@ -50,6 +50,9 @@ TEST(CliValuesE2E, BadValuesExit2NamingTheFlagAndTheRange) {
       {Estimate({"--isl", "9223372036854775807"}), "--isl", "expected an integer in [1, 16777216]"},
       {Estimate({"--osl", "1000000000"}), "--osl", "out of range"},
       {Estimate({"--tp", "0"}), "--tp", "expected an integer in [1, 4096]"},
+      // Expert parallelism on a dense model was accepted and ignored (--dp is refused).
+      {Estimate({"--tp", "2", "--moe-ep", "2"}), "--moe-ep", "has no experts"},
+      {Estimate({"--mode", "disagg", "--decode-moe-tp", "2"}), "--decode-moe-tp", "has no experts"},
       {Estimate({"--batch", "-4"}), "--batch", "out of range"},
       {Estimate({"--ctx-tokens", "-1"}), "--ctx-tokens", "out of range"},
       {Estimate({"--mtp-accepted", "nan"}), "--mtp-accepted", "not a finite number"},
