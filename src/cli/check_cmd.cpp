@@ -181,6 +181,10 @@ int RunCheck(const CheckArgs& args, const std::function<std::string(const std::s
   if (args.coverage) return RunCoverageGate(args, find);
   collect::CheckOptions ch = args.check;
   if (ch.systems_dir.empty()) ch.systems_dir = find("systems");
+  std::error_code ec;
+  if (!fs::is_directory(ch.systems_dir, ec))  // checked before any table is read
+    throw UsageError("--systems '" + ch.systems_dir + "': not a directory; expected a folder of <name>.yaml "
+                     "system specs");
   return collect::Check(ch);
 }
 

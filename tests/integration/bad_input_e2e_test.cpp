@@ -106,6 +106,14 @@ TEST(BadInputE2E, UnwritableOutAndAForeignSystemStopBeforeMeasuring) {
 // it, in every command that reads perf data (it was skipped by the scan and ended as
 // "no data", exit 1, naming no path); a folder without the system's data names the
 // roots it searched.
+TEST(BadInputE2E, CheckWithAMissingSystemsFolderExits2BeforeReadingTables) {
+  // It was noticed per table (ten hard failures, exit 1) instead of once, up front.
+  const std::string missing = MakeTempDir("sc_nosys_") + "/missing";
+  const ProcessResult r = RunProcess({kBin, "check", kSource + "/tests/goldens/data", "--systems", missing});
+  EXPECT_EQ(r.exit_code, 2) << Describe(r);
+  EXPECT_NE(r.err.find("--systems '" + missing + "': not a directory"), std::string::npos) << r.err;
+}
+
 TEST(BadInputE2E, ADataRootThatIsNotAFolderExits2NamingIt) {
   const std::string dir = MakeTempDir("sc_badroot_");
   WriteText(dir + "/a_file", "not a data root\n");
