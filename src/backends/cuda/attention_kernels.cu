@@ -32,6 +32,8 @@
 #include "backends/cuda/attention_kernels.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/mma_ptx.cuh"
+#include "backends/cuda/tma.cuh"
+#include "backends/cuda/tma.h"
 #include "core/error.h"
 
 namespace servecast::cuda {
@@ -533,47 +535,6 @@ struct MmaArgs {
   CUtensorMap k_map, v_map;
 };
 
-// The TMA ring's PTX needs sm_90 (mbarrier transaction counts, cp.async.bulk.tensor,
-// proxy fences). Built for an older target the helpers trap; PlanPagedDecode plans
-// the TMA ring only on a device of compute capability 9.0 or newer.
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-#define SC_TMA_PTX(...) asm volatile(__VA_ARGS__)
-#else
-#define SC_TMA_PTX(...) __trap()
-#endif
-__device__ __forceinline__ void MbarInit(unsigned long long* bar, unsigned count) {
-  SC_TMA_PTX("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(count) : "memory");
-}
-// The barriers' initialization, visible to the async proxy before any TMA uses them.
-__device__ __forceinline__ void FenceMbarrierInit() {
-  SC_TMA_PTX("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-// Generic-proxy accesses to shared memory ordered before later async-proxy ones (TMA).
-__device__ __forceinline__ void FenceProxyAsyncShared() {
-  SC_TMA_PTX("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-// Arrives once and adds `bytes` to the transaction count the phase waits for.
-__device__ __forceinline__ void MbarArriveExpectTx(unsigned long long* bar, unsigned bytes) {
-  SC_TMA_PTX("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(bytes)
-             : "memory");
-}
-__device__ __forceinline__ void MbarWait(unsigned long long* bar, unsigned parity) {
-  unsigned done = 0;
-  do {
-    SC_TMA_PTX("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-               : "=r"(done)
-               : "r"(SmemAddr(bar)), "r"(parity)
-               : "memory");
-  } while (!done);
-}
-// One 3-D box of `map` starting at row y (columns and halves from 0), completing on `bar`.
-__device__ __forceinline__ void TmaLoad3d(void* dst, const CUtensorMap* map, int y, unsigned long long* bar) {
-  SC_TMA_PTX(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
-      "[%5];\n" ::"r"(SmemAddr(dst)),
-      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(0), "r"(0), "r"(y), "r"(SmemAddr(bar))
-      : "memory");
-}
 // 16-byte chunk c of row r of a 128-byte-swizzled box (rows of 128 bytes from a
 // 1,024-byte-aligned base), as CU_TENSOR_MAP_SWIZZLE_128B lays it out.
 __device__ __forceinline__ int Swizzle128(int c, int r) {
@@ -1198,17 +1159,6 @@ void LaunchDecodeKernel(void (*kernel)(DecodeArgs), dim3 grid, const DecodeArgs&
 // pages, as the op and the benchmarks allocate it) as [rows][head_dim / 64][64]; a box
 // is `box_rows` whole rows, 128-byte swizzle.
 CUtensorMap PoolTensorMap(const void* pool, const PagedDecodeShape& s, int box_rows, int promotion) {
-  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-  static const Encode encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    SC_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
-    if (found != cudaDriverEntryPointSuccess || !fn)
-      throw Error("paged decode: the driver has no cuTensorMapEncodeTiled (needed by the TMA decode kernel)");
-    return reinterpret_cast<Encode>(fn);
-  }();
   const cuuint64_t rows =
       static_cast<cuuint64_t>(s.batch * s.pages_per_seq() * s.num_kv_heads * kPagedKvPageSize);
   if (rows > static_cast<cuuint64_t>(INT32_MAX))  // the kernel's box coordinates are signed 32-bit
@@ -1218,20 +1168,7 @@ CUtensorMap PoolTensorMap(const void* pool, const PagedDecodeShape& s, int box_r
   const cuuint64_t dims3[3] = {64, halves, rows};
   const cuuint64_t strides3[2] = {128, static_cast<cuuint64_t>(s.head_dim) * 2};
   const cuuint32_t box3[3] = {64, static_cast<cuuint32_t>(halves), static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t element_strides[3] = {1, 1, 1};
-  const CUtensorMapL2promotion promo = promotion >= 256   ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
-                                       : promotion >= 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
-                                       : promotion >= 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
-                                                          : CU_TENSOR_MAP_L2_PROMOTION_NONE;
-  CUtensorMap map{};
-  const CUresult r =
-      encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(pool), dims3, strides3, box3,
-             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-             CU_TENSOR_MAP_SWIZZLE_128B, promo, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw Error("paged decode: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) +
-                ") for a pool of " + std::to_string(rows) + " rows x " + std::to_string(s.head_dim));
-  return map;
+  return TensorMapBf16Swizzle128("paged decode", pool, 3, dims3, strides3, box3, promotion);
 }
 
 // ---- the tensor-core kernel's A/B variants -------------------------------------------

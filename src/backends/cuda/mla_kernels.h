@@ -10,7 +10,9 @@
 // Paged latent cache: one pool of pages of kPagedKvPageSize (64) tokens, laid out
 // [page][token in page][576] in bf16, or fp8 e4m3 with one scale per tensor
 // (latent = fp8 · kv_scale); page_table [batch][pages_per_seq] (int32) maps a
-// sequence's i-th page to a pool page.
+// sequence's i-th page to a pool page. The decode's pool holds batch · pages_per_seq
+// pages (the wgmma kernel's TMA map covers that many; a page index past them reads
+// zeros).
 
 #include <cuda_runtime.h>
 

@@ -4,9 +4,11 @@
 // bf16 cache where it runs (MlaDecodeWgmmaRuns).
 //
 // One CTA per (head block of HB = 16, 32 or 64 heads, KV split, sequence), two
-// warpgroups, one CTA per SM. Tiles are one page (64 tokens × 576), in a ring of two
-// by cp.async, stored as 9 column panels of 64 rows × 128 bytes in the 128-byte
-// swizzle. The head block's query rows are one panel set of HB rows, loaded once.
+// warpgroups, one CTA per SM. Tiles are one page (64 tokens × 576), brought by the
+// tensor memory accelerator (TMA: a 2-D map over the pool, one 64 × 64 box per column
+// panel, an mbarrier per ring slot) and stored as 9 column panels of 64 rows × 128
+// bytes in the 128-byte swizzle. The head block's query rows are one panel set of HB
+// rows, loaded once by cp.async.
 // The tokens are the M dimension of both products, so no row of the tensor-core
 // tiles is padding, whatever the head count:
 //   scores  Sᵀ = C · Qᵀ   (64 tokens × HB heads, 576 deep): warpgroup w takes heads
@@ -18,10 +20,13 @@
 //   values  Oᵀ += Cᵀ · Pᵀ (512 latent columns × HB heads, 64 tokens deep): warpgroup w
 //           owns latent columns [256w, 256w + 256), A = the tile's panels read
 //           MN-major (the latent columns are contiguous), B = P.
-// Tokens past the sequence's end are zero-filled by the copy (never read) and masked.
+// Tokens past the sequence's end are masked in the scores; the box of a partial last
+// page brings the slots past the end too (whatever the pool holds there, NaN in the
+// tests), so their latent rows are zeroed in shared memory before the value product.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -30,6 +35,8 @@
 #include "backends/cuda/mla_kernels.h"
 #include "backends/cuda/mma_ptx.cuh"
 #include "backends/cuda/sm90a/wgmma.cuh"
+#include "backends/cuda/tma.cuh"
+#include "backends/cuda/tma.h"
 #include "core/error.h"
 
 namespace servecast::cuda {
@@ -57,31 +64,38 @@ static_assert(kTile == kPagedKvPageSize, "a tile is one page");
 static_assert(kMlaLatent == 2 * 4 * 64, "two warpgroups x four 64-column blocks of the latent");
 
 // The ring: kLatent slots of a tile's 8 latent panels, then kRope slots of its rotary
-// panel. 16 heads (the query takes 18 KiB): three latent slots and one rotary slot,
-// so that two tiles' latents are in flight while one computes (the rotary panel of the
-// next tile is loaded once both warpgroups' scores are done); 32 and 64 heads: two of
-// each (one tile in flight).
+// panel, each slot with its mbarrier. 16 heads (the query takes 18 KiB): three latent
+// slots and one rotary slot, so that two tiles' latents are in flight while one
+// computes (the rotary panel of the next tile is loaded once both warpgroups' scores
+// are done), and P and the rescale factors double-buffered, so that one warpgroup
+// may start the next tile's scores while the other finishes this tile's values (no
+// barrier at the top of a tile); 32 and 64 heads: two slots of each (one tile in
+// flight), issued at the top of a tile once both warpgroups are done with the slot.
 template <int HB>
 struct WgSmem {
   static constexpr int kLatent = HB == 16 ? 3 : 2;
   static constexpr int kRope = HB == 16 ? 1 : 2;
+  static constexpr bool kSplitRope = kRope < kLatent;
+  static constexpr int kPBufs = kSplitRope ? 2 : 1;             // P and alpha buffers
   static constexpr int kQ = 0;                                  // kPanels x HB rows x 128 B
   static constexpr int kRing = kQ + kPanels * HB * 128;         // multiple of 1024 for HB >= 8
   static constexpr int kRopeRing = kRing + kLatent * kLatentBytes;
-  static constexpr int kP = kRopeRing + kRope * kPanelBytes;    // HB rows x 128 B
-  static constexpr int kRed = kP + HB * 128;                    // [4 warps][HB] floats
-  static constexpr int kAlpha = kRed + 4 * HB * 4;              // [HB]
-  static constexpr int kM = kAlpha + HB * 4;
+  static constexpr int kP = kRopeRing + kRope * kPanelBytes;    // kPBufs x HB rows x 128 B
+  static constexpr int kRed = kP + kPBufs * HB * 128;           // [4 warps][HB] floats
+  static constexpr int kAlpha = kRed + 4 * HB * 4;              // [kPBufs][HB]
+  static constexpr int kM = kAlpha + kPBufs * HB * 4;
   static constexpr int kL = kM + HB * 4;
-  static constexpr int kBytes = kL + HB * 4;
+  static constexpr int kBar = kL + HB * 4;                      // latent slots', then rotary slots' mbarriers
+  static constexpr int kBytes = kBar + (kLatent + kRope) * 8;
   static constexpr int kSmem = kBytes + kAlign;                 // room to align the base
   static_assert(HB * kOutLd * 4 <= kP - kRing, "the output stages in the ring");
+  static_assert(kBar % 8 == 0, "mbarriers are 8-byte aligned");
   static_assert(kSmem <= 227 * 1024, "fits one CTA per SM");
 };
 
 struct WgArgs {
+  CUtensorMap pool_map;  // [pool rows][576] bf16, box 64 rows x 64 columns (MlaPoolMap)
   const bf16* q;
-  const unsigned char* pool;
   const std::int32_t* table;
   bf16* out;
   float* ws_o;
@@ -120,9 +134,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma(const __grid_con
   char* smem = smem_raw + ((0u - SmemAddr(smem_raw)) & static_cast<unsigned>(kAlign - 1));
   const unsigned q_s = SmemAddr(smem + L::kQ), ring_s = SmemAddr(smem + L::kRing),
                  rope_s = SmemAddr(smem + L::kRopeRing), p_s = SmemAddr(smem + L::kP);
-  char* pbuf = smem + L::kP;
   float* red = reinterpret_cast<float*>(smem + L::kRed);
-  float* alpha_s = reinterpret_cast<float*>(smem + L::kAlpha);
+  float* alpha_base = reinterpret_cast<float*>(smem + L::kAlpha);
   float* m_s = reinterpret_cast<float*>(smem + L::kM);
   float* l_s = reinterpret_cast<float*>(smem + L::kL);
 
@@ -133,6 +146,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma(const __grid_con
   const int t_begin = split * a.tiles_per_split;
   const int t_end = min(tiles_total, t_begin + a.tiles_per_split);
   const std::int32_t* table = a.table + static_cast<std::size_t>(b) * a.pages_per_seq;
+  unsigned long long* bar_latent = reinterpret_cast<unsigned long long*>(smem + L::kBar);
+  unsigned long long* bar_rope = bar_latent + L::kLatent;
 
   // The head block's query rows (zero rows past the last head).
   for (int i = tid; i < HB * (kPanels * 8); i += kThreads) {
@@ -141,34 +156,43 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma(const __grid_con
     const bf16* src = a.q + (static_cast<std::size_t>(b) * a.heads + (valid ? h : 0)) * kMlaCacheDim + k * 8;
     CopyAsync16(q_s + (k >> 3) * (HB * 128) + Swz(r, k & 7), src, valid);
   }
-  // Panels [p0, p1) of tile `tile` (latent panels 0..7 to latent slot `ls`, the rotary
-  // panel 8 to rotary slot `rs`).
-  auto load = [&](int tile, int p0, int p1, int ls, int rs) {
-    if (tile >= t_end) return;
-    const int tok0 = tile * kTile;
-    const unsigned char* src =
-        a.pool + static_cast<std::size_t>(table[tile]) * kPagedKvPageSize * kMlaCacheDim * 2;
-    const int n = (p1 - p0) * 8;  // 16-byte chunks per row
-    for (int i = tid; i < kTile * n; i += kThreads) {
-      const int r = i / n, k = p0 * 8 + i % n, p = k >> 3;
-      const bool valid = tok0 + r < a.tokens;
-      const unsigned dst = p < kPanels - 1 ? ring_s + ls * kLatentBytes + p * kPanelBytes
-                                           : rope_s + rs * kPanelBytes;
-      CopyAsync16(dst + Swz(r, k & 7), valid ? src + static_cast<std::size_t>(r) * kMlaCacheDim * 2 + k * 16 : src,
-                  valid);
-    }
-  };
-  constexpr bool kSplitRope = L::kRope < L::kLatent;
-  // Groups in flight, oldest first. Split: (latent t, rope t) then latent t + 1 before
-  // tile t; each tile then commits rope t + 1 and latent t + 2 (two groups), so at the
-  // top of tile t all but the newest group (latent t + 1) are complete. Not split: one
-  // group per tile, tile t + 1 committed at the top of tile t.
-  load(t_begin, 0, kPanels, 0, 0);
   CopyAsyncCommit();
-  if constexpr (kSplitRope) {
-    load(t_begin + 1, 0, kPanels - 1, 1, 0);
-    CopyAsyncCommit();
+  // Thread 0 issues every tile copy: the 8 latent panels of tile `tile` (pool page
+  // `page`) to latent slot `ls`, its rotary panel to rotary slot `rs` (one box of 64
+  // pool rows x 64 columns each, from the page's first row). It reads the page table
+  // a tile ahead of the copies (into registers), so that the issue does not wait on it.
+  auto page_of = [&](int tile) { return tile < t_end ? table[tile] : 0; };
+  auto load_latent = [&](int tile, int page, int ls) {
+    if (tile >= t_end) return;
+    MbarArriveExpectTx(&bar_latent[ls], kLatentBytes);
+#pragma unroll
+    for (int p = 0; p < kPanels - 1; ++p)
+      TmaLoad2d(smem + L::kRing + ls * kLatentBytes + p * kPanelBytes, &a.pool_map, p * 64, page * kTile,
+                &bar_latent[ls]);
+  };
+  auto load_rope = [&](int tile, int page, int rs) {
+    if (tile >= t_end) return;
+    MbarArriveExpectTx(&bar_rope[rs], kPanelBytes);
+    TmaLoad2d(smem + L::kRopeRing + rs * kPanelBytes, &a.pool_map, kMlaLatent, page * kTile, &bar_rope[rs]);
+  };
+  int page1 = 0, page2 = 0;  // thread 0: the pages of tiles t + 1 and t + 2
+  constexpr bool kSplitRope = L::kSplitRope;
+  // In flight before tile t: split, latent t and t + 1 and rope t (each tile then
+  // issues rope t + 1 and latent t + 2 once its scores are done); not split, tile t
+  // (each tile issues tile t + 1 at its top).
+  if (tid == 0) {
+    for (int k = 0; k < L::kLatent + L::kRope; ++k) MbarInit(&bar_latent[k], 1);
+    FenceMbarrierInit();
+    const int page0 = page_of(t_begin);
+    page1 = page_of(t_begin + 1);
+    load_latent(t_begin, page0, 0);
+    load_rope(t_begin, page0, 0);
+    if constexpr (kSplitRope) load_latent(t_begin + 1, page1, 1);
+    page2 = page_of(t_begin + 2);
   }
+  CopyAsyncWait<0>();
+  FenceProxyAsync();  // the query, visible to wgmma
+  __syncthreads();    // the query and the barriers' initialization
 
   float oacc[4][HB / 2];  // [64-column block of this warpgroup][HB/2 accumulators]
 #pragma unroll
@@ -180,19 +204,35 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma(const __grid_con
   for (int nb = 0; nb < SB; ++nb) m_run[nb][0] = m_run[nb][1] = -kInf, l_run[nb][0] = l_run[nb][1] = 0.f;
 
   for (int t = t_begin; t < t_end; ++t) {
-    const int i = t - t_begin, ls = i % L::kLatent, rs = i % L::kRope;
-    if constexpr (kSplitRope)
-      CopyAsyncWait<1>();
-    else
-      CopyAsyncWait<0>();
-    FenceProxyAsync();  // this thread's copies, visible to wgmma
-    __syncthreads();    // every thread's copies landed; the previous tile's slots are free
+    const int i = t - t_begin, ls = i % L::kLatent, rs = i % L::kRope, pb = i % L::kPBufs;
     if constexpr (!kSplitRope) {
-      load(t + 1, 0, kPanels, (i + 1) % L::kLatent, (i + 1) % L::kRope);
-      CopyAsyncCommit();
+      __syncthreads();  // both warpgroups are done with tile t - 1: its slots are free
+      if (tid == 0) {
+        load_latent(t + 1, page1, (i + 1) % L::kLatent);
+        load_rope(t + 1, page1, (i + 1) % L::kRope);
+        page1 = page2;
+        page2 = page_of(t + 3);
+      }
     }
+    MbarWait(&bar_latent[ls], static_cast<unsigned>(i / L::kLatent) & 1u);
+    MbarWait(&bar_rope[rs], static_cast<unsigned>(i / L::kRope) & 1u);
     const unsigned tile_s = ring_s + ls * kLatentBytes;
     const unsigned trope_s = rope_s + rs * kPanelBytes;
+    const unsigned pt_s = p_s + pb * (HB * 128);
+    char* pbuf = smem + L::kP + pb * (HB * 128);
+    float* alpha_s = alpha_base + pb * HB;
+    const int valid = min(kTile, a.tokens - t * kTile);
+    if (valid < kTile) {
+      // The sequence's partial last page (the split's last tile, so a uniform branch):
+      // zero the latent rows past its end, which the value product multiplies by P = 0.
+      char* lat = smem + L::kRing + ls * kLatentBytes;
+      for (int k = tid; k < (kTile - valid) * (kPanels - 1) * 8; k += kThreads) {
+        const int r = valid + k / ((kPanels - 1) * 8), q = k % ((kPanels - 1) * 8);
+        *reinterpret_cast<uint4*>(lat + (q >> 3) * kPanelBytes + Swz(r, q & 7)) = make_uint4(0, 0, 0, 0);
+      }
+      FenceProxyAsync();  // the zeros, visible to wgmma
+      __syncthreads();
+    }
 
     // Scores of this warpgroup's heads.
     float sacc[NH / 2];
@@ -246,10 +286,12 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma(const __grid_con
     FenceProxyAsync();  // P, visible to wgmma
     __syncthreads();    // P and the rescale factors of both warpgroups' heads; both scores done
     if constexpr (kSplitRope) {
-      load(t + 1, kPanels - 1, kPanels, 0, (i + 1) % L::kRope);  // the rotary slot is free
-      CopyAsyncCommit();
-      load(t + 2, 0, kPanels - 1, (i + 2) % L::kLatent, 0);     // tile t - 1's latent slot
-      CopyAsyncCommit();
+      if (tid == 0) {
+        load_rope(t + 1, page1, (i + 1) % L::kRope);      // both scores of tile t are done
+        load_latent(t + 2, page2, (i + 2) % L::kLatent);  // tile t - 1's slot: both its value products are done
+        page1 = page2;
+        page2 = page_of(t + 3);
+      }
     }
 
     // Values: Oᵀ = alpha · Oᵀ + Cᵀ · Pᵀ over this warpgroup's 256 latent columns.
@@ -272,13 +314,12 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma(const __grid_con
 #pragma unroll
       for (int j = 0; j < 4; ++j)
         wgmma::WgmmaTransA<HB>(oacc[mi], DescMn64(tile_s + (wg * 4 + mi) * kPanelBytes + j * 2048),
-                               Desc(p_s + j * 32));
+                               Desc(pt_s + j * 32));
     WgCommit();
     WgWait0();
 #pragma unroll
     for (int mi = 0; mi < 4; ++mi) FenceRegs<HB / 2>(oacc[mi]);
   }
-  CopyAsyncWait<0>();
 
   // Each head's sum: the threads' shares over the warp, then the warpgroup.
 #pragma unroll
@@ -356,6 +397,20 @@ void Launch(const MlaDecodePlan& plan, WgArgs a, std::int64_t batch, cudaStream_
                                  static_cast<std::size_t>(WgSmem<HB>::kSmem), stream));
 }
 
+// The pool as the TMA's 2-D tensor [rows][576] bf16 (one row per pool page and token
+// slot: batch · pages_per_seq pages, as the op and the benchmark allocate it); a box
+// is one column panel (64 values, 128 bytes) of one page's 64 rows.
+CUtensorMap MlaPoolMap(const void* pool, const MlaDecodeShape& s) {
+  const cuuint64_t rows = static_cast<cuuint64_t>(s.batch * s.pages_per_seq() * kTile);
+  if (rows > static_cast<cuuint64_t>(INT32_MAX))  // the kernel's box coordinates are signed 32-bit
+    throw Error("mla decode: a pool of " + std::to_string(rows) +
+                " token slots is beyond the TMA ring's 32-bit row coordinates");
+  const cuuint64_t dims[2] = {kMlaCacheDim, rows};
+  const cuuint64_t strides[1] = {kMlaCacheDim * 2};
+  const cuuint32_t box[2] = {64, kTile};
+  return TensorMapBf16Swizzle128("mla decode", pool, 2, dims, strides, box, 256);
+}
+
 [[noreturn]] void BadHeadTile(int head_tile) {
   throw Error("mla decode wgmma: head tile " + std::to_string(head_tile) + " (have 16, 32, 64)");
 }
@@ -383,8 +438,8 @@ void LaunchMlaDecodeWgmmaPart(const MlaDecodeShape& s, const MlaDecodePlan& plan
                               const std::int32_t* page_table, float softmax_scale, void* out, float* ws_o,
                               float* ws_lse, std::int64_t batch, cudaStream_t stream) {
   WgArgs a{};
+  a.pool_map = MlaPoolMap(pool, s);
   a.q = static_cast<const bf16*>(q);
-  a.pool = static_cast<const unsigned char*>(pool);
   a.table = page_table;
   a.out = static_cast<bf16*>(out);
   a.ws_o = ws_o;
