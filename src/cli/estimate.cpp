@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
 
 #include "cli/plan_common.h"
 #include "cli/value_checks.h"
@@ -283,33 +284,8 @@ void PrintMemory(const serve::MemoryBreakdown& mem, const serve::EngineProfile& 
                 mem.state_bytes_per_sequence / 1024.0);
 }
 
-}  // namespace
-
-int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std::string&)>& find) {
-  if (a.mode != "static" && a.mode != "agg" && a.mode != "disagg")
-    throw UsageError("--mode '" + a.mode + "': expected static, agg or disagg");
-  if (a.mode != "agg") RequireDecodeSteps(a.osl, a.stride);  // their decode is a sum over steps
-  const DetailFlags detail = ParseDetail(a.detail);
-  const std::string systems_dir = a.systems_dir.empty() ? find("systems") : a.systems_dir;
-  const std::string models_dir = a.models_dir.empty() ? find("models") : a.models_dir;
-  const std::string engines_dir = a.engines_dir.empty() ? find("engines") : a.engines_dir;
-
-  systems::SystemSpec spec = systems::LoadSystemByName(systems_dir, a.system);
-  const model::QuantOverrides ov{a.gemm_quant, a.moe_quant, a.kv_quant, a.fmha_quant, a.comm_quant};
-  serve::Deployment d(LoadModelNoted(a.model, models_dir), spec, ov);
-
-  // Expert parallelism names a split of experts a model without them does not have
-  // (--dp is refused by the family's parallel rules; the derived moe values are not).
-  if (!model::FamilyOf(d.model()).HasExperts()) {
-    for (const auto& [flag, value] : {std::pair<const char*, int>{"--moe-tp", a.moe_tp}, {"--moe-ep", a.moe_ep},
-                                      {"--prefill-moe-tp", a.prefill_moe_tp}, {"--prefill-moe-ep", a.prefill_moe_ep},
-                                      {"--decode-moe-tp", a.decode_moe_tp}, {"--decode-moe-ep", a.decode_moe_ep}})
-      if (value > 0)
-        throw UsageError(std::string(flag) + " " + std::to_string(value) + ": " + a.model +
-                         " has no experts (expert parallelism applies to MoE models)");
-  }
-
-  // The deployment: one parallel config (static, agg) or one per worker kind (disagg).
+// The mode flags that only some modes take (checked after the model loads, as before).
+void CheckModeFlags(const EstimateArgs& a) {
   const bool disagg = a.mode == "disagg";
   if (a.simulate && a.mode != "agg")
     throw UsageError("--simulate: only --mode agg is simulated so far (got --mode " + a.mode + ")");
@@ -323,19 +299,43 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
                      "prefill workers); SGLang splits no mixed prefill+decode batch over CP ranks and runs every "
                      "decode row on each of them (docs/estimator.md, \"Context parallelism\")");
   if (!disagg && a.prefill_cp > 0) throw UsageError("--prefill-cp applies to --mode disagg (use --cp)");
-  const model::ParallelConfig par = MakeParallel(a.tp, a.pp, a.dp, a.moe_tp, a.moe_ep, disagg ? 1 : a.cp);
-  const model::ParallelConfig prefill_par =
-      disagg ? MakeParallel(Pick(a.prefill_tp, a.tp), Pick(a.prefill_pp, a.pp), Pick(a.prefill_dp, a.dp),
-                            Pick(a.prefill_moe_tp, a.moe_tp), Pick(a.prefill_moe_ep, a.moe_ep),
-                            Pick(a.prefill_cp, a.cp))
-             : par;
-  const model::ParallelConfig decode_par =
-      disagg ? MakeParallel(Pick(a.decode_tp, a.tp), Pick(a.decode_pp, a.pp), Pick(a.decode_dp, a.dp),
-                            Pick(a.decode_moe_tp, a.moe_tp), Pick(a.decode_moe_ep, a.moe_ep))
-             : par;
-  model::OpListOptions oo = serve::OpOptionsFor(model::ParseEngine(a.engine), spec);
-  oo.nextn = a.nextn;
-  oo.moe_distribution = a.moe_distribution;
+}
+
+// Expert parallelism names a split of experts a model without them does not have
+// (--dp is refused by the family's parallel rules; the derived moe values are not).
+void RejectExpertFlags(const EstimateArgs& a, const model::ModelConfig& m) {
+  if (model::FamilyOf(m).HasExperts()) return;
+  for (const auto& [flag, value] : {std::pair<const char*, int>{"--moe-tp", a.moe_tp},
+                                    {"--moe-ep", a.moe_ep},
+                                    {"--prefill-moe-tp", a.prefill_moe_tp},
+                                    {"--prefill-moe-ep", a.prefill_moe_ep},
+                                    {"--decode-moe-tp", a.decode_moe_tp},
+                                    {"--decode-moe-ep", a.decode_moe_ep}})
+    if (value > 0)
+      throw UsageError(std::string(flag) + " " + std::to_string(value) + ": " + a.model +
+                       " has no experts (expert parallelism applies to MoE models)");
+}
+
+// The deployment: one parallel config (static, agg) or one per worker kind (disagg).
+struct Parallels {
+  model::ParallelConfig par, prefill, decode;
+};
+
+Parallels ParallelsOf(const EstimateArgs& a) {
+  const bool disagg = a.mode == "disagg";
+  Parallels ps;
+  ps.par = MakeParallel(a.tp, a.pp, a.dp, a.moe_tp, a.moe_ep, disagg ? 1 : a.cp);
+  ps.prefill = disagg ? MakeParallel(Pick(a.prefill_tp, a.tp), Pick(a.prefill_pp, a.pp), Pick(a.prefill_dp, a.dp),
+                                     Pick(a.prefill_moe_tp, a.moe_tp), Pick(a.prefill_moe_ep, a.moe_ep),
+                                     Pick(a.prefill_cp, a.cp))
+                      : ps.par;
+  ps.decode = disagg ? MakeParallel(Pick(a.decode_tp, a.tp), Pick(a.decode_pp, a.pp), Pick(a.decode_dp, a.dp),
+                                    Pick(a.decode_moe_tp, a.moe_tp), Pick(a.decode_moe_ep, a.moe_ep))
+                     : ps.par;
+  return ps;
+}
+
+serve::Workload WorkloadOf(const EstimateArgs& a) {
   serve::Workload w;
   w.batch = a.batch;
   w.isl = a.isl;
@@ -344,250 +344,311 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
   w.nextn = a.nextn;
   w.mtp_accepted = a.mtp_accepted;
   w.stride = a.stride;
-  serve::ValidateWorkload(w);
-  std::vector<model::ParallelConfig> configs{prefill_par};
-  if (disagg) configs.push_back(decode_par);
-  const std::set<serve::TableNeed> needs = d.Needs(configs, oo);  // validates the parallel configs first
-  const serve::DatabaseOptions dbo =
-      MakeDataOptions(a.data_roots, a.data, a.database_mode, a.transfer_policy, systems_dir, a.engine);
-  const serve::Database* db = &OpenDataNoted(d, dbo, needs);
-  const model::ModelConfig& m = d.model();
-  const model::OpList ops = d.Ops(prefill_par, oo);
-  const model::OpList decode_ops = disagg ? d.Ops(decode_par, oo) : model::OpList{};
-  const serve::EngineProfile engine = serve::LoadEngineProfileByName(engines_dir, oo.engine, a.calibration);
+  return w;
+}
 
-  Json notes = Json::array();
-  for (const auto& n : m.quant_notes) notes.push_back(n);
-  for (const auto& n : ops.notes) notes.push_back(n);
-  Json head = {
-      {"mode", a.mode},
+// Everything one estimate reads, opened once; the modes below answer from it.
+struct Opened {
+  Opened(const EstimateArgs& args, DetailFlags d, systems::SystemSpec s) : a(args), detail(d), spec(std::move(s)) {}
+  const EstimateArgs& a;
+  DetailFlags detail;
+  systems::SystemSpec spec;
+  Parallels ps;
+  serve::Workload w;
+  const serve::Database* db = nullptr;
+  const model::ModelConfig* m = nullptr;
+  model::OpList ops, decode_ops;
+  serve::EngineProfile engine;
+  Json head, notes;
+};
+
+// What every answer starts with: the JSON head and its notes.
+void PutHead(Opened& o) {
+  const model::ModelConfig& m = *o.m;
+  o.notes = Json::array();
+  for (const auto& n : m.quant_notes) o.notes.push_back(n);
+  for (const auto& n : o.ops.notes) o.notes.push_back(n);
+  o.head = {
+      {"mode", o.a.mode},
       {"model", {{"name", m.name}, {"architecture", m.architecture}, {"family", model::FamilyOf(m).Name()}}},
       {"quant",
-       {{"gemm", m.quant.gemm}, {"moe", m.quant.moe}, {"kv", m.quant.kv}, {"fmha", m.quant.fmha}, {"comm", m.quant.comm}}},
-      {"system", spec.name},
-      {"engine", a.engine},
-      {"data", db->source()},
-      {"database_mode", perfdb::DatabaseModeName(db->mode())},
+       {{"gemm", m.quant.gemm},
+        {"moe", m.quant.moe},
+        {"kv", m.quant.kv},
+        {"fmha", m.quant.fmha},
+        {"comm", m.quant.comm}}},
+      {"system", o.spec.name},
+      {"engine", o.a.engine},
+      {"data", o.db->source()},
+      {"database_mode", perfdb::DatabaseModeName(o.db->mode())},
   };
-  auto print_head = [&](const char* what) {
-    std::printf("servecast estimate (%s)\n", what);
-    std::printf("  model     %s  [%s, %s]\n", m.name.c_str(), model::FamilyOf(m).Name(), m.architecture.c_str());
-    std::printf("  quant     gemm %s, moe %s, kv %s, fmha %s, comm %s\n", m.quant.gemm.c_str(),
-                !model::FamilyOf(m).HasExperts() ? "-" : m.quant.moe.c_str(), m.quant.kv.c_str(),
-                m.quant.fmha.c_str(), m.quant.comm.c_str());
-    std::printf("  system    %s (%s), engine %s, data %s, database mode %s\n", spec.name.c_str(),
-                spec.gpu.device_name.c_str(), a.engine.c_str(), db->source().c_str(),
-                perfdb::DatabaseModeName(db->mode()));
+}
+
+void PrintHead(const Opened& o, const char* what) {
+  const model::ModelConfig& m = *o.m;
+  std::printf("servecast estimate (%s)\n", what);
+  std::printf("  model     %s  [%s, %s]\n", m.name.c_str(), model::FamilyOf(m).Name(), m.architecture.c_str());
+  std::printf("  quant     gemm %s, moe %s, kv %s, fmha %s, comm %s\n", m.quant.gemm.c_str(),
+              !model::FamilyOf(m).HasExperts() ? "-" : m.quant.moe.c_str(), m.quant.kv.c_str(), m.quant.fmha.c_str(),
+              m.quant.comm.c_str());
+  std::printf("  system    %s (%s), engine %s, data %s, database mode %s\n", o.spec.name.c_str(),
+              o.spec.gpu.device_name.c_str(), o.a.engine.c_str(), o.db->source().c_str(),
+              perfdb::DatabaseModeName(o.db->mode()));
+}
+
+void PrintNotes(const Opened& o) {
+  for (const auto& n : o.m->quant_notes) std::printf("  note      %s\n", n.c_str());
+  for (const auto& n : o.ops.notes) std::printf("  note      %s\n", n.c_str());
+  std::printf("\n");
+}
+
+// --simulate: the discrete-event run of the agg deployment.
+struct Simulated {
+  serve::SimWorkload sw;
+  serve::SimDeployment sd;
+};
+
+Simulated SimulateAggOf(const Opened& o) {
+  const EstimateArgs& a = o.a;
+  Simulated s;
+  serve::SimWorkload& sw = s.sw;
+  sw.arrival = a.sim_rate > 0 ? serve::SimWorkload::Arrival::kPoisson : serve::SimWorkload::Arrival::kClosedLoop;
+  sw.concurrency = a.batch;
+  sw.rate_per_s = a.sim_rate;
+  sw.requests = a.sim_requests > 0 ? a.sim_requests : 10 * a.batch;
+  sw.warmup = a.sim_warmup >= 0 ? a.sim_warmup : 2 * a.batch;
+  sw.isl = a.isl;
+  sw.osl = a.osl;
+  sw.range_ratio = a.sim_range_ratio;
+  sw.seed = static_cast<std::uint64_t>(a.sim_seed);
+  // --ctx-tokens sets the engine's step budget (max_num_batched_tokens / chunked_prefill_size) too.
+  serve::EngineProfile sim_engine = o.engine;
+  if (a.ctx_tokens > 0) sim_engine.sim.max_num_tokens = a.ctx_tokens;
+  s.sd = serve::SimulateAgg(*o.m, o.ps.par, o.ops, *o.db, sim_engine, sw);
+  return s;
+}
+
+Json SimulationJson(const Opened& o, const Simulated& sim) {
+  const EstimateArgs& a = o.a;
+  const serve::EngineProfile& engine = o.engine;
+  const serve::SimWorkload& sw = sim.sw;
+  const serve::SimDeployment& sd = sim.sd;
+  const serve::SimResult& s = sd.sim;
+  auto stats_json = [](const serve::SimStats& st) {
+    return Json{{"mean", st.mean}, {"median", st.median}, {"p90", st.p90}};
   };
-  auto print_notes = [&] {
-    for (const auto& n : m.quant_notes) std::printf("  note      %s\n", n.c_str());
-    for (const auto& n : ops.notes) std::printf("  note      %s\n", n.c_str());
-    std::printf("\n");
-  };
+  return {
+      {"workload",
+       {{"arrival", a.sim_rate > 0 ? "poisson" : "closed_loop"},
+        {"concurrency", sw.concurrency},
+        {"rate_per_s", sw.rate_per_s},
+        {"requests", sw.requests},
+        {"warmup", sw.warmup},
+        {"range_ratio", sw.range_ratio},
+        {"seed", a.sim_seed}}},
+      {"scheduler",
+       {{"profile", engine.source_file},
+        {"max_num_tokens", a.ctx_tokens > 0 ? a.ctx_tokens : engine.sim.max_num_tokens},
+        {"max_num_seqs", engine.sim.max_num_seqs},
+        {"chunked_prefill", engine.sim.chunked_prefill},
+        {"mixed_batches", engine.sim.mixed_batches},
+        {"kv_block_tokens", engine.sim.kv_block_tokens},
+        {"admission", engine.sim.admission == serve::SimProfile::Admission::kOnDemand ? "on_demand" : "reserve_full"}}},
+      {"measured", s.measured},
+      {"ttft_ms", stats_json(s.ttft_ms)},
+      {"tpot_ms", stats_json(s.tpot_ms)},
+      {"request_latency_ms", stats_json(s.e2e_ms)},
+      {"tokens_per_s", sd.tokens_per_s},
+      {"tokens_per_s_gpu", sd.tokens_per_s_gpu},
+      {"tokens_per_s_user", s.tokens_per_s_user},
+      {"seq_per_s", sd.seq_per_s},
+      {"duration_ms", s.duration_ms},
+      {"steps", s.steps},
+      {"kv_tokens", sd.kv_tokens},
+      {"kv_blocks", s.kv_blocks},
+      {"kv_peak_fraction", s.kv_peak_fraction},
+      {"kv_saturated", s.kv_saturated},
+      {"preemptions", s.preemptions},
+      {"max_running", s.max_running},
+      {"mean_running", s.mean_running},
+      {"running_limit_hit", s.running_limit_hit},
+      {"admitted_all", s.admitted_all},
+      {"step_shapes_evaluated", sd.cost_evaluations},
+      {"notes", s.notes}};
+}
 
-  if (a.mode == "agg") {
-    serve::AggInputs ai;
-    ai.batch = a.batch;
-    ai.ctx_tokens = a.ctx_tokens > 0 ? a.ctx_tokens : engine.agg.CtxTokens(a.isl, a.batch);
-    ai.isl = a.isl;
-    ai.osl = a.osl;
-    ai.prefix = a.prefix;
-    ai.nextn = a.nextn;
-    ai.mtp_accepted = a.mtp_accepted;
-    const serve::AggEstimate r = serve::RunAgg(m, par, ops, *db, engine, ai);
-    const std::int64_t C = ai.ctx_tokens;
-    serve::SimDeployment sd;
-    serve::SimWorkload sw;
-    if (a.simulate) {
-      sw.arrival = a.sim_rate > 0 ? serve::SimWorkload::Arrival::kPoisson : serve::SimWorkload::Arrival::kClosedLoop;
-      sw.concurrency = a.batch;
-      sw.rate_per_s = a.sim_rate;
-      sw.requests = a.sim_requests > 0 ? a.sim_requests : 10 * a.batch;
-      sw.warmup = a.sim_warmup >= 0 ? a.sim_warmup : 2 * a.batch;
-      sw.isl = a.isl;
-      sw.osl = a.osl;
-      sw.range_ratio = a.sim_range_ratio;
-      sw.seed = static_cast<std::uint64_t>(a.sim_seed);
-      // --ctx-tokens sets the engine's step budget (max_num_batched_tokens / chunked_prefill_size) too.
-      serve::EngineProfile sim_engine = engine;
-      if (a.ctx_tokens > 0) sim_engine.sim.max_num_tokens = a.ctx_tokens;
-      sd = serve::SimulateAgg(m, par, ops, *db, sim_engine, sw);
-    }
-    auto stats_json = [](const serve::SimStats& s) {
-      return Json{{"mean", s.mean}, {"median", s.median}, {"p90", s.p90}};
-    };
-    if (a.json) {
-      Json out = head;
-      out["parallel"] = ParallelJson(par);
-      out["workload"] = {{"batch", a.batch}, {"ctx_tokens", C}, {"isl", a.isl}, {"osl", a.osl}, {"prefix", a.prefix},
-                         {"nextn", a.nextn}, {"mtp_accepted", a.mtp_accepted}};
-      PutHeadline(out, r);
-      out["steps"] = {{"mixed_step_ms", r.mixed_step_ms},       {"decode_step_ms", r.decode_step_ms},
-                      {"mixed_steps", r.mixed_steps},           {"decode_steps", r.decode_steps},
-                      {"mixed_steps_in_tpot", r.mixed_steps_in_tpot}, {"mix_gen_tokens", r.mix_gen_tokens}};
-      out["memory"] = MemoryJson(r.memory);
-      out["mixed_step"] = PhaseJson(r.mixed);
-      if (!r.decode.ops.empty()) out["decode_step"] = PhaseJson(r.decode);
-      if (a.simulate) {
-        const serve::SimResult& s = sd.sim;
-        out["simulation"] = {
-            {"workload",
-             {{"arrival", a.sim_rate > 0 ? "poisson" : "closed_loop"},
-              {"concurrency", sw.concurrency},
-              {"rate_per_s", sw.rate_per_s},
-              {"requests", sw.requests},
-              {"warmup", sw.warmup},
-              {"range_ratio", sw.range_ratio},
-              {"seed", a.sim_seed}}},
-            {"scheduler",
-             {{"profile", engine.source_file},
-              {"max_num_tokens", a.ctx_tokens > 0 ? a.ctx_tokens : engine.sim.max_num_tokens},
-              {"max_num_seqs", engine.sim.max_num_seqs},
-              {"chunked_prefill", engine.sim.chunked_prefill},
-              {"mixed_batches", engine.sim.mixed_batches},
-              {"kv_block_tokens", engine.sim.kv_block_tokens},
-              {"admission", engine.sim.admission == serve::SimProfile::Admission::kOnDemand ? "on_demand"
-                                                                                             : "reserve_full"}}},
-            {"measured", s.measured},
-            {"ttft_ms", stats_json(s.ttft_ms)},
-            {"tpot_ms", stats_json(s.tpot_ms)},
-            {"request_latency_ms", stats_json(s.e2e_ms)},
-            {"tokens_per_s", sd.tokens_per_s},
-            {"tokens_per_s_gpu", sd.tokens_per_s_gpu},
-            {"tokens_per_s_user", s.tokens_per_s_user},
-            {"seq_per_s", sd.seq_per_s},
-            {"duration_ms", s.duration_ms},
-            {"steps", s.steps},
-            {"kv_tokens", sd.kv_tokens},
-            {"kv_blocks", s.kv_blocks},
-            {"kv_peak_fraction", s.kv_peak_fraction},
-            {"kv_saturated", s.kv_saturated},
-            {"preemptions", s.preemptions},
-            {"max_running", s.max_running},
-            {"mean_running", s.mean_running},
-            {"running_limit_hit", s.running_limit_hit},
-            {"admitted_all", s.admitted_all},
-            {"step_shapes_evaluated", sd.cost_evaluations},
-            {"notes", s.notes}};
-      }
-      out["notes"] = notes;
-      std::printf("%s\n", out.dump(2).c_str());
-      return 0;
-    }
-    print_head("agg: in-flight batching");
-    std::printf("  parallel  %s  (%d GPU%s per replica)\n", par.ToString().c_str(), r.gpus, r.gpus == 1 ? "" : "s");
-    std::printf("  workload  concurrency %lld per worker, prefill budget %lld tokens/step, isl %lld, osl %lld, prefix %lld\n",
-                static_cast<long long>(a.batch), static_cast<long long>(C), static_cast<long long>(a.isl),
-                static_cast<long long>(a.osl), static_cast<long long>(a.prefix));
-    print_notes();
-    std::printf("  TTFT             %10.3f ms\n", r.ttft_ms);
-    std::printf("  TPOT             %10.3f ms   (mixed step %.3f ms x %.4g in TPOT, decode step %.3f ms x %.4g)\n",
-                r.tpot_ms, r.mixed_step_ms, r.mixed_steps_in_tpot, r.decode_step_ms, r.decode_steps);
-    PrintThroughput(r);
-    PrintMemory(r.memory, engine, a.isl + a.osl, detail.memory);
-    if (a.simulate) {
-      const serve::SimResult& s = sd.sim;
-      std::printf("\nsimulated (%lld requests measured after %lld warm-up; %s; lengths in [%.2g L, L], seed %lld)\n",
-                  static_cast<long long>(s.measured), static_cast<long long>(sw.warmup),
-                  a.sim_rate > 0 ? ("Poisson " + FormatRate(a.sim_rate)).c_str()
-                                 : ("closed loop, " + std::to_string(a.batch) + " clients").c_str(),
-                  sw.range_ratio, static_cast<long long>(a.sim_seed));
-      std::printf("  scheduler        budget %lld tokens/step, max %s running, %s prefill, %s, KV blocks of %lld, %s\n",
-                  static_cast<long long>(a.ctx_tokens > 0 ? a.ctx_tokens : engine.sim.max_num_tokens),
-                  engine.sim.max_num_seqs > 0 ? std::to_string(engine.sim.max_num_seqs).c_str() : "(no limit)",
-                  engine.sim.chunked_prefill ? "chunked" : "whole-prompt",
-                  engine.sim.mixed_batches ? "mixed steps" : "prefill-only steps first",
-                  static_cast<long long>(engine.sim.kv_block_tokens),
-                  engine.sim.admission == serve::SimProfile::Admission::kOnDemand ? "on-demand, preempt by recompute"
-                                                                                  : "reserve isl + osl, no eviction");
-      std::printf("  TTFT             mean %10.3f ms   median %10.3f   p90 %10.3f\n", s.ttft_ms.mean, s.ttft_ms.median,
-                  s.ttft_ms.p90);
-      std::printf("  TPOT             mean %10.3f ms   median %10.3f   p90 %10.3f\n", s.tpot_ms.mean, s.tpot_ms.median,
-                  s.tpot_ms.p90);
-      std::printf("  request latency  mean %10.3f ms\n", s.e2e_ms.mean);
-      std::printf("  tokens/s         %10.1f   per GPU %.1f   per user %.1f\n", sd.tokens_per_s, sd.tokens_per_s_gpu,
-                  s.tokens_per_s_user);
-      std::printf("  KV cache         %lld tokens per worker, peak use %.1f%%%s; %lld preemption(s); running max %lld, "
-                  "mean %.1f\n",
-                  static_cast<long long>(sd.kv_tokens), 100 * s.kv_peak_fraction,
-                  s.kv_saturated ? " (SATURATED)" : "", static_cast<long long>(s.preemptions),
-                  static_cast<long long>(s.max_running), s.mean_running);
-      if (!s.admitted_all)
-        std::printf("  CANNOT ADMIT     the concurrency: the latencies above include the queue this causes\n");
-      for (const auto& n : s.notes) std::printf("  note             %s\n", n.c_str());
-    }
-    if (detail.time || detail.source) {
-      PrintPhase("mixed step (prefill chunk + decode rows)", r.mixed, detail.source, "");
-      if (!r.decode.ops.empty()) PrintPhase("decode-only step", r.decode, detail.source, "");
-    }
-    if (detail.source) PrintMergedRows(*db);
-    return 0;
-  }
+void PrintSimulation(const Opened& o, const Simulated& sim) {
+  const EstimateArgs& a = o.a;
+  const serve::EngineProfile& engine = o.engine;
+  const serve::SimDeployment& sd = sim.sd;
+  const serve::SimResult& s = sd.sim;
+  std::printf("\nsimulated (%lld requests measured after %lld warm-up; %s; lengths in [%.2g L, L], seed %lld)\n",
+              static_cast<long long>(s.measured), static_cast<long long>(sim.sw.warmup),
+              a.sim_rate > 0 ? ("Poisson " + FormatRate(a.sim_rate)).c_str()
+                             : ("closed loop, " + std::to_string(a.batch) + " clients").c_str(),
+              sim.sw.range_ratio, static_cast<long long>(a.sim_seed));
+  std::printf("  scheduler        budget %lld tokens/step, max %s running, %s prefill, %s, KV blocks of %lld, %s\n",
+              static_cast<long long>(a.ctx_tokens > 0 ? a.ctx_tokens : engine.sim.max_num_tokens),
+              engine.sim.max_num_seqs > 0 ? std::to_string(engine.sim.max_num_seqs).c_str() : "(no limit)",
+              engine.sim.chunked_prefill ? "chunked" : "whole-prompt",
+              engine.sim.mixed_batches ? "mixed steps" : "prefill-only steps first",
+              static_cast<long long>(engine.sim.kv_block_tokens),
+              engine.sim.admission == serve::SimProfile::Admission::kOnDemand ? "on-demand, preempt by recompute"
+                                                                              : "reserve isl + osl, no eviction");
+  std::printf("  TTFT             mean %10.3f ms   median %10.3f   p90 %10.3f\n", s.ttft_ms.mean, s.ttft_ms.median,
+              s.ttft_ms.p90);
+  std::printf("  TPOT             mean %10.3f ms   median %10.3f   p90 %10.3f\n", s.tpot_ms.mean, s.tpot_ms.median,
+              s.tpot_ms.p90);
+  std::printf("  request latency  mean %10.3f ms\n", s.e2e_ms.mean);
+  std::printf("  tokens/s         %10.1f   per GPU %.1f   per user %.1f\n", sd.tokens_per_s, sd.tokens_per_s_gpu,
+              s.tokens_per_s_user);
+  std::printf(
+      "  KV cache         %lld tokens per worker, peak use %.1f%%%s; %lld preemption(s); running max %lld, "
+      "mean %.1f\n",
+      static_cast<long long>(sd.kv_tokens), 100 * s.kv_peak_fraction, s.kv_saturated ? " (SATURATED)" : "",
+      static_cast<long long>(s.preemptions), static_cast<long long>(s.max_running), s.mean_running);
+  if (!s.admitted_all)
+    std::printf("  CANNOT ADMIT     the concurrency: the latencies above include the queue this causes\n");
+  for (const auto& n : s.notes) std::printf("  note             %s\n", n.c_str());
+}
 
-  if (disagg) {
-    serve::DisaggInputs di;
-    di.isl = a.isl;
-    di.osl = a.osl;
-    di.prefix = a.prefix;
-    di.nextn = a.nextn;
-    di.mtp_accepted = a.mtp_accepted;
-    di.prefill_batch = a.prefill_batch;
-    di.decode_batch = a.decode_batch > 0 ? a.decode_batch : a.batch;
-    di.prefill_workers = a.prefill_workers;
-    di.decode_workers = a.decode_workers;
-    di.stride = a.stride;
-    const serve::DisaggEstimate r = serve::RunDisagg(m, prefill_par, ops, decode_par, decode_ops, *db, engine, di);
-    if (a.json) {
-      Json out = head;
-      out["prefill"] = {{"parallel", ParallelJson(prefill_par)}, {"batch", di.prefill_batch},
-                        {"workers", di.prefill_workers},        {"ttft_ms", r.prefill.ttft_ms},
-                        {"seq_per_s", r.prefill_seq_per_s},     {"memory", MemoryJson(r.prefill.memory)},
-                        {"context", PhaseJson(r.prefill.context)}};
-      out["decode"] = {{"parallel", ParallelJson(decode_par)}, {"batch", di.decode_batch},
-                       {"workers", di.decode_workers},        {"tpot_ms", r.decode.tpot_ms},
-                       {"seq_per_s", r.decode_seq_per_s},     {"memory", MemoryJson(r.decode.memory)},
-                       {"generation", PhaseJson(r.decode.generation)}};
-      out["workload"] = {{"isl", a.isl}, {"osl", a.osl}, {"prefix", a.prefix}, {"nextn", a.nextn},
-                         {"mtp_accepted", a.mtp_accepted}, {"stride", a.stride}};
-      PutHeadline(out, r);
-      out["gpus"] = r.gpus;
-      out["notes"] = notes;
-      std::printf("%s\n", out.dump(2).c_str());
-      return 0;
-    }
-    print_head("disagg: prefill and decode workers");
-    std::printf("  prefill   %d x [%s], batch %lld\n", di.prefill_workers, prefill_par.ToString().c_str(),
-                static_cast<long long>(di.prefill_batch));
-    std::printf("  decode    %d x [%s], batch %lld   (%d GPUs in all)\n", di.decode_workers,
-                decode_par.ToString().c_str(), static_cast<long long>(di.decode_batch), r.gpus);
-    std::printf("  workload  isl %lld, osl %lld, prefix %lld\n", static_cast<long long>(a.isl),
-                static_cast<long long>(a.osl), static_cast<long long>(a.prefix));
-    print_notes();
-    std::printf("  TTFT             %10.3f ms   (prefill pass %.3f ms x %.2f queueing)\n", r.ttft_ms, r.prefill.ttft_ms,
-                engine.disagg.ttft_correction);
-    std::printf("  TPOT             %10.3f ms\n", r.tpot_ms);
-    PrintThroughput(r);
-    std::printf("  rates            prefill %.2f req/s per worker, decode %.2f req/s per worker\n",
-                r.prefill_seq_per_s, r.decode_seq_per_s);
-    std::printf("  prefill worker:");
-    PrintMemory(r.prefill.memory, engine, a.isl + a.osl, detail.memory);
-    std::printf("  decode worker: ");
-    PrintMemory(r.decode.memory, engine, a.isl + a.osl, detail.memory);
-    if (detail.time || detail.source) {
-      PrintPhase("prefill pass (x prefill correction)", r.prefill.context, detail.source, "");
-      PrintPhase("decode phase (x decode correction)", r.decode.generation, detail.source, "");
-    }
-    if (detail.source) PrintMergedRows(*db);
-    return 0;
-  }
-
-  const serve::StaticEstimate r = serve::RunStatic(m, par, ops, *db, engine, w);
-  const serve::MemoryBreakdown& mem = r.memory;
+int EstimateAgg(const Opened& o) {
+  const EstimateArgs& a = o.a;
+  const model::ParallelConfig& par = o.ps.par;
+  serve::AggInputs ai;
+  ai.batch = a.batch;
+  ai.ctx_tokens = a.ctx_tokens > 0 ? a.ctx_tokens : o.engine.agg.CtxTokens(a.isl, a.batch);
+  ai.isl = a.isl;
+  ai.osl = a.osl;
+  ai.prefix = a.prefix;
+  ai.nextn = a.nextn;
+  ai.mtp_accepted = a.mtp_accepted;
+  const serve::AggEstimate r = serve::RunAgg(*o.m, par, o.ops, *o.db, o.engine, ai);
+  const std::int64_t C = ai.ctx_tokens;
+  Simulated sim;
+  if (a.simulate) sim = SimulateAggOf(o);
   if (a.json) {
-    Json out = head;
+    Json out = o.head;
     out["parallel"] = ParallelJson(par);
-    out["workload"] = {{"batch", w.batch}, {"isl", w.isl}, {"osl", w.osl}, {"prefix", w.prefix}, {"nextn", w.nextn},
-                       {"mtp_accepted", w.mtp_accepted}, {"stride", w.stride}};
+    out["workload"] = {{"batch", a.batch},
+                       {"ctx_tokens", C},
+                       {"isl", a.isl},
+                       {"osl", a.osl},
+                       {"prefix", a.prefix},
+                       {"nextn", a.nextn},
+                       {"mtp_accepted", a.mtp_accepted}};
+    PutHeadline(out, r);
+    out["steps"] = {{"mixed_step_ms", r.mixed_step_ms},
+                    {"decode_step_ms", r.decode_step_ms},
+                    {"mixed_steps", r.mixed_steps},
+                    {"decode_steps", r.decode_steps},
+                    {"mixed_steps_in_tpot", r.mixed_steps_in_tpot},
+                    {"mix_gen_tokens", r.mix_gen_tokens}};
+    out["memory"] = MemoryJson(r.memory);
+    out["mixed_step"] = PhaseJson(r.mixed);
+    if (!r.decode.ops.empty()) out["decode_step"] = PhaseJson(r.decode);
+    if (a.simulate) out["simulation"] = SimulationJson(o, sim);
+    out["notes"] = o.notes;
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  PrintHead(o, "agg: in-flight batching");
+  std::printf("  parallel  %s  (%d GPU%s per replica)\n", par.ToString().c_str(), r.gpus, r.gpus == 1 ? "" : "s");
+  std::printf(
+      "  workload  concurrency %lld per worker, prefill budget %lld tokens/step, isl %lld, osl %lld, prefix %lld\n",
+      static_cast<long long>(a.batch), static_cast<long long>(C), static_cast<long long>(a.isl),
+      static_cast<long long>(a.osl), static_cast<long long>(a.prefix));
+  PrintNotes(o);
+  std::printf("  TTFT             %10.3f ms\n", r.ttft_ms);
+  std::printf("  TPOT             %10.3f ms   (mixed step %.3f ms x %.4g in TPOT, decode step %.3f ms x %.4g)\n",
+              r.tpot_ms, r.mixed_step_ms, r.mixed_steps_in_tpot, r.decode_step_ms, r.decode_steps);
+  PrintThroughput(r);
+  PrintMemory(r.memory, o.engine, a.isl + a.osl, o.detail.memory);
+  if (a.simulate) PrintSimulation(o, sim);
+  if (o.detail.time || o.detail.source) {
+    PrintPhase("mixed step (prefill chunk + decode rows)", r.mixed, o.detail.source, "");
+    if (!r.decode.ops.empty()) PrintPhase("decode-only step", r.decode, o.detail.source, "");
+  }
+  if (o.detail.source) PrintMergedRows(*o.db);
+  return 0;
+}
+
+int EstimateDisagg(const Opened& o) {
+  const EstimateArgs& a = o.a;
+  const model::ParallelConfig& prefill_par = o.ps.prefill;
+  const model::ParallelConfig& decode_par = o.ps.decode;
+  serve::DisaggInputs di;
+  di.isl = a.isl;
+  di.osl = a.osl;
+  di.prefix = a.prefix;
+  di.nextn = a.nextn;
+  di.mtp_accepted = a.mtp_accepted;
+  di.prefill_batch = a.prefill_batch;
+  di.decode_batch = a.decode_batch > 0 ? a.decode_batch : a.batch;
+  di.prefill_workers = a.prefill_workers;
+  di.decode_workers = a.decode_workers;
+  di.stride = a.stride;
+  const serve::DisaggEstimate r =
+      serve::RunDisagg(*o.m, prefill_par, o.ops, decode_par, o.decode_ops, *o.db, o.engine, di);
+  if (a.json) {
+    Json out = o.head;
+    out["prefill"] = {{"parallel", ParallelJson(prefill_par)},  {"batch", di.prefill_batch},
+                      {"workers", di.prefill_workers},          {"ttft_ms", r.prefill.ttft_ms},
+                      {"seq_per_s", r.prefill_seq_per_s},       {"memory", MemoryJson(r.prefill.memory)},
+                      {"context", PhaseJson(r.prefill.context)}};
+    out["decode"] = {{"parallel", ParallelJson(decode_par)},
+                     {"batch", di.decode_batch},
+                     {"workers", di.decode_workers},
+                     {"tpot_ms", r.decode.tpot_ms},
+                     {"seq_per_s", r.decode_seq_per_s},
+                     {"memory", MemoryJson(r.decode.memory)},
+                     {"generation", PhaseJson(r.decode.generation)}};
+    out["workload"] = {
+        {"isl", a.isl},      {"osl", a.osl}, {"prefix", a.prefix}, {"nextn", a.nextn}, {"mtp_accepted", a.mtp_accepted},
+        {"stride", a.stride}};
+    PutHeadline(out, r);
+    out["gpus"] = r.gpus;
+    out["notes"] = o.notes;
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  PrintHead(o, "disagg: prefill and decode workers");
+  std::printf("  prefill   %d x [%s], batch %lld\n", di.prefill_workers, prefill_par.ToString().c_str(),
+              static_cast<long long>(di.prefill_batch));
+  std::printf("  decode    %d x [%s], batch %lld   (%d GPUs in all)\n", di.decode_workers,
+              decode_par.ToString().c_str(), static_cast<long long>(di.decode_batch), r.gpus);
+  std::printf("  workload  isl %lld, osl %lld, prefix %lld\n", static_cast<long long>(a.isl),
+              static_cast<long long>(a.osl), static_cast<long long>(a.prefix));
+  PrintNotes(o);
+  std::printf("  TTFT             %10.3f ms   (prefill pass %.3f ms x %.2f queueing)\n", r.ttft_ms, r.prefill.ttft_ms,
+              o.engine.disagg.ttft_correction);
+  std::printf("  TPOT             %10.3f ms\n", r.tpot_ms);
+  PrintThroughput(r);
+  std::printf("  rates            prefill %.2f req/s per worker, decode %.2f req/s per worker\n", r.prefill_seq_per_s,
+              r.decode_seq_per_s);
+  std::printf("  prefill worker:");
+  PrintMemory(r.prefill.memory, o.engine, a.isl + a.osl, o.detail.memory);
+  std::printf("  decode worker: ");
+  PrintMemory(r.decode.memory, o.engine, a.isl + a.osl, o.detail.memory);
+  if (o.detail.time || o.detail.source) {
+    PrintPhase("prefill pass (x prefill correction)", r.prefill.context, o.detail.source, "");
+    PrintPhase("decode phase (x decode correction)", r.decode.generation, o.detail.source, "");
+  }
+  if (o.detail.source) PrintMergedRows(*o.db);
+  return 0;
+}
+
+int EstimateStatic(const Opened& o) {
+  const model::ParallelConfig& par = o.ps.par;
+  const serve::Workload& w = o.w;
+  const serve::StaticEstimate r = serve::RunStatic(*o.m, par, o.ops, *o.db, o.engine, w);
+  const serve::MemoryBreakdown& mem = r.memory;
+  if (o.a.json) {
+    Json out = o.head;
+    out["parallel"] = ParallelJson(par);
+    out["workload"] = {{"batch", w.batch},   {"isl", w.isl},     {"osl", w.osl},
+                       {"prefix", w.prefix}, {"nextn", w.nextn}, {"mtp_accepted", w.mtp_accepted},
+                       {"stride", w.stride}};
     PutHeadline(out, r);
     out["bounds"] = {{"ttft_compute_bound_ms", r.ttft_compute_bound_ms},
                      {"tpot_weight_bound_ms", r.tpot_weight_bound_ms},
@@ -597,31 +658,70 @@ int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std
     out["context"] = PhaseJson(r.context);
     out["generation"] = PhaseJson(r.generation);
     out["decode_steps_evaluated"] = r.decode_steps_evaluated;
-    out["notes"] = notes;
+    out["notes"] = o.notes;
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-
-  print_head("static");
+  PrintHead(o, "static");
   std::printf("  parallel  %s  (%d GPU%s per replica)\n", par.ToString().c_str(), r.gpus, r.gpus == 1 ? "" : "s");
   std::printf("  workload  batch %lld, isl %lld, osl %lld, prefix %lld\n", static_cast<long long>(w.batch),
               static_cast<long long>(w.isl), static_cast<long long>(w.osl), static_cast<long long>(w.prefix));
-  print_notes();
+  PrintNotes(o);
   std::printf("  TTFT             %10.3f ms   compute bound %.3f ms (x%.2f)\n", r.ttft_ms, r.ttft_compute_bound_ms,
               r.ttft_compute_bound_ms > 0 ? r.ttft_ms / r.ttft_compute_bound_ms : 0.0);
   std::printf("  TPOT             %10.3f ms   weight-streaming bound %.3f ms (x%.2f)\n", r.tpot_ms,
               r.tpot_weight_bound_ms, r.tpot_weight_bound_ms > 0 ? r.tpot_ms / r.tpot_weight_bound_ms : 0.0);
   PrintThroughput(r);
-  PrintMemory(mem, engine, w.isl + w.osl, detail.memory);
-  if (detail.time || detail.source) {
-    PrintPhase("context (one prefill pass)", r.context, detail.source, "");
+  PrintMemory(mem, o.engine, w.isl + w.osl, o.detail.memory);
+  if (o.detail.time || o.detail.source) {
+    PrintPhase("context (one prefill pass)", r.context, o.detail.source, "");
     char note[128];
-    std::snprintf(note, sizeof note, " over %lld steps (%lld evaluated, stride %d)",
-                  static_cast<long long>(w.osl - 1), static_cast<long long>(r.decode_steps_evaluated), w.stride);
-    PrintPhase("generation (all decode steps)", r.generation, detail.source, note);
+    std::snprintf(note, sizeof note, " over %lld steps (%lld evaluated, stride %d)", static_cast<long long>(w.osl - 1),
+                  static_cast<long long>(r.decode_steps_evaluated), w.stride);
+    PrintPhase("generation (all decode steps)", r.generation, o.detail.source, note);
   }
-  if (detail.source) PrintMergedRows(*db);
+  if (o.detail.source) PrintMergedRows(*o.db);
   return 0;
+}
+
+}  // namespace
+
+int RunEstimate(const EstimateArgs& a, const std::function<std::string(const std::string&)>& find) {
+  if (a.mode != "static" && a.mode != "agg" && a.mode != "disagg")
+    throw UsageError("--mode '" + a.mode + "': expected static, agg or disagg");
+  if (a.mode != "agg") RequireDecodeSteps(a.osl, a.stride);  // their decode is a sum over steps
+  const DetailFlags detail = ParseDetail(a.detail);
+  const std::string systems_dir = a.systems_dir.empty() ? find("systems") : a.systems_dir;
+  const std::string models_dir = a.models_dir.empty() ? find("models") : a.models_dir;
+  const std::string engines_dir = a.engines_dir.empty() ? find("engines") : a.engines_dir;
+  Opened o(a, detail, systems::LoadSystemByName(systems_dir, a.system));
+
+  const model::QuantOverrides ov{a.gemm_quant, a.moe_quant, a.kv_quant, a.fmha_quant, a.comm_quant};
+  serve::Deployment d(LoadModelNoted(a.model, models_dir), o.spec, ov);
+  RejectExpertFlags(a, d.model());
+  CheckModeFlags(a);
+  const bool disagg = a.mode == "disagg";
+  o.ps = ParallelsOf(a);
+  model::OpListOptions oo = serve::OpOptionsFor(model::ParseEngine(a.engine), o.spec);
+  oo.nextn = a.nextn;
+  oo.moe_distribution = a.moe_distribution;
+  o.w = WorkloadOf(a);
+  serve::ValidateWorkload(o.w);
+  std::vector<model::ParallelConfig> configs{o.ps.prefill};
+  if (disagg) configs.push_back(o.ps.decode);
+  const std::set<serve::TableNeed> needs = d.Needs(configs, oo);  // validates the parallel configs first
+  const serve::DatabaseOptions dbo =
+      MakeDataOptions(a.data_roots, a.data, a.database_mode, a.transfer_policy, systems_dir, a.engine);
+  o.db = &OpenDataNoted(d, dbo, needs);
+  o.m = &d.model();
+  o.ops = d.Ops(o.ps.prefill, oo);
+  if (disagg) o.decode_ops = d.Ops(o.ps.decode, oo);
+  o.engine = serve::LoadEngineProfileByName(engines_dir, oo.engine, a.calibration);
+  PutHead(o);
+
+  if (a.mode == "agg") return EstimateAgg(o);
+  if (disagg) return EstimateDisagg(o);
+  return EstimateStatic(o);
 }
 
 }  // namespace servecast::cli

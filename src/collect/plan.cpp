@@ -415,75 +415,108 @@ std::vector<SkipRule> LoadSkips(const std::string& path) {
   return rules;
 }
 
-Plan BuildPlan(const Registry& registry, const PlanOptions& opt, const RuntimeInfo& rt) {
-  Plan plan;
+namespace {
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string have;
+  for (const auto& n : names) have += (have.empty() ? "" : ", ") + n;
+  return have;
+}
+
+// The backend and the ops asked for, each one the registry knows.
+void ResolveOps(const Registry& registry, const PlanOptions& opt, Plan& plan) {
   plan.backend = opt.backend;
-  if (!registry.FindBackend(opt.backend)) {
-    std::string have;
-    for (const auto& b : registry.BackendNames()) have += (have.empty() ? "" : ", ") + b;
-    throw UsageError("unknown backend '" + opt.backend + "'; expected one of: " + have);
-  }
+  if (!registry.FindBackend(opt.backend))
+    throw UsageError("unknown backend '" + opt.backend + "'; expected one of: " + JoinNames(registry.BackendNames()));
   std::vector<std::string> all_ops = registry.OpNames(opt.backend);
   plan.ops = opt.ops.empty() ? all_ops : opt.ops;
-  for (const auto& op : plan.ops) {
-    if (!registry.FindOp(opt.backend, op)) {
-      std::string have;
-      for (const auto& o : all_ops) have += (have.empty() ? "" : ", ") + o;
-      throw UsageError("unknown op '" + op + "' for backend '" + opt.backend + "'; expected one of: " + have);
-    }
-  }
-  std::set<std::string> wanted(plan.ops.begin(), plan.ops.end());
+  for (const auto& op : plan.ops)
+    if (!registry.FindOp(opt.backend, op))
+      throw UsageError("unknown op '" + op + "' for backend '" + opt.backend +
+                       "'; expected one of: " + JoinNames(all_ops));
+}
 
+// The case-plan folder: base sweeps, model shapes and skips.
+struct CasePlan {
+  std::vector<Sweep> sweeps;
+  std::vector<ModelShapes> models;
+  std::vector<SkipRule> skips;
+};
+
+CasePlan LoadCasePlan(const PlanOptions& opt) {
   if (!fs::is_directory(opt.cases_dir + "/base_ops"))
-    throw UsageError("--cases " + opt.cases_dir + ": no base_ops/ folder there; expected a case-plan folder (base_ops/*.yaml, "
+    throw UsageError("--cases " + opt.cases_dir +
+                     ": no base_ops/ folder there; expected a case-plan folder (base_ops/*.yaml, "
                      "models/*.yaml, skips.yaml), e.g. the installation's cases/");
-  auto sweeps = LoadBaseOps(opt.cases_dir + "/base_ops");
-  auto models = LoadModels(opt.cases_dir + "/models");
-  auto skips = LoadSkips(opt.cases_dir + "/skips.yaml");
+  CasePlan cp;
+  cp.sweeps = LoadBaseOps(opt.cases_dir + "/base_ops");
+  cp.models = LoadModels(opt.cases_dir + "/models");
+  cp.skips = LoadSkips(opt.cases_dir + "/skips.yaml");
+  return cp;
+}
+
+// --model names a models/ file; every model file's ops and values are the registry's.
+void CheckModels(const Registry& registry, const PlanOptions& opt, const std::vector<ModelShapes>& models) {
   for (const auto& name : opt.models) {
     bool found = false;
     for (const auto& m : models) found = found || MatchesModel(m, name);
     if (!found) {
       std::string have;
       for (const auto& m : models) have += (have.empty() ? "" : ", ") + m.model;
-      throw UsageError("unknown model '" + name + "' (no file in " + opt.cases_dir + "/models matches it); known: " +
-                       (have.empty() ? "none" : have));
+      throw UsageError("unknown model '" + name + "' (no file in " + opt.cases_dir +
+                       "/models matches it); known: " + (have.empty() ? "none" : have));
     }
   }
   for (const auto& m : models)
     for (const auto& [op, _] : m.profiles) {
       bool any = false;
       for (const auto& b : registry.BackendNames()) any = any || registry.FindOp(b, op);
-      if (!any) throw ConfigError(SourceLocation{m.file, 0, "ops." + op}, "no backend registers op '" + op + "'", "a known op");
+      if (!any)
+        throw ConfigError(SourceLocation{m.file, 0, "ops." + op}, "no backend registers op '" + op + "'", "a known op");
       if (const Op* o = registry.FindOp(opt.backend, op)) {
         RefuseUnknownParams(*o, m.file, m.key_lines.at(op));
         CheckProfileValues(*o, m.file, m.profiles.at(op), m.profile_lines.at(op));
       }
     }
+}
 
-  // Stage 1: raw grid = base sweeps plus model shapes, per op.
-  std::map<std::string, std::vector<Candidate>> raw;
-  // Backends a case plan may name: those registered, and cuda, which a build
-  // without CUDA does not register.
+// Backends a case plan may name: those registered, and cuda, which a build
+// without CUDA does not register.
+std::set<std::string> KnownBackends(const Registry& registry) {
   std::set<std::string> known_backends{"cpu", "cuda"};
   for (const auto& b : registry.BackendNames()) known_backends.insert(b);
+  return known_backends;
+}
+
+void CheckSkips(const Registry& registry, const std::vector<SkipRule>& skips,
+                const std::set<std::string>& known_backends) {
   for (const auto& rule : skips) {
     if (!rule.backend.empty() && !known_backends.count(rule.backend))
       throw ConfigError(rule.where + ": unknown backend '" + rule.backend + "'");
     if (!rule.backend.empty() && registry.FindBackend(rule.backend) && !registry.FindOp(rule.backend, rule.op))
       throw ConfigError(rule.where + ": backend '" + rule.backend + "' has no op '" + rule.op + "'");
   }
+}
+
+using RawGrid = std::map<std::string, std::vector<Candidate>>;
+
+// Stage 1: raw grid = base sweeps plus model shapes, per wanted op. Every sweep of
+// the backend is checked, wanted or not: a typo in op: is found on any run.
+RawGrid ExpandSweeps(const Registry& registry, const PlanOptions& opt, const CasePlan& cp,
+                     const std::set<std::string>& known_backends, const std::set<std::string>& wanted) {
+  RawGrid raw;
   std::int64_t crossed = 0;  // raw cases of the wanted sweeps so far
-  for (const auto& sw : sweeps) {
+  for (const auto& sw : cp.sweeps) {
     for (const auto& b : sw.backends)
       if (!known_backends.count(b)) {
         std::string have;
         for (const auto& k : known_backends) have += (have.empty() ? "" : ", ") + k;
-        throw ConfigError(SourceLocation{sw.file, sw.line, "backends"}, "unknown backend '" + b + "'", "one of: " + have);
+        throw ConfigError(SourceLocation{sw.file, sw.line, "backends"}, "unknown backend '" + b + "'",
+                          "one of: " + have);
       }
     if (std::find(sw.backends.begin(), sw.backends.end(), opt.backend) == sw.backends.end()) continue;
     Op* op = registry.FindOp(opt.backend, sw.op);
-    if (!op)  // checked for every sweep of this backend, wanted or not: a typo in op: is found on any run
+    if (!op)
       throw ConfigError(SourceLocation{sw.file, sw.line, "backends"},
                         "backend '" + opt.backend + "' has no op '" + sw.op + "'", "an op the backend registers");
     RefuseUnknownParams(*op, sw.file, sw.key_lines);
@@ -512,7 +545,7 @@ Plan BuildPlan(const Registry& registry, const PlanOptions& opt, const RuntimeIn
     count(sw.profiles, "");
     Expand(sw, *op, sw.profiles, owner, "", raw[sw.op]);
     if (sw.model_shapes) {
-      for (const auto& m : models) {
+      for (const auto& m : cp.models) {
         auto it = m.profiles.find(sw.op);
         if (it == m.profiles.end() || it->second.empty()) continue;
         count(it->second, " with the shapes of " + fs::path(m.file).filename().string());
@@ -520,116 +553,132 @@ Plan BuildPlan(const Registry& registry, const PlanOptions& opt, const RuntimeIn
       }
     }
   }
+  return raw;
+}
 
-  std::vector<Case> supported_all;
-  std::map<std::string, std::vector<Case>> supported_by_op;
-  std::set<std::string> param_names;  // of every raw case, for --case-filter keys no case has
-  for (const auto& op_name : plan.ops) {
-    Op* op = registry.FindOp(opt.backend, op_name);
-    StageCounts& cnt = plan.counts[op_name];
-    // De-duplicate on the case identity; merge model ownership.
-    std::vector<Candidate> uniq;
-    std::unordered_map<std::string, std::size_t> by_id;
-    for (auto& cand : raw[op_name]) {
-      auto it = by_id.find(cand.c.id);
-      if (it == by_id.end()) {
-        by_id[cand.c.id] = uniq.size();
-        uniq.push_back(std::move(cand));
-      } else {
-        Candidate& have = uniq[it->second];
-        have.models.insert(cand.models.begin(), cand.models.end());
-        have.from_base = have.from_base || cand.from_base;
-      }
+// De-duplicates on the case identity, merging model ownership; two different
+// invocations that map to one table key are a plan error.
+std::vector<Candidate> UniqueCandidates(const std::string& op_name, const Op& op, std::vector<Candidate>& raw) {
+  std::vector<Candidate> uniq;
+  std::unordered_map<std::string, std::size_t> by_id;
+  for (auto& cand : raw) {
+    auto it = by_id.find(cand.c.id);
+    if (it == by_id.end()) {
+      by_id[cand.c.id] = uniq.size();
+      uniq.push_back(std::move(cand));
+    } else {
+      Candidate& have = uniq[it->second];
+      have.models.insert(cand.models.begin(), cand.models.end());
+      have.from_base = have.from_base || cand.from_base;
     }
-    // Two different invocations that map to one table key are a plan error.
-    std::unordered_map<std::string, std::size_t> by_key;
-    for (std::size_t i = 0; i < uniq.size(); ++i) {
-      std::string key = op_name;
-      for (const auto& col : op->table().key_columns) key += "|" + ToString(uniq[i].c.params.Get(col.name));
-      auto [it, fresh] = by_key.emplace(key, i);
-      if (!fresh) {
-        const Case& a = uniq[it->second].c;
-        const Case& b = uniq[i].c;
-        throw ConfigError("plan error: cases '" + a.id + "' (from " + a.owner + ") and '" + b.id + "' (from " +
-                          b.owner + ") write the same " + op->table().name +
-                          " key; expected each table key to have one invocation");
-      }
-    }
-    cnt.raw = static_cast<std::int64_t>(uniq.size());
-
-    // Stage 2: model selection and case filters.
-    std::vector<Candidate> selected;
-    for (auto& cand : uniq) {
-      bool keep = true;
-      if (!opt.models.empty()) {
-        keep = false;
-        for (const auto& m : models)
-          for (const auto& name : opt.models)
-            if (MatchesModel(m, name) && cand.models.count(m.model)) keep = true;
-      }
-      for (const auto& item : cand.c.params.items()) param_names.insert(item.first);
-      std::map<std::string, bool> by_filter_key;
-      for (const auto& [k, v] : opt.case_filters) {
-        const Value* have = cand.c.params.Find(k);
-        bool match = have && ToString(*have) == v;
-        by_filter_key[k] = by_filter_key[k] || match;
-      }
-      for (const auto& [_, ok] : by_filter_key) keep = keep && ok;
-      if (keep) selected.push_back(std::move(cand));
-    }
-    cnt.selected = static_cast<std::int64_t>(selected.size());
-
-    // Stage 3: skips.yaml.
-    std::vector<Case> after_skips;
-    for (auto& cand : selected) {
-      const SkipRule* hit = nullptr;
-      for (const auto& rule : skips) {
-        if (rule.op != op_name) continue;
-        if (!rule.backend.empty() && rule.backend != opt.backend) continue;
-        if (rule.min_sm && rt.sm < rule.min_sm) continue;
-        if (rule.max_sm && rt.sm > rule.max_sm) continue;
-        bool match = true;
-        if (rule.when) {
-          try {
-            match = rule.when->Test(cand.c.params);
-          } catch (const Error& e) {
-            throw ConfigError(rule.where + ": " + e.what());
-          }
-        }
-        if (match) {
-          hit = &rule;
-          break;
-        }
-      }
-      if (hit) plan.dropped.push_back({cand.c, "skips", hit->reason + " (source: " + hit->source + ")"});
-      else after_skips.push_back(std::move(cand.c));
-    }
-    cnt.after_skips = static_cast<std::int64_t>(after_skips.size());
-
-    // Stage 4: maturity markers.
-    std::vector<Case> mature;
-    for (auto& c : after_skips) {
-      if (op->unverified() && !opt.include_unverified)
-        plan.dropped.push_back({c, "maturity", "op '" + op_name + "' is marked unverified (use --include-unverified)"});
-      else mature.push_back(std::move(c));
-    }
-    cnt.after_maturity = static_cast<std::int64_t>(mature.size());
-
-    // Stage 5: runtime requirements.
-    auto reqs = op->requirements();
-    std::vector<std::optional<Expr>> req_when;
-    for (const auto& r : reqs) req_when.push_back(r.applies_when.empty() ? std::nullopt : std::optional(Expr::Parse(r.applies_when)));
-    for (auto& c : mature) {
-      std::optional<std::string> unmet;
-      for (std::size_t i = 0; i < reqs.size() && !unmet; ++i)
-        if (!req_when[i] || req_when[i]->Test(c.params)) unmet = reqs[i].Check(rt, c.params);
-      if (unmet) plan.dropped.push_back({c, "requirements", *unmet});
-      else supported_by_op[op_name].push_back(std::move(c));
-    }
-    cnt.supported = static_cast<std::int64_t>(supported_by_op[op_name].size());
   }
+  std::unordered_map<std::string, std::size_t> by_key;
+  for (std::size_t i = 0; i < uniq.size(); ++i) {
+    std::string key = op_name;
+    for (const auto& col : op.table().key_columns) key += "|" + ToString(uniq[i].c.params.Get(col.name));
+    auto [it, fresh] = by_key.emplace(key, i);
+    if (!fresh) {
+      const Case& a = uniq[it->second].c;
+      const Case& b = uniq[i].c;
+      throw ConfigError("plan error: cases '" + a.id + "' (from " + a.owner + ") and '" + b.id + "' (from " + b.owner +
+                        ") write the same " + op.table().name + " key; expected each table key to have one invocation");
+    }
+  }
+  return uniq;
+}
 
-  // A filter on a parameter no case of the planned ops has is a typo, not an empty selection.
+// Stage 2: model selection and case filters. Collects every case's parameter
+// names into `param_names` (for --case-filter keys no case has).
+std::vector<Candidate> SelectCandidates(const PlanOptions& opt, const std::vector<ModelShapes>& models,
+                                        std::vector<Candidate>& uniq, std::set<std::string>& param_names) {
+  std::vector<Candidate> selected;
+  for (auto& cand : uniq) {
+    bool keep = true;
+    if (!opt.models.empty()) {
+      keep = false;
+      for (const auto& m : models)
+        for (const auto& name : opt.models)
+          if (MatchesModel(m, name) && cand.models.count(m.model)) keep = true;
+    }
+    for (const auto& item : cand.c.params.items()) param_names.insert(item.first);
+    std::map<std::string, bool> by_filter_key;
+    for (const auto& [k, v] : opt.case_filters) {
+      const Value* have = cand.c.params.Find(k);
+      bool match = have && ToString(*have) == v;
+      by_filter_key[k] = by_filter_key[k] || match;
+    }
+    for (const auto& [_, ok] : by_filter_key) keep = keep && ok;
+    if (keep) selected.push_back(std::move(cand));
+  }
+  return selected;
+}
+
+// Stage 3: skips.yaml.
+std::vector<Case> ApplySkips(const std::string& op_name, const PlanOptions& opt, const RuntimeInfo& rt,
+                             const std::vector<SkipRule>& skips, std::vector<Candidate>& selected, Plan& plan) {
+  std::vector<Case> after_skips;
+  for (auto& cand : selected) {
+    const SkipRule* hit = nullptr;
+    for (const auto& rule : skips) {
+      if (rule.op != op_name) continue;
+      if (!rule.backend.empty() && rule.backend != opt.backend) continue;
+      if (rule.min_sm && rt.sm < rule.min_sm) continue;
+      if (rule.max_sm && rt.sm > rule.max_sm) continue;
+      bool match = true;
+      if (rule.when) {
+        try {
+          match = rule.when->Test(cand.c.params);
+        } catch (const Error& e) {
+          throw ConfigError(rule.where + ": " + e.what());
+        }
+      }
+      if (match) {
+        hit = &rule;
+        break;
+      }
+    }
+    if (hit)
+      plan.dropped.push_back({cand.c, "skips", hit->reason + " (source: " + hit->source + ")"});
+    else
+      after_skips.push_back(std::move(cand.c));
+  }
+  return after_skips;
+}
+
+// Stage 4: maturity markers.
+std::vector<Case> ApplyMaturity(const std::string& op_name, const Op& op, const PlanOptions& opt,
+                                std::vector<Case>& after_skips, Plan& plan) {
+  std::vector<Case> mature;
+  for (auto& c : after_skips) {
+    if (op.unverified() && !opt.include_unverified)
+      plan.dropped.push_back({c, "maturity", "op '" + op_name + "' is marked unverified (use --include-unverified)"});
+    else
+      mature.push_back(std::move(c));
+  }
+  return mature;
+}
+
+// Stage 5: runtime requirements.
+std::vector<Case> ApplyRequirements(const Op& op, const RuntimeInfo& rt, std::vector<Case>& mature, Plan& plan) {
+  std::vector<Case> supported;
+  auto reqs = op.requirements();
+  std::vector<std::optional<Expr>> req_when;
+  for (const auto& r : reqs)
+    req_when.push_back(r.applies_when.empty() ? std::nullopt : std::optional(Expr::Parse(r.applies_when)));
+  for (auto& c : mature) {
+    std::optional<std::string> unmet;
+    for (std::size_t i = 0; i < reqs.size() && !unmet; ++i)
+      if (!req_when[i] || req_when[i]->Test(c.params)) unmet = reqs[i].Check(rt, c.params);
+    if (unmet)
+      plan.dropped.push_back({c, "requirements", *unmet});
+    else
+      supported.push_back(std::move(c));
+  }
+  return supported;
+}
+
+// A filter on a parameter no case of the planned ops has is a typo, not an empty selection.
+void CheckCaseFilters(const PlanOptions& opt, const std::set<std::string>& param_names) {
   for (const auto& [k, v] : opt.case_filters)
     if (!param_names.count(k) && !param_names.empty()) {
       std::string known;
@@ -637,8 +686,12 @@ Plan BuildPlan(const Registry& registry, const PlanOptions& opt, const RuntimeIn
       throw UsageError("--case-filter " + k + "=" + v + ": no case of the planned ops has a parameter '" + k +
                        "'; their parameters: " + known);
     }
+}
 
-  // Plan hash over the supported plan, shard-independent.
+using CasesByOp = std::map<std::string, std::vector<Case>>;
+
+// The plan hash over the supported plan, shard-independent; returns the sorted IDs.
+std::vector<std::string> HashSupported(const PlanOptions& opt, const CasesByOp& supported_by_op, Plan& plan) {
   std::vector<std::string> ids;
   for (const auto& [_, cases] : supported_by_op)
     for (const auto& c : cases) ids.push_back(c.id);
@@ -651,10 +704,13 @@ Plan BuildPlan(const Registry& registry, const PlanOptions& opt, const RuntimeIn
   }
   plan.plan_hash = h.HexDigest();
   plan.supported_total = static_cast<std::int64_t>(ids.size());
-  for (const auto& op_name : plan.ops)
-    for (const auto& c : supported_by_op[op_name]) plan.supported.push_back(c);
+  return ids;
+}
 
-  // Stage 6: shard, by position in the sorted supported plan.
+// Stage 6: shard, by position in the sorted supported plan; stage 7: shuffle and
+// limit, per op.
+void ShardShuffleLimit(const PlanOptions& opt, const std::vector<std::string>& ids, CasesByOp& supported_by_op,
+                       Plan& plan) {
   std::unordered_map<std::string, std::size_t> pos;
   for (std::size_t i = 0; i < ids.size(); ++i) pos[ids[i]] = i;
   for (const auto& op_name : plan.ops) {
@@ -663,15 +719,51 @@ Plan BuildPlan(const Registry& registry, const PlanOptions& opt, const RuntimeIn
     for (auto& c : supported_by_op[op_name])
       if (InShard(pos[c.id], opt.shard_index, opt.shard_count)) mine.push_back(std::move(c));
     cnt.after_shard = static_cast<std::int64_t>(mine.size());
-    // Stage 7: shuffle and limit, per op.
     if (opt.shuffle) {
       SplitMix64 rng(opt.seed ^ Fnv1a64(op_name));
       for (std::size_t i = mine.size(); i > 1; --i) std::swap(mine[i - 1], mine[rng.Below(i)]);
     }
-    if (opt.limit >= 0 && static_cast<std::int64_t>(mine.size()) > opt.limit) mine.resize(static_cast<std::size_t>(opt.limit));
+    if (opt.limit >= 0 && static_cast<std::int64_t>(mine.size()) > opt.limit)
+      mine.resize(static_cast<std::size_t>(opt.limit));
     cnt.final = static_cast<std::int64_t>(mine.size());
     for (auto& c : mine) plan.cases.push_back(std::move(c));
   }
+}
+
+}  // namespace
+
+Plan BuildPlan(const Registry& registry, const PlanOptions& opt, const RuntimeInfo& rt) {
+  Plan plan;
+  ResolveOps(registry, opt, plan);
+  const std::set<std::string> wanted(plan.ops.begin(), plan.ops.end());
+  const CasePlan cp = LoadCasePlan(opt);
+  CheckModels(registry, opt, cp.models);
+  const std::set<std::string> known_backends = KnownBackends(registry);
+  CheckSkips(registry, cp.skips, known_backends);
+  RawGrid raw = ExpandSweeps(registry, opt, cp, known_backends, wanted);
+
+  CasesByOp supported_by_op;
+  std::set<std::string> param_names;  // of every raw case, for --case-filter keys no case has
+  for (const auto& op_name : plan.ops) {
+    const Op& op = *registry.FindOp(opt.backend, op_name);
+    StageCounts& cnt = plan.counts[op_name];
+    std::vector<Candidate> uniq = UniqueCandidates(op_name, op, raw[op_name]);
+    cnt.raw = static_cast<std::int64_t>(uniq.size());
+    std::vector<Candidate> selected = SelectCandidates(opt, cp.models, uniq, param_names);
+    cnt.selected = static_cast<std::int64_t>(selected.size());
+    std::vector<Case> after_skips = ApplySkips(op_name, opt, rt, cp.skips, selected, plan);
+    cnt.after_skips = static_cast<std::int64_t>(after_skips.size());
+    std::vector<Case> mature = ApplyMaturity(op_name, op, opt, after_skips, plan);
+    cnt.after_maturity = static_cast<std::int64_t>(mature.size());
+    supported_by_op[op_name] = ApplyRequirements(op, rt, mature, plan);
+    cnt.supported = static_cast<std::int64_t>(supported_by_op[op_name].size());
+  }
+  CheckCaseFilters(opt, param_names);
+
+  const std::vector<std::string> ids = HashSupported(opt, supported_by_op, plan);
+  for (const auto& op_name : plan.ops)
+    for (const auto& c : supported_by_op[op_name]) plan.supported.push_back(c);
+  ShardShuffleLimit(opt, ids, supported_by_op, plan);
   return plan;
 }
 

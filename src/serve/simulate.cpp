@@ -125,10 +125,7 @@ SimStats Stats(const std::vector<double>& v) {
   return s;
 }
 
-}  // namespace
-
-SimResult Simulate(const SimProfile& e, const SimWorkload& w, std::int64_t kv_tokens, double host_ms_per_request,
-                   const StepCostFn& cost) {
+void CheckSimInputs(const SimWorkload& w) {
   const bool closed = w.arrival == SimWorkload::Arrival::kClosedLoop;
   if (closed && w.concurrency < 1)
     throw UsageError("simulation: the concurrency must be >= 1 (got " + std::to_string(w.concurrency) + ")");
@@ -137,295 +134,376 @@ SimResult Simulate(const SimProfile& e, const SimWorkload& w, std::int64_t kv_to
   if (w.warmup < 0) throw UsageError("simulation: the warm-up must be >= 0 requests");
   if (w.isl < 1 || w.osl < 2) throw UsageError("simulation: needs isl >= 1 and osl >= 2");
   if (!(w.range_ratio > 0 && w.range_ratio <= 1)) throw UsageError("simulation: the range ratio must lie in (0, 1]");
-  const std::int64_t B = e.kv_block_tokens;
-  const std::int64_t total_blocks =
-      kv_tokens > 0 ? kv_tokens / B : std::numeric_limits<std::int64_t>::max() / 4;
-  if (kv_tokens > 0 && CeilDiv(w.isl + w.osl, B) > total_blocks)
-    throw UsageError("simulation: the KV cache holds " + std::to_string(total_blocks * B) +
-                     " tokens, fewer than one request of isl + osl = " + std::to_string(w.isl + w.osl) +
-                     " needs: this deployment cannot serve the workload");
-  const std::int64_t max_seqs = e.max_num_seqs > 0 ? e.max_num_seqs : std::numeric_limits<std::int64_t>::max();
+}
 
-  SimResult out;
-  out.kv_blocks = kv_tokens > 0 ? total_blocks : 0;
-  out.kv_block_tokens = B;
-  const std::int64_t total = w.warmup + w.requests;
-  std::vector<Request> reqs;
-  reqs.reserve(static_cast<std::size_t>(total));
-  Lengths rng(w.seed);
-  const std::int64_t isl_lo = LowEnd(w.isl, w.range_ratio), osl_lo = LowEnd(w.osl, w.range_ratio);
-  auto issue = [&](double at) {
+// One simulated engine instance: its requests, its KV blocks and its clock. Run()
+// steps it until every request has finished; each step schedules a batch (the
+// engine's policy), costs it, advances the requests, then retires the finished.
+class EngineSim {
+ public:
+  EngineSim(const SimProfile& e, const SimWorkload& w, std::int64_t kv_tokens, double host_ms_per_request,
+            const StepCostFn& cost)
+      : e_(e),
+        w_(w),
+        kv_tokens_(kv_tokens),
+        host_ms_per_request_(host_ms_per_request),
+        cost_(cost),
+        closed_(w.arrival == SimWorkload::Arrival::kClosedLoop),
+        B_(e.kv_block_tokens),
+        total_blocks_(kv_tokens > 0 ? kv_tokens / B_ : std::numeric_limits<std::int64_t>::max() / 4),
+        max_seqs_(e.max_num_seqs > 0 ? e.max_num_seqs : std::numeric_limits<std::int64_t>::max()),
+        total_(w.warmup + w.requests),
+        rng_(w.seed),
+        isl_lo_(LowEnd(w.isl, w.range_ratio)),
+        osl_lo_(LowEnd(w.osl, w.range_ratio)),
+        free_blocks_(total_blocks_) {
+    if (kv_tokens > 0 && CeilDiv(w.isl + w.osl, B_) > total_blocks_)
+      throw UsageError("simulation: the KV cache holds " + std::to_string(total_blocks_ * B_) +
+                       " tokens, fewer than one request of isl + osl = " + std::to_string(w.isl + w.osl) +
+                       " needs: this deployment cannot serve the workload");
+    out_.kv_blocks = kv_tokens > 0 ? total_blocks_ : 0;
+    out_.kv_block_tokens = B_;
+  }
+
+  SimResult Run() {
+    SeedArrivals();
+    while (finished_ < total_) {
+      AdmitArrivals();
+      if (running_.empty() && waiting_.empty()) {
+        if (next_arrival_ >= reqs_.size()) throw Error("simulation: no request left to run before all finished");
+        now_ = reqs_[next_arrival_].arrival;
+        continue;
+      }
+      CheckStepLimit();
+      Schedule();
+      const std::int64_t k = DecodeRunLength();
+      if (k > 1)
+        AdvanceDecodeRun(k);
+      else
+        AdvanceStep();
+      RecordOccupancy();
+      RetireFinished();
+    }
+    Summarize();
+    return out_;
+  }
+
+ private:
+  static constexpr std::int64_t kMaxSteps = 200'000'000;
+
+  void Issue(double at) {
     Request r;
-    r.isl = rng.Uniform(isl_lo, w.isl);
-    r.osl = std::max<std::int64_t>(2, rng.Uniform(osl_lo, w.osl));
+    r.isl = rng_.Uniform(isl_lo_, w_.isl);
+    r.osl = std::max<std::int64_t>(2, rng_.Uniform(osl_lo_, w_.osl));
     r.prompt = r.isl;
     r.arrival = at;
-    reqs.push_back(r);
-  };
+    reqs_.push_back(r);
+  }
+
   // Arrivals: closed loop, `concurrency` at t = 0 and one per finish; Poisson, all drawn up front.
-  if (closed) {
-    for (std::int64_t i = 0; i < std::min(w.concurrency, total); ++i) issue(0);
-  } else {
-    double t = 0;
-    for (std::int64_t i = 0; i < total; ++i) {
-      t += -std::log(rng.Unit()) / w.rate_per_s * 1000.0;
-      issue(t);
+  void SeedArrivals() {
+    reqs_.reserve(static_cast<std::size_t>(total_));
+    if (closed_) {
+      for (std::int64_t i = 0; i < std::min(w_.concurrency, total_); ++i) Issue(0);
+    } else {
+      double t = 0;
+      for (std::int64_t i = 0; i < total_; ++i) {
+        t += -std::log(rng_.Unit()) / w_.rate_per_s * 1000.0;
+        Issue(t);
+      }
     }
   }
 
-  std::deque<std::int64_t> waiting;
-  std::vector<std::int64_t> running;  // in admission order
-  std::size_t next_arrival = 0;       // reqs index not yet in `waiting`
-  std::int64_t free_blocks = total_blocks, finished = 0;
-  double now = 0, running_time = 0;
-  StepBatch batch;
-  std::vector<std::int64_t> in_step;  // reqs of the step's prefill chunks, in batch order
-  std::vector<std::int64_t> decoding;
-  const std::int64_t kMaxSteps = 200'000'000;
+  void AdmitArrivals() {
+    while (next_arrival_ < reqs_.size() && reqs_[next_arrival_].arrival <= now_)
+      waiting_.push_back(static_cast<std::int64_t>(next_arrival_++));
+  }
 
-  auto preempt = [&](std::int64_t id) {
-    Request& r = reqs[static_cast<std::size_t>(id)];
-    free_blocks += r.blocks;
+  void CheckStepLimit() const {
+    if (out_.steps > kMaxSteps)
+      throw UsageError("simulation: more than " + std::to_string(kMaxSteps) + " engine steps (" +
+                       std::to_string(total_) + " requests, warm-up included, of up to " + std::to_string(w_.osl) +
+                       " output tokens, at most " + std::to_string(out_.max_running) +
+                       " running at once): the workload is too large to simulate; expected fewer requests "
+                       "(--sim-requests, --sim-warmup) or a shorter --osl");
+  }
+
+  void Preempt(std::int64_t id) {
+    Request& r = reqs_[static_cast<std::size_t>(id)];
+    free_blocks_ += r.blocks;
     r.blocks = 0;
     r.computed = 0;
     r.prompt = r.isl + r.generated;
-    waiting.push_front(id);
-    ++out.preemptions;
-    out.kv_saturated = true;
-  };
-  auto admit_arrivals = [&] {
-    while (next_arrival < reqs.size() && reqs[next_arrival].arrival <= now)
-      waiting.push_back(static_cast<std::int64_t>(next_arrival++));
-  };
+    waiting_.push_front(id);
+    ++out_.preemptions;
+    out_.kv_saturated = true;
+  }
 
-  while (finished < total) {
-    admit_arrivals();
-    if (running.empty() && waiting.empty()) {
-      if (next_arrival >= reqs.size()) throw Error("simulation: no request left to run before all finished");
-      now = reqs[next_arrival].arrival;
-      continue;
-    }
-    if (out.steps > kMaxSteps)
-      throw UsageError("simulation: more than " + std::to_string(kMaxSteps) + " engine steps (" +
-                       std::to_string(total) + " requests, warm-up included, of up to " + std::to_string(w.osl) +
-                       " output tokens, at most " + std::to_string(out.max_running) +
-                       " running at once): the workload is too large to simulate; expected fewer requests "
-                       "(--sim-requests, --sim-warmup) or a shorter --osl");
-    batch.prefill.clear();
-    batch.decode = 0;
-    batch.decode_kv = 0;
-    in_step.clear();
-    decoding.clear();
-    std::int64_t budget = e.max_num_tokens;
-    bool preempted = false, blocked = false, limit_now = false;
-
-    // Running requests first (their prefill chunks and decode tokens), then waiting ones.
-    auto schedule_running = [&](bool prefill_only, bool decode_only) {
-      for (std::size_t i = 0; i < running.size() && budget > 0; ++i) {
-        const std::int64_t id = running[i];
-        Request& r = reqs[static_cast<std::size_t>(id)];
-        const bool pre = r.prefilling();
-        if ((pre && decode_only) || (!pre && prefill_only)) continue;
-        std::int64_t need = pre ? std::min(r.prompt - r.computed, budget) : 1;
-        if (pre && !e.chunked_prefill && need < r.prompt - r.computed) continue;
-        std::int64_t more = e.admission == SimProfile::Admission::kReserveFull
-                                ? 0
-                                : CeilDiv(r.computed + need, B) - r.blocks;
-        bool self_preempted = false;
-        while (more > free_blocks) {
-          const std::int64_t victim = running.back();
-          running.pop_back();
-          preempt(victim);
-          preempted = true;
-          if (victim == id) {
-            self_preempted = true;
-            break;
-          }
-        }
-        if (self_preempted) break;
-        free_blocks -= more;
-        r.blocks += more;
-        budget -= need;
-        if (pre) {
-          batch.prefill.push_back({need, r.computed});
-          in_step.push_back(id);
-        } else {
-          ++batch.decode;
-          batch.decode_kv += r.computed;
-          decoding.push_back(id);
-        }
-      }
-    };
-    auto schedule_waiting = [&] {
-      while (!waiting.empty() && budget > 0) {
-        if (static_cast<std::int64_t>(running.size()) >= max_seqs) {
-          out.running_limit_hit = limit_now = true;
-          break;
-        }
-        const std::int64_t id = waiting.front();
-        Request& r = reqs[static_cast<std::size_t>(id)];
-        std::int64_t need = r.prompt;
-        if (need > budget) {
-          if (e.chunked_prefill) need = budget;
-          else if (batch.Requests() > 0) break;  // a whole prompt waits for a step with room
-        }
-        const std::int64_t blocks = e.admission == SimProfile::Admission::kReserveFull ? CeilDiv(r.isl + r.osl, B)
-                                                                                       : CeilDiv(need, B);
-        if (blocks > free_blocks) {
-          blocked = true;
-          out.kv_saturated = true;
-          break;
-        }
-        waiting.pop_front();
-        free_blocks -= blocks;
-        r.blocks = blocks;
-        budget -= need;
-        running.push_back(id);
-        batch.prefill.push_back({need, 0});
-        in_step.push_back(id);
-      }
-    };
-
-    if (e.mixed_batches) {
-      schedule_running(false, false);
-      if (!preempted) schedule_waiting();
+  // The step's batch: running requests first (their prefill chunks and decode
+  // tokens), then waiting ones, by the engine's policy.
+  void Schedule() {
+    batch_.prefill.clear();
+    batch_.decode = 0;
+    batch_.decode_kv = 0;
+    in_step_.clear();
+    decoding_.clear();
+    budget_ = e_.max_num_tokens;
+    preempted_ = blocked_ = limit_now_ = false;
+    if (e_.mixed_batches) {
+      ScheduleRunning(false, false);
+      if (!preempted_) ScheduleWaiting();
     } else {
       // Prefill-only steps first whenever a prompt is in progress or a request waits and fits.
-      schedule_running(true, false);
-      if (!preempted) schedule_waiting();
-      if (batch.prefill.empty()) {
-        budget = std::numeric_limits<std::int64_t>::max();  // a decode batch holds every running request
-        schedule_running(false, true);
+      ScheduleRunning(true, false);
+      if (!preempted_) ScheduleWaiting();
+      if (batch_.prefill.empty()) {
+        budget_ = std::numeric_limits<std::int64_t>::max();  // a decode batch holds every running request
+        ScheduleRunning(false, true);
       }
     }
-    if (batch.Requests() == 0) {
+    if (batch_.Requests() == 0) {
       // Nothing fits: only a finish can free room, and none is running. Cannot happen
       // after the up-front capacity check unless a prompt exceeds the budget unchunked.
       throw UsageError("simulation: no request can be scheduled (a prompt of " +
-                       std::to_string(waiting.empty() ? 0 : reqs[static_cast<std::size_t>(waiting.front())].prompt) +
-                       " tokens against a token budget of " + std::to_string(e.max_num_tokens) +
+                       std::to_string(waiting_.empty() ? 0 : reqs_[static_cast<std::size_t>(waiting_.front())].prompt) +
+                       " tokens against a token budget of " + std::to_string(e_.max_num_tokens) +
                        " without chunked prefill)");
     }
+  }
 
-    // Decode-only steps that leave the schedule unchanged are taken k at a time:
-    // up to the next finish, the next arrival, the KV blocks free, and a 1/64 change
-    // of the mean KV length (the cost is that of the segment's middle step).
+  void ScheduleRunning(bool prefill_only, bool decode_only) {
+    for (std::size_t i = 0; i < running_.size() && budget_ > 0; ++i) {
+      const std::int64_t id = running_[i];
+      Request& r = reqs_[static_cast<std::size_t>(id)];
+      const bool pre = r.prefilling();
+      if ((pre && decode_only) || (!pre && prefill_only)) continue;
+      std::int64_t need = pre ? std::min(r.prompt - r.computed, budget_) : 1;
+      if (pre && !e_.chunked_prefill && need < r.prompt - r.computed) continue;
+      std::int64_t more =
+          e_.admission == SimProfile::Admission::kReserveFull ? 0 : CeilDiv(r.computed + need, B_) - r.blocks;
+      bool self_preempted = false;
+      while (more > free_blocks_) {
+        const std::int64_t victim = running_.back();
+        running_.pop_back();
+        Preempt(victim);
+        preempted_ = true;
+        if (victim == id) {
+          self_preempted = true;
+          break;
+        }
+      }
+      if (self_preempted) break;
+      free_blocks_ -= more;
+      r.blocks += more;
+      budget_ -= need;
+      if (pre) {
+        batch_.prefill.push_back({need, r.computed});
+        in_step_.push_back(id);
+      } else {
+        ++batch_.decode;
+        batch_.decode_kv += r.computed;
+        decoding_.push_back(id);
+      }
+    }
+  }
+
+  void ScheduleWaiting() {
+    while (!waiting_.empty() && budget_ > 0) {
+      if (static_cast<std::int64_t>(running_.size()) >= max_seqs_) {
+        out_.running_limit_hit = limit_now_ = true;
+        break;
+      }
+      const std::int64_t id = waiting_.front();
+      Request& r = reqs_[static_cast<std::size_t>(id)];
+      std::int64_t need = r.prompt;
+      if (need > budget_) {
+        if (e_.chunked_prefill)
+          need = budget_;
+        else if (batch_.Requests() > 0)
+          break;  // a whole prompt waits for a step with room
+      }
+      const std::int64_t blocks =
+          e_.admission == SimProfile::Admission::kReserveFull ? CeilDiv(r.isl + r.osl, B_) : CeilDiv(need, B_);
+      if (blocks > free_blocks_) {
+        blocked_ = true;
+        out_.kv_saturated = true;
+        break;
+      }
+      waiting_.pop_front();
+      free_blocks_ -= blocks;
+      r.blocks = blocks;
+      budget_ -= need;
+      running_.push_back(id);
+      batch_.prefill.push_back({need, 0});
+      in_step_.push_back(id);
+    }
+  }
+
+  // Decode-only steps that leave the schedule unchanged are taken k at a time:
+  // up to the next finish, the next arrival, the KV blocks free, and a 1/64 change
+  // of the mean KV length (the cost is that of the segment's middle step). The
+  // arrival bound is applied in AdvanceDecodeRun, once the step's cost is known.
+  std::int64_t DecodeRunLength() const {
     std::int64_t k = 1;
-    const bool steady = waiting.empty() || blocked || limit_now || budget <= 0;
-    if (batch.prefill.empty() && !preempted && steady) {
+    const bool steady = waiting_.empty() || blocked_ || limit_now_ || budget_ <= 0;
+    if (batch_.prefill.empty() && !preempted_ && steady) {
       std::int64_t to_finish = std::numeric_limits<std::int64_t>::max();
-      for (std::int64_t id : decoding) {
-        const Request& r = reqs[static_cast<std::size_t>(id)];
+      for (std::int64_t id : decoding_) {
+        const Request& r = reqs_[static_cast<std::size_t>(id)];
         to_finish = std::min(to_finish, r.osl - r.generated);
       }
       k = std::max<std::int64_t>(1, to_finish);
-      const std::int64_t mean_kv = batch.decode_kv / batch.decode;
+      const std::int64_t mean_kv = batch_.decode_kv / batch_.decode;
       k = std::min<std::int64_t>(k, std::max<std::int64_t>(1, mean_kv / 64));
-      if (e.admission == SimProfile::Admission::kOnDemand) {
-        const std::int64_t room = (free_blocks / batch.decode - 1) * B;
+      if (e_.admission == SimProfile::Admission::kOnDemand) {
+        const std::int64_t room = (free_blocks_ / batch_.decode - 1) * B_;
         k = std::min<std::int64_t>(k, std::max<std::int64_t>(1, room));
       }
     }
-    if (k > 1) {
-      // The run's middle step (an even run: the mean of its two middle steps).
-      StepBatch mid = batch;
-      mid.decode_kv += batch.decode * ((k - 1) / 2);
-      double gpu = cost(mid);
-      if (k % 2 == 0) {
-        mid.decode_kv += batch.decode;
-        gpu = (gpu + cost(mid)) / 2;
+    return k;
+  }
+
+  void AdvanceDecodeRun(std::int64_t k) {
+    // The run's middle step (an even run: the mean of its two middle steps).
+    StepBatch mid = batch_;
+    mid.decode_kv += batch_.decode * ((k - 1) / 2);
+    double gpu = cost_(mid);
+    if (k % 2 == 0) {
+      mid.decode_kv += batch_.decode;
+      gpu = (gpu + cost_(mid)) / 2;
+    }
+    const double step = std::max(gpu, host_ms_per_request_ * static_cast<double>(batch_.Requests()));
+    // Stop at the next arrival (Poisson): the steps that start before it.
+    if (next_arrival_ < reqs_.size() && step > 0) {
+      const double gap = reqs_[next_arrival_].arrival - now_;
+      k = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(gap / step)), 1, k);
+    }
+    // Blocks for the k tokens of each request.
+    if (e_.admission == SimProfile::Admission::kOnDemand)
+      for (std::int64_t id : decoding_) {
+        Request& r = reqs_[static_cast<std::size_t>(id)];
+        const std::int64_t more = CeilDiv(r.computed + k, B_) - r.blocks;
+        free_blocks_ -= more;
+        r.blocks += more;
       }
-      const double step = std::max(gpu, host_ms_per_request * static_cast<double>(batch.Requests()));
-      // Stop at the next arrival (Poisson): the steps that start before it.
-      if (next_arrival < reqs.size() && step > 0) {
-        const double gap = reqs[next_arrival].arrival - now;
-        k = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(gap / step)), 1, k);
-      }
-      // Blocks for the k tokens of each request.
-      if (e.admission == SimProfile::Admission::kOnDemand)
-        for (std::int64_t id : decoding) {
-          Request& r = reqs[static_cast<std::size_t>(id)];
-          const std::int64_t more = CeilDiv(r.computed + k, B) - r.blocks;
-          free_blocks -= more;
-          r.blocks += more;
-        }
-      // (The first of the k tokens' blocks were allocated when scheduling.)
-      for (std::int64_t id : decoding) {
-        Request& r = reqs[static_cast<std::size_t>(id)];
-        r.computed += k;
-        r.generated += k;
-      }
-      now += step * static_cast<double>(k);
-      running_time += step * static_cast<double>(k) * static_cast<double>(running.size());
-      out.steps += k;
-    } else {
-      const double step = std::max(cost(batch), host_ms_per_request * static_cast<double>(batch.Requests()));
-      now += step;
-      running_time += step * static_cast<double>(running.size());
-      ++out.steps;
-      for (std::size_t i = 0; i < in_step.size(); ++i) {
-        Request& r = reqs[static_cast<std::size_t>(in_step[i])];
-        r.computed += batch.prefill[i].tokens;
-        if (!r.prefilling()) {
-          ++r.generated;  // the step that ends a prefill samples a token
-          if (r.first_token < 0) r.first_token = now;
-        }
-      }
-      for (std::int64_t id : decoding) {
-        Request& r = reqs[static_cast<std::size_t>(id)];
-        ++r.computed;
-        ++r.generated;
+    // (The first of the k tokens' blocks were allocated when scheduling.)
+    for (std::int64_t id : decoding_) {
+      Request& r = reqs_[static_cast<std::size_t>(id)];
+      r.computed += k;
+      r.generated += k;
+    }
+    now_ += step * static_cast<double>(k);
+    running_time_ += step * static_cast<double>(k) * static_cast<double>(running_.size());
+    out_.steps += k;
+  }
+
+  void AdvanceStep() {
+    const double step = std::max(cost_(batch_), host_ms_per_request_ * static_cast<double>(batch_.Requests()));
+    now_ += step;
+    running_time_ += step * static_cast<double>(running_.size());
+    ++out_.steps;
+    for (std::size_t i = 0; i < in_step_.size(); ++i) {
+      Request& r = reqs_[static_cast<std::size_t>(in_step_[i])];
+      r.computed += batch_.prefill[i].tokens;
+      if (!r.prefilling()) {
+        ++r.generated;  // the step that ends a prefill samples a token
+        if (r.first_token < 0) r.first_token = now_;
       }
     }
-    out.max_running = std::max<std::int64_t>(out.max_running, static_cast<std::int64_t>(running.size()));
-    const double used = static_cast<double>(total_blocks - free_blocks) / static_cast<double>(total_blocks);
-    out.kv_peak_fraction = std::max(out.kv_peak_fraction, kv_tokens > 0 ? used : 0.0);
+    for (std::int64_t id : decoding_) {
+      Request& r = reqs_[static_cast<std::size_t>(id)];
+      ++r.computed;
+      ++r.generated;
+    }
+  }
 
-    // Finishes free their blocks; a closed-loop client sends its next request at once.
-    for (std::size_t i = 0; i < running.size();) {
-      Request& r = reqs[static_cast<std::size_t>(running[i])];
+  void RecordOccupancy() {
+    out_.max_running = std::max<std::int64_t>(out_.max_running, static_cast<std::int64_t>(running_.size()));
+    const double used = static_cast<double>(total_blocks_ - free_blocks_) / static_cast<double>(total_blocks_);
+    out_.kv_peak_fraction = std::max(out_.kv_peak_fraction, kv_tokens_ > 0 ? used : 0.0);
+  }
+
+  // Finishes free their blocks; a closed-loop client sends its next request at once.
+  void RetireFinished() {
+    for (std::size_t i = 0; i < running_.size();) {
+      Request& r = reqs_[static_cast<std::size_t>(running_[i])];
       if (!r.prefilling() && r.generated >= r.osl) {
-        r.finish = now;
-        free_blocks += r.blocks;
+        r.finish = now_;
+        free_blocks_ += r.blocks;
         r.blocks = 0;
-        ++finished;
-        running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
-        if (closed && static_cast<std::int64_t>(reqs.size()) < total) issue(now);
+        ++finished_;
+        running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+        if (closed_ && static_cast<std::int64_t>(reqs_.size()) < total_) Issue(now_);
       } else {
         ++i;
       }
     }
   }
 
-  std::vector<double> ttft, tpot, e2e;
-  double first_arrival = kNever, last_finish = 0, tokens = 0;
-  for (std::int64_t i = w.warmup; i < total; ++i) {
-    const Request& r = reqs[static_cast<std::size_t>(i)];
-    ttft.push_back(r.first_token - r.arrival);
-    e2e.push_back(r.finish - r.arrival);
-    tpot.push_back((r.finish - r.first_token) / static_cast<double>(r.osl - 1));
-    first_arrival = std::min(first_arrival, r.arrival);
-    last_finish = std::max(last_finish, r.finish);
-    tokens += static_cast<double>(r.osl);
+  // The statistics over the measured requests (after the warm-up) and the notes.
+  void Summarize() {
+    std::vector<double> ttft, tpot, e2e;
+    double first_arrival = kNever, last_finish = 0, tokens = 0;
+    for (std::int64_t i = w_.warmup; i < total_; ++i) {
+      const Request& r = reqs_[static_cast<std::size_t>(i)];
+      ttft.push_back(r.first_token - r.arrival);
+      e2e.push_back(r.finish - r.arrival);
+      tpot.push_back((r.finish - r.first_token) / static_cast<double>(r.osl - 1));
+      first_arrival = std::min(first_arrival, r.arrival);
+      last_finish = std::max(last_finish, r.finish);
+      tokens += static_cast<double>(r.osl);
+    }
+    out_.measured = static_cast<std::int64_t>(ttft.size());
+    out_.ttft_ms = Stats(ttft);
+    out_.tpot_ms = Stats(tpot);
+    out_.e2e_ms = Stats(e2e);
+    out_.duration_ms = last_finish - first_arrival;
+    out_.tokens_per_s = out_.duration_ms > 0 ? tokens / out_.duration_ms * 1000.0 : 0;
+    out_.seq_per_s = out_.duration_ms > 0 ? static_cast<double>(out_.measured) / out_.duration_ms * 1000.0 : 0;
+    out_.tokens_per_s_user = out_.tpot_ms.mean > 0 ? 1000.0 / out_.tpot_ms.mean : 0;
+    out_.mean_running = now_ > 0 ? running_time_ / now_ : 0;
+    if (closed_) out_.admitted_all = out_.max_running >= std::min(w_.concurrency, total_);
+    if (!out_.admitted_all)
+      out_.notes.push_back("the engine never ran all " + std::to_string(w_.concurrency) +
+                           " requests at once (at most " + std::to_string(out_.max_running) +
+                           "): " + (out_.running_limit_hit ? "its running-request limit" : "its KV cache") +
+                           " holds fewer; the others queue");
+    if (out_.preemptions > 0)
+      out_.notes.push_back(std::to_string(out_.preemptions) + " preemption(s): the KV cache ran out while decoding");
   }
-  out.measured = static_cast<std::int64_t>(ttft.size());
-  out.ttft_ms = Stats(ttft);
-  out.tpot_ms = Stats(tpot);
-  out.e2e_ms = Stats(e2e);
-  out.duration_ms = last_finish - first_arrival;
-  out.tokens_per_s = out.duration_ms > 0 ? tokens / out.duration_ms * 1000.0 : 0;
-  out.seq_per_s = out.duration_ms > 0 ? static_cast<double>(out.measured) / out.duration_ms * 1000.0 : 0;
-  out.tokens_per_s_user = out.tpot_ms.mean > 0 ? 1000.0 / out.tpot_ms.mean : 0;
-  out.mean_running = now > 0 ? running_time / now : 0;
-  if (closed) out.admitted_all = out.max_running >= std::min(w.concurrency, total);
-  if (!out.admitted_all)
-    out.notes.push_back("the engine never ran all " + std::to_string(w.concurrency) + " requests at once (at most " +
-                        std::to_string(out.max_running) + "): " +
-                        (out.running_limit_hit ? "its running-request limit" : "its KV cache") +
-                        " holds fewer; the others queue");
-  if (out.preemptions > 0)
-    out.notes.push_back(std::to_string(out.preemptions) + " preemption(s): the KV cache ran out while decoding");
-  return out;
+
+  const SimProfile& e_;
+  const SimWorkload& w_;
+  const std::int64_t kv_tokens_;
+  const double host_ms_per_request_;
+  const StepCostFn& cost_;
+  const bool closed_;
+  const std::int64_t B_, total_blocks_, max_seqs_, total_;
+  Lengths rng_;
+  const std::int64_t isl_lo_, osl_lo_;
+
+  SimResult out_;
+  std::vector<Request> reqs_;
+  std::deque<std::int64_t> waiting_;
+  std::vector<std::int64_t> running_;  // in admission order
+  std::size_t next_arrival_ = 0;       // reqs_ index not yet in `waiting_`
+  std::int64_t free_blocks_, finished_ = 0;
+  double now_ = 0, running_time_ = 0;
+
+  // The step being scheduled.
+  StepBatch batch_;
+  std::vector<std::int64_t> in_step_;  // reqs of the step's prefill chunks, in batch order
+  std::vector<std::int64_t> decoding_;
+  std::int64_t budget_ = 0;
+  bool preempted_ = false, blocked_ = false, limit_now_ = false;
+};
+
+}  // namespace
+
+SimResult Simulate(const SimProfile& e, const SimWorkload& w, std::int64_t kv_tokens, double host_ms_per_request,
+                   const StepCostFn& cost) {
+  CheckSimInputs(w);
+  return EngineSim(e, w, kv_tokens, host_ms_per_request, cost).Run();
 }
 
 SimDeployment SimulateAgg(const model::ModelConfig& m, const model::ParallelConfig& p, const model::OpList& ops,
