@@ -1,5 +1,6 @@
 #include "cli/validate_cmd.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -77,8 +78,9 @@ CLI::App* AddValidateCommand(CLI::App& app, ValidateArgs& a) {
       ->check(ExpertLoad());
   c->add_flag("--json", a.json, "print one JSON document (rows, partitions, failures) and nothing else");
   c->add_flag("--simulate", a.simulate,
-              "also simulate every agg row (closed-loop clients at its concurrency, 10 x c requests after 2 x c "
-              "warm-up, lengths uniform in [0.8 L, L]) and print its errors next to the closed form's");
+              "also simulate every row (closed-loop clients at its concurrency, 10 x c requests after 2 x c "
+              "warm-up, lengths uniform in [0.8 L, L]; disagg: prefill and decode instances coupled by the KV "
+              "hand-off) and print its errors next to the closed form's");
   c->add_option("--sim-statistic", a.sim_statistic,
                 "--simulate: the per-request statistic compared with the measured value: mean or median")
       ->capture_default_str();
@@ -157,6 +159,8 @@ int RunValidate(const ValidateArgs& a, const std::function<std::string(const std
                              {"admitted_all", r.sim_admitted_all},
                              {"preemptions", r.sim_preemptions},
                              {"max_running", r.sim_max_running}};
+        if (r.simulated && r.sim_prefill_utilization >= 0)
+          j["simulation"]["prefill_utilization"] = r.sim_prefill_utilization;
         else
           j["simulation"] = {{"failure", r.sim_failure}};
       }
@@ -206,13 +210,13 @@ int RunValidate(const ValidateArgs& a, const std::function<std::string(const std
   PrintStats(rep.overall);
 
   if (a.simulate) {
-    std::printf("\nsimulated (%s per request over 10 x c requests after 2 x c warm-up, lengths in [%.2g L, L]; agg rows "
-                "only): %d of %zu rows\n",
+    std::printf("\nsimulated (%s per request over 10 x c requests after 2 x c warm-up, lengths in [%.2g L, L]): %d of "
+                "%zu rows\n",
                 a.sim_statistic.c_str(), a.sim_range_ratio, rep.simulated, rep.rows.size());
     std::printf("  %-5s %-24s %-7s %-26s %9s %9s %9s %9s %9s %9s %8s %8s  %s\n", "line", "model", "engine", "config",
                 "TTFT ms", "closed", "sim", "TPOT ms", "closed", "sim", "TTFT err", "TPOT err", "engine state");
     for (const auto& r : rep.rows) {
-      if (!r.predicted || r.mode != "agg") continue;
+      if (!r.predicted) continue;
       std::printf("  %-5d %-24s %-7s %-26s %9.2f %9.2f ", r.line, ShortModel(r.model).substr(0, 24).c_str(),
                   r.engine.c_str(), r.config.c_str(), r.measured_ttft_ms, r.ttft_ms);
       if (!r.simulated) {
@@ -224,6 +228,8 @@ int RunValidate(const ValidateArgs& a, const std::function<std::string(const std
                           : r.sim_kv_saturated ? "KV saturated"
                                                : "fits";
       if (r.sim_preemptions > 0) state += ", " + std::to_string(r.sim_preemptions) + " preempted";
+      if (r.sim_prefill_utilization >= 0)
+        state += ", prefill busy " + std::to_string(static_cast<int>(std::lround(100 * r.sim_prefill_utilization))) + "%";
       std::printf("%9.2f %9.3f %9.3f %9.3f %+7.1f%% %+7.1f%%  %s\n", r.sim_ttft_ms, r.measured_tpot_ms, r.tpot_ms,
                   r.sim_tpot_ms, r.sim_ttft_error_pct, r.sim_tpot_error_pct, state.c_str());
     }

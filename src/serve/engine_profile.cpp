@@ -160,7 +160,7 @@ EngineProfile LoadEngineProfile(const std::string& path) {
   if (root.Has("sim")) {
     YamlReader sim = root.Child("sim");
     sim.AllowOnlyKeys({"max_num_tokens", "max_num_seqs", "chunked_prefill", "mixed_batches", "kv_block_tokens",
-                       "admission"});
+                       "admission", "disagg_handoff_ms"});
     SimProfile& s = p.sim;
     s.present = true;
     s.max_num_tokens = sim.RequiredInt("max_num_tokens");
@@ -168,6 +168,9 @@ EngineProfile LoadEngineProfile(const std::string& path) {
     s.chunked_prefill = sim.OptionalBool("chunked_prefill", true);
     s.mixed_batches = sim.OptionalBool("mixed_batches", true);
     s.kv_block_tokens = sim.RequiredInt("kv_block_tokens");
+    s.disagg_handoff_ms = sim.OptionalDouble("disagg_handoff_ms", 0);
+    if (!(s.disagg_handoff_ms >= 0))
+      throw ConfigError(sim.Where("disagg_handoff_ms"), "a negative hand-off latency", "disagg_handoff_ms >= 0 (ms)");
     const std::string adm = sim.RequiredString("admission");
     if (adm == "on_demand") s.admission = SimProfile::Admission::kOnDemand;
     else if (adm == "reserve_full") s.admission = SimProfile::Admission::kReserveFull;

@@ -93,6 +93,10 @@ struct SimProfile {
   // running request (recomputed later) when a step needs more than are free;
   // reserve_full: a request is admitted only with blocks for isl + osl, never preempted.
   enum class Admission { kOnDemand, kReserveFull } admission = Admission::kOnDemand;
+  // Disaggregated serving: the time from a prompt's last prefill step to its
+  // request reaching a decode instance, beyond the KV transfer itself (routing,
+  // the transfer's setup and completion notice, the decode side's admission poll).
+  double disagg_handoff_ms = 0;
 };
 
 struct EngineProfile {

@@ -1,11 +1,13 @@
 #pragma once
 
-// A request-level discrete-event simulation of one engine instance (one
+// A request-level discrete-event simulation of engine instances (one per
 // attention-DP rank) serving a stream of requests (docs/estimator.md,
 // "Simulated serving"): continuous batching under the engine's token budget and
 // running-request limit, chunked prefill, a KV cache of fixed-size blocks with
 // admission and preemption by recompute, and a step time from the step's batch
-// composition. The step cost is a function (StepCostFn); TableStepCost composes
+// composition. Aggregated: one instance runs each request whole. Disaggregated:
+// prefill instances run prompts to their first token and hand each request off
+// (latency + KV transfer) to a decode instance. The step cost is a function (StepCostFn); TableStepCost composes
 // it from the perf tables the way MixedStep / DecodeStep do, memoized over
 // bucketed shapes.
 
@@ -133,5 +135,62 @@ struct SimDeployment {
 };
 SimDeployment SimulateAgg(const model::ModelConfig& m, const model::ParallelConfig& p, const model::OpList& ops,
                           const Database& db, const EngineProfile& engine, const SimWorkload& w);
+
+// ---------------------------------------------------------------- disaggregated
+
+// Prefill and decode instances coupled by hand-offs (SimulateDisaggInstances):
+// clients send to the least-loaded prefill instance (fewest requests routed there
+// and not yet retired; Poisson arrivals, all routed up front, go round-robin); a
+// prefill instance runs a prompt to its first token; the request reaches the
+// least-loaded decode instance `handoff_ms + transfer_ms_per_token x isl` later,
+// which is also when the client sees its first token (TTFT); the decode instance
+// admits it with its prompt's KV and runs it to its last token; a closed-loop
+// client then sends its next request.
+struct DisaggSimSetup {
+  SimProfile prefill_engine, decode_engine;  // each side's scheduler (max_num_seqs: its running limit)
+  int prefill_instances = 1, decode_instances = 1;
+  std::int64_t prefill_kv_tokens = 0, decode_kv_tokens = 0;  // per instance (0: unlimited)
+  double prefill_host_ms_per_request = 0, decode_host_ms_per_request = 0;
+  StepCostFn prefill_cost, decode_cost;
+  double transfer_ms_per_token = 0;  // KV transfer of one prompt token
+  double handoff_ms = 0;             // the rest of the hand-off (engine profile sim.disagg_handoff_ms)
+};
+
+struct DisaggSimResult {
+  // The requests' statistics over the whole deployment; the instance counters
+  // (steps, KV, preemptions, running) of the decode side (max or sum over its
+  // instances); admitted_all: no decode admission waited for its limit or blocks.
+  SimResult sim;
+  double prefill_utilization = 0;  // busy time / simulated time, mean over prefill instances
+  std::int64_t prefill_max_queue = 0, prefill_max_running = 0, prefill_steps = 0;
+  bool prefill_kv_saturated = false;
+};
+DisaggSimResult SimulateDisaggInstances(const DisaggSimSetup& s, const SimWorkload& w);
+
+struct DisaggSimInputs {
+  int prefill_workers = 1, decode_workers = 1;
+  std::int64_t prefill_batch = 0;  // a prefill rank's running limit (0: the engine's sim.max_num_seqs)
+  std::int64_t decode_batch = 0;   // a decode rank's running limit (0: the engine's)
+};
+
+// One disaggregated deployment simulated: instances = workers x dp x pp per side,
+// KV capacities from the memory model, step costs from the tables, the KV
+// transfer at the per-GPU NVLink bandwidth when all workers fit one node, else the
+// network's; `w.concurrency` clients over the whole deployment.
+struct SimDisaggDeployment {
+  DisaggSimResult result;
+  std::int64_t prefill_kv_tokens = 0, decode_kv_tokens = 0;  // per instance
+  MemoryBreakdown prefill_memory, decode_memory;
+  double transfer_ms = 0;  // KV transfer of a prompt of isl tokens
+  bool intra_node = false;
+  double tokens_per_s = 0, tokens_per_s_gpu = 0, seq_per_s = 0;
+  int gpus = 0;
+  std::int64_t concurrency = 0;
+  std::size_t cost_evaluations = 0;
+};
+SimDisaggDeployment SimulateDisagg(const model::ModelConfig& m, const model::ParallelConfig& prefill_par,
+                                   const model::OpList& prefill_ops, const model::ParallelConfig& decode_par,
+                                   const model::OpList& decode_ops, const Database& db, const EngineProfile& engine,
+                                   const DisaggSimInputs& in, const SimWorkload& w);
 
 }  // namespace servecast::serve

@@ -401,7 +401,6 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
       }
     }
   } else {
-    if (res.options.simulate) out.sim_failure = "disagg rows are not simulated yet";
     const model::ParallelConfig pp = MakeParallel(row.prefill_tp, row.prefill_pp, row.prefill_dp, row.prefill_moe_tp,
                                                   row.prefill_moe_ep, moe_model, out.notes, "prefill: ");
     const model::ParallelConfig dp = MakeParallel(row.decode_tp, row.decode_pp, row.decode_dp, row.decode_moe_tp,
@@ -450,6 +449,47 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
       return fail(*f);
     out.ttft_ms = r.ttft_ms;
     out.tpot_ms = r.tpot_ms;
+    if (res.options.simulate) {
+      // The clients: the row's concurrency, else the decode ranks' running batches.
+      const std::int64_t ranks = static_cast<std::int64_t>(std::max(row.decode_workers, 1)) * dp.dp * dp.pp;
+      const std::int64_t concurrency =
+          row.batch > 0 ? row.batch : row.source_concurrency > 0 ? row.source_concurrency : decode_batch * ranks;
+      SimWorkload w;
+      w.concurrency = concurrency;
+      w.requests = 10 * concurrency;
+      w.warmup = 2 * concurrency;
+      w.isl = row.isl;
+      w.osl = row.osl;
+      w.range_ratio = res.options.sim_range_ratio;
+      DisaggSimInputs si;
+      si.prefill_workers = std::max(row.prefill_workers, 1);
+      si.decode_workers = std::max(row.decode_workers, 1);
+      si.prefill_batch = std::max<std::int64_t>(row.prefill_batch, 0);
+      si.decode_batch = decode_batch;
+      SimDisaggDeployment sd;
+      const auto f = Guard("not simulated", [&] {
+        const model::OpList pops = d->Ops(pp, oo);
+        const model::OpList dops = d->Ops(dp, oo);
+        sd = SimulateDisagg(d->model(), pp, pops, dp, dops, *db, *profile, si, w);
+      });
+      if (f) {
+        out.sim_failure = f->kind + ": " + f->reason;
+      } else {
+        const bool med = res.options.sim_median;
+        const SimResult& sr = sd.result.sim;
+        out.simulated = true;
+        out.sim_ttft_ms = med ? sr.ttft_ms.median : sr.ttft_ms.mean;
+        out.sim_tpot_ms = med ? sr.tpot_ms.median : sr.tpot_ms.mean;
+        out.sim_ttft_error_pct = ErrorPct(out.sim_ttft_ms, out.measured_ttft_ms);
+        out.sim_tpot_error_pct = ErrorPct(out.sim_tpot_ms, out.measured_tpot_ms);
+        out.sim_kv_saturated = sr.kv_saturated || sd.result.prefill_kv_saturated;
+        out.sim_admitted_all = sr.admitted_all;
+        out.sim_preemptions = sr.preemptions;
+        out.sim_max_running = sr.max_running;
+        out.sim_prefill_utilization = sd.result.prefill_utilization;
+        for (const auto& n : sr.notes) out.notes.push_back("simulation: " + n);
+      }
+    }
   }
   out.predicted = true;
   out.ttft_error_pct = ErrorPct(out.ttft_ms, out.measured_ttft_ms);

@@ -65,11 +65,12 @@ struct RowResult {
   std::string failure;                            // kind: missing data, unsupported model, bad row, ...
   std::string reason;                             // the estimator's message
   std::vector<std::string> notes;                 // derivations made for this row
-  // --simulate (agg rows): the simulated TTFT / TPOT statistic and its errors.
+  // --simulate: the simulated TTFT / TPOT statistic and its errors.
   bool simulated = false;
   double sim_ttft_ms = 0, sim_tpot_ms = 0, sim_ttft_error_pct = 0, sim_tpot_error_pct = 0;
   bool sim_kv_saturated = false, sim_admitted_all = true;
   std::int64_t sim_preemptions = 0, sim_max_running = 0;
+  double sim_prefill_utilization = -1;  // disagg: busy fraction of the prefill instances (-1: agg)
   std::string sim_failure;  // why the row was not simulated
 };
 
