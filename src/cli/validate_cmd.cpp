@@ -150,7 +150,7 @@ int RunValidate(const ValidateArgs& a, const std::function<std::string(const std
                             {"reason", r.reason}});
       }
       if (a.simulate) {
-        if (r.simulated)
+        if (r.simulated) {
           j["simulation"] = {{"statistic", a.sim_statistic},
                              {"ttft_ms", r.sim_ttft_ms},
                              {"tpot_ms", r.sim_tpot_ms},
@@ -159,10 +159,10 @@ int RunValidate(const ValidateArgs& a, const std::function<std::string(const std
                              {"admitted_all", r.sim_admitted_all},
                              {"preemptions", r.sim_preemptions},
                              {"max_running", r.sim_max_running}};
-        if (r.simulated && r.sim_prefill_utilization >= 0)
-          j["simulation"]["prefill_utilization"] = r.sim_prefill_utilization;
-        else
+          if (r.sim_prefill_utilization >= 0) j["simulation"]["prefill_utilization"] = r.sim_prefill_utilization;
+        } else {
           j["simulation"] = {{"failure", r.sim_failure}};
+        }
       }
       j["notes"] = r.notes;
       jrows.push_back(std::move(j));
