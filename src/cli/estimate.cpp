@@ -184,14 +184,16 @@ CLI::App* AddEstimateCommand(CLI::App& app, EstimateArgs& a) {
   c->add_option("--detail", a.detail, "comma list: time (per-op table), memory (breakdown), source (how each op was costed, and the rows of other versions or sources merged into the tables read), all");
   c->add_flag("--json", a.json, "print one JSON document and nothing else");
   c->add_flag("--simulate", a.simulate,
-              "agg: also simulate the engine request by request (closed-loop clients at --batch per worker, or "
-              "Poisson arrivals with --sim-rate): TTFT / TPOT mean, median, p90, throughput, KV-cache state");
-  c->add_option("--sim-requests", a.sim_requests, "--simulate: measured requests (default 10 x --batch)")
+              "agg / disagg: also simulate the engine request by request (closed-loop clients: agg, --batch per "
+              "worker; disagg, the decode batch x decode ranks; or Poisson arrivals with --sim-rate): TTFT / TPOT "
+              "mean, median, p90, throughput, KV-cache state; disagg also the prefill queue and the KV hand-off");
+  c->add_option("--sim-requests", a.sim_requests, "--simulate: measured requests (default 10 x the clients)")
       ->check(IntIn(1, 10'000'000));
-  c->add_option("--sim-warmup", a.sim_warmup, "--simulate: warm-up requests issued first, excluded (default 2 x --batch)")
+  c->add_option("--sim-warmup", a.sim_warmup, "--simulate: warm-up requests issued first, excluded (default 2 x the clients)")
       ->check(IntIn(0, 10'000'000));
   c->add_option("--sim-rate", a.sim_rate,
-                "--simulate: open loop, Poisson arrivals at this many requests/s per worker (default: closed loop)")
+                "--simulate: open loop, Poisson arrivals at this many requests/s (agg: per worker; disagg: the whole "
+                "deployment; default: closed loop)")
       ->check(NumberIn(0, 1e9, true));
   c->add_option("--sim-range-ratio", a.sim_range_ratio,
                 "--simulate: isl and osl uniform in [ratio x L, L] per request (1: fixed)")
@@ -287,8 +289,8 @@ void PrintMemory(const serve::MemoryBreakdown& mem, const serve::EngineProfile& 
 // The mode flags that only some modes take (checked after the model loads, as before).
 void CheckModeFlags(const EstimateArgs& a) {
   const bool disagg = a.mode == "disagg";
-  if (a.simulate && a.mode != "agg")
-    throw UsageError("--simulate: only --mode agg is simulated so far (got --mode " + a.mode + ")");
+  if (a.simulate && a.mode != "agg" && a.mode != "disagg")
+    throw UsageError("--simulate: --mode agg and disagg are simulated (got --mode " + a.mode + ")");
   if (a.simulate && a.nextn > 0) throw UsageError("--simulate does not model MTP (--nextn) yet");
   if (a.simulate && a.prefix > 0) throw UsageError("--simulate does not model prefix-cache hits (--prefix) yet");
   if (!a.simulate && (a.sim_requests > 0 || a.sim_warmup >= 0 || a.sim_rate > 0))
@@ -408,56 +410,183 @@ struct Simulated {
   serve::SimDeployment sd;
 };
 
-Simulated SimulateAggOf(const Opened& o) {
-  const EstimateArgs& a = o.a;
-  Simulated s;
-  serve::SimWorkload& sw = s.sw;
+// The simulated workload: `clients` closed-loop clients (or Poisson at --sim-rate),
+// 10 x / 2 x the clients measured / warm-up unless given.
+serve::SimWorkload SimWorkloadOf(const EstimateArgs& a, std::int64_t clients) {
+  serve::SimWorkload sw;
   sw.arrival = a.sim_rate > 0 ? serve::SimWorkload::Arrival::kPoisson : serve::SimWorkload::Arrival::kClosedLoop;
-  sw.concurrency = a.batch;
+  sw.concurrency = clients;
   sw.rate_per_s = a.sim_rate;
-  sw.requests = a.sim_requests > 0 ? a.sim_requests : 10 * a.batch;
-  sw.warmup = a.sim_warmup >= 0 ? a.sim_warmup : 2 * a.batch;
+  sw.requests = a.sim_requests > 0 ? a.sim_requests : 10 * clients;
+  sw.warmup = a.sim_warmup >= 0 ? a.sim_warmup : 2 * clients;
   sw.isl = a.isl;
   sw.osl = a.osl;
   sw.range_ratio = a.sim_range_ratio;
   sw.seed = static_cast<std::uint64_t>(a.sim_seed);
-  // --ctx-tokens sets the engine's step budget (max_num_batched_tokens / chunked_prefill_size) too.
-  serve::EngineProfile sim_engine = o.engine;
-  if (a.ctx_tokens > 0) sim_engine.sim.max_num_tokens = a.ctx_tokens;
-  s.sd = serve::SimulateAgg(*o.m, o.ps.par, o.ops, *o.db, sim_engine, sw);
+  return sw;
+}
+
+// --ctx-tokens sets the engine's step budget (max_num_batched_tokens / chunked_prefill_size) too.
+serve::EngineProfile SimEngineOf(const Opened& o) {
+  serve::EngineProfile e = o.engine;
+  if (o.a.ctx_tokens > 0) e.sim.max_num_tokens = o.a.ctx_tokens;
+  return e;
+}
+
+Simulated SimulateAggOf(const Opened& o) {
+  Simulated s;
+  s.sw = SimWorkloadOf(o.a, o.a.batch);
+  s.sd = serve::SimulateAgg(*o.m, o.ps.par, o.ops, *o.db, SimEngineOf(o), s.sw);
   return s;
 }
 
-Json SimulationJson(const Opened& o, const Simulated& sim) {
+Json SimStatsJson(const serve::SimStats& st) { return Json{{"mean", st.mean}, {"median", st.median}, {"p90", st.p90}}; }
+
+Json SimWorkloadJson(const EstimateArgs& a, const serve::SimWorkload& sw) {
+  return {{"arrival", a.sim_rate > 0 ? "poisson" : "closed_loop"},
+          {"concurrency", sw.concurrency},
+          {"rate_per_s", sw.rate_per_s},
+          {"requests", sw.requests},
+          {"warmup", sw.warmup},
+          {"range_ratio", sw.range_ratio},
+          {"seed", a.sim_seed}};
+}
+
+Json SchedulerJson(const serve::EngineProfile& engine, const serve::SimProfile& sim) {
+  return {{"profile", engine.source_file},
+          {"max_num_tokens", sim.max_num_tokens},
+          {"max_num_seqs", sim.max_num_seqs},
+          {"chunked_prefill", sim.chunked_prefill},
+          {"mixed_batches", sim.mixed_batches},
+          {"kv_block_tokens", sim.kv_block_tokens},
+          {"admission", sim.admission == serve::SimProfile::Admission::kOnDemand ? "on_demand" : "reserve_full"}};
+}
+
+std::string SchedulerText(const serve::SimProfile& sim) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "budget %lld tokens/step, max %s running, %s prefill, %s, KV blocks of %lld, %s",
+                static_cast<long long>(sim.max_num_tokens),
+                sim.max_num_seqs > 0 ? std::to_string(sim.max_num_seqs).c_str() : "(no limit)",
+                sim.chunked_prefill ? "chunked" : "whole-prompt",
+                sim.mixed_batches ? "mixed steps" : "prefill-only steps first",
+                static_cast<long long>(sim.kv_block_tokens),
+                sim.admission == serve::SimProfile::Admission::kOnDemand ? "on-demand, preempt by recompute"
+                                                                         : "reserve isl + osl, no eviction");
+  return buf;
+}
+
+// --simulate with --mode disagg: prefill and decode instances coupled by the hand-off.
+struct SimulatedDisagg {
+  serve::SimWorkload sw;
+  serve::DisaggSimInputs in;
+  serve::SimDisaggDeployment sd;
+};
+
+SimulatedDisagg SimulateDisaggOf(const Opened& o, std::int64_t prefill_batch, std::int64_t decode_batch) {
   const EstimateArgs& a = o.a;
-  const serve::EngineProfile& engine = o.engine;
-  const serve::SimWorkload& sw = sim.sw;
+  SimulatedDisagg s;
+  s.in.prefill_workers = a.prefill_workers;
+  s.in.decode_workers = a.decode_workers;
+  s.in.prefill_batch = prefill_batch;
+  s.in.decode_batch = decode_batch;
+  // Closed loop: enough clients to fill every decode rank's batch.
+  const std::int64_t ranks =
+      static_cast<std::int64_t>(a.decode_workers) * o.ps.decode.dp * static_cast<std::int64_t>(o.ps.decode.pp);
+  s.sw = SimWorkloadOf(a, decode_batch * ranks);
+  s.sd = serve::SimulateDisagg(*o.m, o.ps.prefill, o.ops, o.ps.decode, o.decode_ops, *o.db, SimEngineOf(o), s.in,
+                               s.sw);
+  return s;
+}
+
+Json DisaggSimulationJson(const Opened& o, const SimulatedDisagg& sim) {
+  const serve::SimDisaggDeployment& sd = sim.sd;
+  const serve::SimResult& s = sd.result.sim;
+  serve::SimProfile p = SimEngineOf(o).sim, d = p;
+  if (sim.in.prefill_batch > 0) p.max_num_seqs = sim.in.prefill_batch;
+  if (sim.in.decode_batch > 0) d.max_num_seqs = sim.in.decode_batch;
+  return {{"workload", SimWorkloadJson(o.a, sim.sw)},
+          {"prefill_scheduler", SchedulerJson(o.engine, p)},
+          {"decode_scheduler", SchedulerJson(o.engine, d)},
+          {"handoff_ms", o.engine.sim.disagg_handoff_ms},
+          {"kv_transfer_ms", sd.transfer_ms},
+          {"kv_transfer_link", sd.intra_node ? "intra_node" : "inter_node"},
+          {"measured", s.measured},
+          {"ttft_ms", SimStatsJson(s.ttft_ms)},
+          {"tpot_ms", SimStatsJson(s.tpot_ms)},
+          {"request_latency_ms", SimStatsJson(s.e2e_ms)},
+          {"tokens_per_s", sd.tokens_per_s},
+          {"tokens_per_s_gpu", sd.tokens_per_s_gpu},
+          {"tokens_per_s_user", s.tokens_per_s_user},
+          {"seq_per_s", sd.seq_per_s},
+          {"duration_ms", s.duration_ms},
+          {"prefill",
+           {{"kv_tokens", sd.prefill_kv_tokens},
+            {"utilization", sd.result.prefill_utilization},
+            {"max_queue", sd.result.prefill_max_queue},
+            {"max_running", sd.result.prefill_max_running},
+            {"steps", sd.result.prefill_steps},
+            {"kv_saturated", sd.result.prefill_kv_saturated}}},
+          {"decode",
+           {{"kv_tokens", sd.decode_kv_tokens},
+            {"kv_peak_fraction", s.kv_peak_fraction},
+            {"kv_saturated", s.kv_saturated},
+            {"preemptions", s.preemptions},
+            {"max_running", s.max_running},
+            {"mean_running", s.mean_running},
+            {"running_limit_hit", s.running_limit_hit},
+            {"steps", s.steps}}},
+          {"admitted_all", s.admitted_all},
+          {"step_shapes_evaluated", sd.cost_evaluations},
+          {"notes", s.notes}};
+}
+
+void PrintSimLatencies(const serve::SimResult& s) {
+  std::printf("  TTFT             mean %10.3f ms   median %10.3f   p90 %10.3f\n", s.ttft_ms.mean, s.ttft_ms.median,
+              s.ttft_ms.p90);
+  std::printf("  TPOT             mean %10.3f ms   median %10.3f   p90 %10.3f\n", s.tpot_ms.mean, s.tpot_ms.median,
+              s.tpot_ms.p90);
+  std::printf("  request latency  mean %10.3f ms\n", s.e2e_ms.mean);
+}
+
+void PrintDisaggSimulation(const Opened& o, const SimulatedDisagg& sim) {
+  const EstimateArgs& a = o.a;
+  const serve::SimDisaggDeployment& sd = sim.sd;
+  const serve::SimResult& s = sd.result.sim;
+  serve::SimProfile p = SimEngineOf(o).sim, d = p;
+  if (sim.in.prefill_batch > 0) p.max_num_seqs = sim.in.prefill_batch;
+  if (sim.in.decode_batch > 0) d.max_num_seqs = sim.in.decode_batch;
+  std::printf("\nsimulated (%lld requests measured after %lld warm-up; %s; lengths in [%.2g L, L], seed %lld)\n",
+              static_cast<long long>(s.measured), static_cast<long long>(sim.sw.warmup),
+              a.sim_rate > 0 ? ("Poisson " + FormatRate(a.sim_rate)).c_str()
+                             : ("closed loop, " + std::to_string(sim.sw.concurrency) + " clients").c_str(),
+              sim.sw.range_ratio, static_cast<long long>(a.sim_seed));
+  std::printf("  prefill          %s\n", SchedulerText(p).c_str());
+  std::printf("  decode           %s\n", SchedulerText(d).c_str());
+  std::printf("  hand-off         %.3f ms + KV transfer %.3f ms for %lld tokens (%s)\n", o.engine.sim.disagg_handoff_ms,
+              sd.transfer_ms, static_cast<long long>(a.isl), sd.intra_node ? "NVLink, one node" : "network");
+  PrintSimLatencies(s);
+  std::printf("  tokens/s         %10.1f   per GPU %.1f   per user %.1f\n", sd.tokens_per_s, sd.tokens_per_s_gpu,
+              s.tokens_per_s_user);
+  std::printf("  prefill side     busy %.1f%%, queue max %lld, running max %lld\n",
+              100 * sd.result.prefill_utilization, static_cast<long long>(sd.result.prefill_max_queue),
+              static_cast<long long>(sd.result.prefill_max_running));
+  std::printf(
+      "  decode KV cache  %lld tokens per rank, peak use %.1f%%%s; %lld preemption(s); running max %lld, mean %.1f\n",
+      static_cast<long long>(sd.decode_kv_tokens), 100 * s.kv_peak_fraction, s.kv_saturated ? " (SATURATED)" : "",
+      static_cast<long long>(s.preemptions), static_cast<long long>(s.max_running), s.mean_running);
+  for (const auto& n : s.notes) std::printf("  note             %s\n", n.c_str());
+}
+
+Json SimulationJson(const Opened& o, const Simulated& sim) {
   const serve::SimDeployment& sd = sim.sd;
   const serve::SimResult& s = sd.sim;
-  auto stats_json = [](const serve::SimStats& st) {
-    return Json{{"mean", st.mean}, {"median", st.median}, {"p90", st.p90}};
-  };
   return {
-      {"workload",
-       {{"arrival", a.sim_rate > 0 ? "poisson" : "closed_loop"},
-        {"concurrency", sw.concurrency},
-        {"rate_per_s", sw.rate_per_s},
-        {"requests", sw.requests},
-        {"warmup", sw.warmup},
-        {"range_ratio", sw.range_ratio},
-        {"seed", a.sim_seed}}},
-      {"scheduler",
-       {{"profile", engine.source_file},
-        {"max_num_tokens", a.ctx_tokens > 0 ? a.ctx_tokens : engine.sim.max_num_tokens},
-        {"max_num_seqs", engine.sim.max_num_seqs},
-        {"chunked_prefill", engine.sim.chunked_prefill},
-        {"mixed_batches", engine.sim.mixed_batches},
-        {"kv_block_tokens", engine.sim.kv_block_tokens},
-        {"admission", engine.sim.admission == serve::SimProfile::Admission::kOnDemand ? "on_demand" : "reserve_full"}}},
+      {"workload", SimWorkloadJson(o.a, sim.sw)},
+      {"scheduler", SchedulerJson(o.engine, SimEngineOf(o).sim)},
       {"measured", s.measured},
-      {"ttft_ms", stats_json(s.ttft_ms)},
-      {"tpot_ms", stats_json(s.tpot_ms)},
-      {"request_latency_ms", stats_json(s.e2e_ms)},
+      {"ttft_ms", SimStatsJson(s.ttft_ms)},
+      {"tpot_ms", SimStatsJson(s.tpot_ms)},
+      {"request_latency_ms", SimStatsJson(s.e2e_ms)},
       {"tokens_per_s", sd.tokens_per_s},
       {"tokens_per_s_gpu", sd.tokens_per_s_gpu},
       {"tokens_per_s_user", s.tokens_per_s_user},
@@ -479,7 +608,6 @@ Json SimulationJson(const Opened& o, const Simulated& sim) {
 
 void PrintSimulation(const Opened& o, const Simulated& sim) {
   const EstimateArgs& a = o.a;
-  const serve::EngineProfile& engine = o.engine;
   const serve::SimDeployment& sd = sim.sd;
   const serve::SimResult& s = sd.sim;
   std::printf("\nsimulated (%lld requests measured after %lld warm-up; %s; lengths in [%.2g L, L], seed %lld)\n",
@@ -487,19 +615,8 @@ void PrintSimulation(const Opened& o, const Simulated& sim) {
               a.sim_rate > 0 ? ("Poisson " + FormatRate(a.sim_rate)).c_str()
                              : ("closed loop, " + std::to_string(a.batch) + " clients").c_str(),
               sim.sw.range_ratio, static_cast<long long>(a.sim_seed));
-  std::printf("  scheduler        budget %lld tokens/step, max %s running, %s prefill, %s, KV blocks of %lld, %s\n",
-              static_cast<long long>(a.ctx_tokens > 0 ? a.ctx_tokens : engine.sim.max_num_tokens),
-              engine.sim.max_num_seqs > 0 ? std::to_string(engine.sim.max_num_seqs).c_str() : "(no limit)",
-              engine.sim.chunked_prefill ? "chunked" : "whole-prompt",
-              engine.sim.mixed_batches ? "mixed steps" : "prefill-only steps first",
-              static_cast<long long>(engine.sim.kv_block_tokens),
-              engine.sim.admission == serve::SimProfile::Admission::kOnDemand ? "on-demand, preempt by recompute"
-                                                                              : "reserve isl + osl, no eviction");
-  std::printf("  TTFT             mean %10.3f ms   median %10.3f   p90 %10.3f\n", s.ttft_ms.mean, s.ttft_ms.median,
-              s.ttft_ms.p90);
-  std::printf("  TPOT             mean %10.3f ms   median %10.3f   p90 %10.3f\n", s.tpot_ms.mean, s.tpot_ms.median,
-              s.tpot_ms.p90);
-  std::printf("  request latency  mean %10.3f ms\n", s.e2e_ms.mean);
+  std::printf("  scheduler        %s\n", SchedulerText(SimEngineOf(o).sim).c_str());
+  PrintSimLatencies(s);
   std::printf("  tokens/s         %10.1f   per GPU %.1f   per user %.1f\n", sd.tokens_per_s, sd.tokens_per_s_gpu,
               s.tokens_per_s_user);
   std::printf(
@@ -590,6 +707,8 @@ int EstimateDisagg(const Opened& o) {
   di.stride = a.stride;
   const serve::DisaggEstimate r =
       serve::RunDisagg(*o.m, prefill_par, o.ops, decode_par, o.decode_ops, *o.db, o.engine, di);
+  SimulatedDisagg sim;
+  if (a.simulate) sim = SimulateDisaggOf(o, di.prefill_batch, di.decode_batch);
   if (a.json) {
     Json out = o.head;
     out["prefill"] = {{"parallel", ParallelJson(prefill_par)},  {"batch", di.prefill_batch},
@@ -608,6 +727,7 @@ int EstimateDisagg(const Opened& o) {
         {"stride", a.stride}};
     PutHeadline(out, r);
     out["gpus"] = r.gpus;
+    if (a.simulate) out["simulation"] = DisaggSimulationJson(o, sim);
     out["notes"] = o.notes;
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
@@ -630,6 +750,7 @@ int EstimateDisagg(const Opened& o) {
   PrintMemory(r.prefill.memory, o.engine, a.isl + a.osl, o.detail.memory);
   std::printf("  decode worker: ");
   PrintMemory(r.decode.memory, o.engine, a.isl + a.osl, o.detail.memory);
+  if (a.simulate) PrintDisaggSimulation(o, sim);
   if (o.detail.time || o.detail.source) {
     PrintPhase("prefill pass (x prefill correction)", r.prefill.context, o.detail.source, "");
     PrintPhase("decode phase (x decode correction)", r.decode.generation, o.detail.source, "");

@@ -157,7 +157,7 @@ TEST(SimulateE2e, BadInputExitsTwoWithAMessage) {
   st[3] = "static";
   const ProcessResult r = RunProcess(st, 120, kSimSource);
   EXPECT_EQ(r.exit_code, 2) << Describe(r);
-  EXPECT_NE(r.err.find("only --mode agg"), std::string::npos) << Describe(r);
+  EXPECT_NE(r.err.find("--mode agg and disagg are simulated (got --mode static)"), std::string::npos) << Describe(r);
   // A calibration without a sim: section cannot be simulated.
   const ProcessResult aic = RunProcess(
       TinyAgg("tests/goldens/models/tiny-dense", "trtllm", "dense/1", {"--simulate", "--calibration", "aic"}), 120,
@@ -259,4 +259,47 @@ TEST(SimulateE2e, ValidateSimulatesAggRowsAsEstimateDoes) {
 }
 
 }  // namespace
+// --mode disagg --simulate: prefill and decode instances of the real binary, and
+// validate --simulate on a disagg row giving only the client concurrency prints
+// the same simulated figures as estimate on the row's deployment.
+TEST(SimulateE2e, DisaggEstimateAndValidateSimulateTheSameDeployment) {
+  std::vector<std::string> a = TinyAgg("tests/goldens/models/tiny-dense", "trtllm", "dense/1",
+                                       {"--prefill-workers", "1", "--decode-workers", "2", "--decode-batch", "4",
+                                        "--simulate", "--json"});
+  a[3] = "disagg";
+  const ProcessResult r = RunProcess(a, 120, kSimSource);
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  const Json s = Json::parse(r.out)["simulation"];
+  EXPECT_EQ(s["workload"]["concurrency"], 8);  // 4 per decode rank x 2 workers
+  EXPECT_EQ(s["measured"], 80);
+  EXPECT_EQ(s["prefill_scheduler"]["max_num_seqs"], 1);  // --prefill-batch (default 1)
+  EXPECT_EQ(s["decode_scheduler"]["max_num_seqs"], 4);
+  EXPECT_EQ(s["kv_transfer_link"], "intra_node");  // 2 + 1 GPUs on a node of 8
+  // 64 tokens x the KV bytes per token per GPU at the tiny system's 100 GB/s.
+  EXPECT_GT(s["kv_transfer_ms"].get<double>(), 0);
+  EXPECT_LE(s["decode"]["max_running"].get<int>(), 4);
+  EXPECT_GT(s["prefill"]["utilization"].get<double>(), 0);
+  EXPECT_LE(s["prefill"]["utilization"].get<double>(), 1);
+  for (const char* k : {"ttft_ms", "tpot_ms", "request_latency_ms"}) {
+    EXPECT_GT(s[k]["mean"].get<double>(), 0) << k;
+    EXPECT_LE(s[k]["median"].get<double>(), s[k]["p90"].get<double>()) << k;
+  }
+  // Every request pays at least the KV transfer before its first token.
+  EXPECT_GE(s["ttft_ms"]["mean"].get<double>(), s["kv_transfer_ms"].get<double>());
+
+  const ProcessResult v = RunProcess(
+      {kSimBin, "validate", "--silicon", "tests/goldens/validate/tiny_disagg.csv", "--systems", "tests/goldens/systems",
+       "--models", "models", "--engines", "engines", "--data-root", "tests/goldens/data", "--data-map",
+       "trtllm=dense/1", "--simulate", "--json"},
+      120, kSimSource);
+  ASSERT_EQ(v.exit_code, 0) << Describe(v);
+  const Json doc = Json::parse(v.out);
+  EXPECT_EQ(doc["simulation"]["simulated"], 1);
+  const Json& row = doc["rows"][0]["simulation"];
+  ASSERT_TRUE(row.contains("ttft_ms")) << row.dump();
+  EXPECT_DOUBLE_EQ(row["ttft_ms"].get<double>(), s["ttft_ms"]["mean"].get<double>());
+  EXPECT_DOUBLE_EQ(row["tpot_ms"].get<double>(), s["tpot_ms"]["mean"].get<double>());
+  EXPECT_DOUBLE_EQ(row["prefill_utilization"].get<double>(), s["prefill"]["utilization"].get<double>());
+}
+
 }  // namespace servecast::testing

@@ -178,6 +178,96 @@ TEST(Simulate, BadWorkloadsAreUsageErrors) {
   EXPECT_THROW(Simulate(Mixed(8192), Fixed(1, 100, 30, 1), 120, 0, one), UsageError);
 }
 
+// ---------------------------------------------------------------- disaggregated
+
+// A prefill instance and a decode instance; prefill steps cost 10 ms, decode
+// steps 1 ms; hand-off 5 ms plus 0.01 ms per prompt token (isl 100: 6 ms).
+DisaggSimSetup ToyDisagg(std::int64_t prefill_limit, std::int64_t decode_limit) {
+  DisaggSimSetup s;
+  s.prefill_engine = Mixed(8192);
+  s.decode_engine = Mixed(8192);
+  s.prefill_engine.max_num_seqs = prefill_limit;
+  s.decode_engine.max_num_seqs = decode_limit;
+  s.prefill_cost = [](const StepBatch& b) {
+    EXPECT_EQ(b.decode, 0);  // a prefill instance never decodes
+    return 10.0 * static_cast<double>(b.prefill.size());
+  };
+  s.decode_cost = [](const StepBatch& b) {
+    EXPECT_TRUE(b.prefill.empty());  // the prompt's KV arrived: nothing to prefill
+    return 1.0;
+  };
+  s.handoff_ms = 5;
+  s.transfer_ms_per_token = 0.01;
+  return s;
+}
+
+// One client, isl 100, osl 5: prefill 10 ms, first token at 10 + 6 = 16 ms, then
+// four decode steps of 1 ms; the next request is sent at 20 ms.
+TEST(SimulateDisagg, OneClientByHand) {
+  const DisaggSimResult r = SimulateDisaggInstances(ToyDisagg(0, 0), Fixed(1, 100, 5, 3));
+  EXPECT_EQ(r.sim.measured, 3);
+  EXPECT_DOUBLE_EQ(r.sim.ttft_ms.mean, 16.0);
+  EXPECT_DOUBLE_EQ(r.sim.tpot_ms.p90, 1.0);
+  EXPECT_DOUBLE_EQ(r.sim.e2e_ms.median, 20.0);
+  EXPECT_EQ(r.sim.steps, 12);  // decode steps: 4 per request
+  EXPECT_EQ(r.prefill_steps, 3);
+  EXPECT_DOUBLE_EQ(r.prefill_utilization, 30.0 / 60.0);
+  EXPECT_TRUE(r.sim.admitted_all);
+}
+
+// Two clients at t = 0, one prompt per prefill step: the second waits one step
+// (TTFT 26 ms); both decode together.
+TEST(SimulateDisagg, ThePrefillQueueDelaysTheSecondClient) {
+  const DisaggSimResult r = SimulateDisaggInstances(ToyDisagg(1, 0), Fixed(2, 100, 5, 2));
+  EXPECT_DOUBLE_EQ(r.sim.ttft_ms.mean, (16.0 + 26.0) / 2);
+  EXPECT_EQ(r.prefill_max_running, 1);
+  EXPECT_EQ(r.prefill_max_queue, 2);
+  EXPECT_TRUE(r.sim.admitted_all);
+  // Without the limit both prompts share one step (20 ms) and reach decode at 26 ms.
+  const DisaggSimResult both = SimulateDisaggInstances(ToyDisagg(0, 0), Fixed(2, 100, 5, 2));
+  EXPECT_DOUBLE_EQ(both.sim.ttft_ms.mean, 26.0);
+  EXPECT_EQ(both.prefill_max_running, 2);
+}
+
+// A decode limit of one, osl 20: the first request decodes 16..35; the second's
+// KV arrives at 26 and waits on the decode side until 35, then decodes 35..54.
+// TTFT (the hand-off) is unchanged; the second request's TPOT carries the wait.
+TEST(SimulateDisagg, ADecodeLimitQueuesHandedOffRequests) {
+  const DisaggSimResult r = SimulateDisaggInstances(ToyDisagg(1, 1), Fixed(2, 100, 20, 2));
+  EXPECT_DOUBLE_EQ(r.sim.ttft_ms.mean, 21.0);  // 16 and 26
+  EXPECT_DOUBLE_EQ(r.sim.tpot_ms.mean, (1.0 + 28.0 / 19.0) / 2);
+  EXPECT_DOUBLE_EQ(r.sim.e2e_ms.p90, 54.0 - 0.1 * (54.0 - 35.0));  // the two: 35 and 54
+  EXPECT_EQ(r.sim.max_running, 1);
+  EXPECT_TRUE(r.sim.running_limit_hit);
+  EXPECT_FALSE(r.sim.admitted_all);
+}
+
+// Least-loaded routing spreads four clients over two prefill and two decode
+// instances (osl 20: requests 0 and 1 still decode when 2 and 3 arrive): two
+// prompts per prefill instance, one step apart; two requests per decode instance.
+TEST(SimulateDisagg, RoutingSpreadsClientsOverInstances) {
+  DisaggSimSetup s = ToyDisagg(1, 0);
+  s.prefill_instances = 2;
+  s.decode_instances = 2;
+  const DisaggSimResult r = SimulateDisaggInstances(s, Fixed(4, 100, 20, 4));
+  EXPECT_DOUBLE_EQ(r.sim.ttft_ms.mean, (16.0 + 16.0 + 26.0 + 26.0) / 4);
+  EXPECT_EQ(r.prefill_max_queue, 2);
+  EXPECT_EQ(r.prefill_max_running, 1);
+  EXPECT_EQ(r.sim.max_running, 2);
+}
+
+TEST(SimulateDisagg, BadSetupsAreUsageErrors) {
+  DisaggSimSetup s = ToyDisagg(0, 0);
+  s.decode_instances = 0;
+  EXPECT_THROW(SimulateDisaggInstances(s, Fixed(1, 100, 5, 1)), UsageError);
+  s = ToyDisagg(0, 0);
+  s.handoff_ms = -1;
+  EXPECT_THROW(SimulateDisaggInstances(s, Fixed(1, 100, 5, 1)), UsageError);
+  s = ToyDisagg(0, 0);
+  s.decode_kv_tokens = 50;  // less than isl + osl
+  EXPECT_THROW(SimulateDisaggInstances(s, Fixed(1, 100, 5, 1)), UsageError);
+}
+
 TEST(Simulate, ShapeBucketsAreExactTo128Then64PerOctave) {
   EXPECT_EQ(ShapeBucket(1), 1);
   EXPECT_EQ(ShapeBucket(128), 128);
