@@ -827,9 +827,12 @@ SimDisaggDeployment SimulateDisagg(const model::ModelConfig& m, const model::Par
   s.handoff_ms = engine.sim.disagg_handoff_ms;
   d.transfer_ms = s.transfer_ms_per_token * static_cast<double>(w.isl);
 
+  // Each side's steps x the profile's disagg latency corrections, as the closed form
+  // (RunDisagg) scales its prefill pass and decode phase.
   TableStepCost pcost(prefill_ops, db, engine.agg), dcost(decode_ops, db, engine.agg);
-  s.prefill_cost = [&](const StepBatch& b) { return pcost(b); };
-  s.decode_cost = [&](const StepBatch& b) { return dcost(b); };
+  const double pc = engine.disagg.prefill_latency_correction, dc = engine.disagg.decode_latency_correction;
+  s.prefill_cost = [&](const StepBatch& b) { return pc * pcost(b); };
+  s.decode_cost = [&](const StepBatch& b) { return dc * dcost(b); };
   s.prefill_host_ms_per_request = engine.agg.step_ms_per_request;
   s.decode_host_ms_per_request = engine.agg.step_ms_per_request;
   d.result = SimulateDisaggInstances(s, w);
