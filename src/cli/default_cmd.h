@@ -27,6 +27,7 @@ struct DefaultArgs {
   WorkloadArgs workload;  // --prefix, --moe-distribution, --calibration
   int top_n = 5;
   bool json = false;
+  bool simulate = false;  // simulate the frontier and best points (search::SearchInputs::simulate)
   std::string save_dir;
   std::string systems_dir, models_dir, engines_dir;
 };

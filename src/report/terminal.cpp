@@ -23,6 +23,15 @@ std::string Pad(std::string s, std::size_t w, bool right = false) {
   return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
 }
 
+// The simulated point's state in a few words.
+std::string SimState(const search::PointSim& s) {
+  std::string t = s.meets_sla ? "meets limits" : "MISSES limits";
+  if (!s.admitted_all) t += ", cannot admit c";
+  if (s.kv_saturated) t += ", KV saturated";
+  if (s.prefill_utilization >= 0) t += Fmt(", prefill busy %.0f%%", 100 * s.prefill_utilization);
+  return t;
+}
+
 std::string Table(const ModeResult& m, const search::SearchInputs& in) {
   std::string out;
   const bool agg = m.mode == Mode::kAgg;
@@ -34,6 +43,9 @@ std::string Table(const ModeResult& m, const search::SearchInputs& in) {
     head.insert(head.end(), {"(p) workers x parallel", "(p) batch", "(d) workers x parallel", "(d) batch"});
   }
   head.push_back("mem GiB");
+  bool simulated = false;
+  for (std::size_t i : m.best) simulated = simulated || m.points[i].sim.has_value();
+  if (simulated) head.insert(head.end(), {"sim TTFT", "sim TPOT", "sim tokens/s/gpu", "simulation"});
   std::vector<std::vector<std::string>> rows;
   int rank = 0;
   for (std::size_t i : m.best) {
@@ -55,6 +67,13 @@ std::string Table(const ModeResult& m, const search::SearchInputs& in) {
                              std::to_string(p.decode_workers) + " x " + par(p.decode_par), std::to_string(p.batch)});
     }
     row.push_back(Fmt("%.1f", p.memory_gib));
+    if (simulated) {
+      if (p.sim && p.sim->simulated)
+        row.insert(row.end(), {Fmt("%.1f", p.sim->ttft_ms), Fmt("%.2f", p.sim->tpot_ms),
+                               Fmt("%.1f", p.sim->tokens_per_s_gpu), SimState(*p.sim)});
+      else
+        row.insert(row.end(), {"-", "-", "-", p.sim ? "not simulated: " + p.sim->failure : "not simulated"});
+    }
     rows.push_back(std::move(row));
   }
   std::vector<std::size_t> w(head.size());
@@ -133,6 +152,12 @@ std::string TerminalReport(const SearchResult& r, const ReportContext& c) {
            " requests/s\n";
     out += "    latency      TTFT " + Fmt("%.1f", p->ttft_ms) + " ms, TPOT " + Fmt("%.2f", p->tpot_ms) +
            " ms, request " + Fmt("%.0f", p->request_latency_ms) + " ms\n";
+    if (p->sim && p->sim->simulated)
+      out += "    simulated    TTFT " + Fmt("%.1f", p->sim->ttft_ms) + " ms, TPOT " + Fmt("%.2f", p->sim->tpot_ms) +
+             " ms, " + Fmt("%.1f", p->sim->tokens_per_s_gpu) + " tokens/s per GPU (" + SimState(*p->sim) +
+             "; means over 1,000 requests)\n";
+    else if (p->sim)
+      out += "    simulated    not simulated: " + p->sim->failure + "\n";
     out += "    deployment   " + std::to_string(p->replicas) + " replica(s) of " + std::to_string(p->gpus_per_replica) +
            " GPUs, concurrency " + std::to_string(p->concurrency * p->replicas) +
            (m.best_meets_sla ? "" : "  (MISSES the limits: nothing met them)") + "\n";
@@ -249,6 +274,21 @@ nlohmann::ordered_json PointJson(const Point& p) {
   if (p.nextn > 0) {
     j["nextn"] = p.nextn;
     j["mtp_accepted"] = p.mtp_accepted;
+  }
+  if (p.sim) {
+    if (p.sim->simulated) {
+      j["simulation"] = {{"ttft_ms", p.sim->ttft_ms},
+                         {"tpot_ms", p.sim->tpot_ms},
+                         {"request_latency_ms", p.sim->request_latency_ms},
+                         {"tokens_per_s_gpu", p.sim->tokens_per_s_gpu},
+                         {"tokens_per_s_user", p.sim->tokens_per_s_user},
+                         {"kv_saturated", p.sim->kv_saturated},
+                         {"admitted_all", p.sim->admitted_all},
+                         {"meets_sla", p.sim->meets_sla}};
+      if (p.sim->prefill_utilization >= 0) j["simulation"]["prefill_utilization"] = p.sim->prefill_utilization;
+    } else {
+      j["simulation"] = {{"failure", p.sim->failure}};
+    }
   }
   if (p.mode == Mode::kAgg) {
     j["worker"] = par(p.par);

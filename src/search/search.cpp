@@ -12,6 +12,7 @@
 #include "model/family.h"
 #include "serve/agg.h"
 #include "serve/session.h"
+#include "serve/simulate.h"
 #include "serve/static.h"
 
 namespace servecast::search {
@@ -317,6 +318,100 @@ ModeResult SearchDisagg(const model::ModelConfig& m, const serve::Database& db, 
   return r;
 }
 
+// The point simulated (SearchInputs::simulate); see PointSim.
+PointSim SimulatePoint(const Point& p, const model::ModelConfig& m, const serve::Database& db,
+                       const serve::EngineProfile& engine, const SearchInputs& in, bool other_decode_system) {
+  PointSim s;
+  if (p.nextn > 0) {
+    s.failure = "MTP is not simulated";
+    return s;
+  }
+  if (in.prefix > 0) {
+    s.failure = "prefix-cache hits are not simulated";
+    return s;
+  }
+  if (other_decode_system) {
+    s.failure = "decode workers on another system are not simulated";
+    return s;
+  }
+  try {
+    SearchInputs at = in;
+    at.nextn = 0;
+    const model::OpListOptions oo = OpOptions(at, db);
+    serve::SimWorkload w;
+    w.isl = in.isl;
+    w.osl = in.osl;
+    w.requests = 1000;
+    const serve::SimResult* r = nullptr;
+    double tps_gpu = 0;
+    serve::SimDeployment agg;
+    serve::SimDisaggDeployment dis;
+    if (p.mode == Mode::kAgg) {
+      w.concurrency = p.batch;
+      w.warmup = 2 * w.concurrency;
+      serve::EngineProfile e = engine;
+      if (p.ctx_tokens > 0) e.sim.max_num_tokens = p.ctx_tokens;  // the point's prefill budget
+      const model::OpList ops = model::BuildOpList(m, p.par, oo);
+      agg = serve::SimulateAgg(m, p.par, ops, db, e, w);
+      r = &agg.sim;
+      tps_gpu = agg.tokens_per_s_gpu;
+    } else {
+      serve::DisaggSimInputs di;
+      di.prefill_workers = p.prefill_workers;
+      di.decode_workers = p.decode_workers;
+      di.prefill_batch = p.prefill_batch;
+      di.decode_batch = p.batch;
+      w.concurrency = p.batch * p.decode_workers * p.decode_par.dp * p.decode_par.pp;
+      w.warmup = 2 * w.concurrency;
+      const model::OpList pops = model::BuildOpList(m, p.par, oo), dops = model::BuildOpList(m, p.decode_par, oo);
+      dis = serve::SimulateDisagg(m, p.par, pops, p.decode_par, dops, db, engine, di, w);
+      r = &dis.result.sim;
+      tps_gpu = dis.tokens_per_s_gpu;
+      s.prefill_utilization = dis.result.prefill_utilization;
+    }
+    s.simulated = true;
+    s.ttft_ms = r->ttft_ms.mean;
+    s.tpot_ms = r->tpot_ms.mean;
+    s.request_latency_ms = r->e2e_ms.mean;
+    s.tokens_per_s_user = r->tokens_per_s_user;
+    // Per GPU of the cluster: the replica's rate x its replicas / all GPUs, as the closed form counts.
+    s.tokens_per_s_gpu = tps_gpu * p.replicas * p.gpus_per_replica / in.total_gpus;
+    s.kv_saturated = r->kv_saturated;
+    s.admitted_all = r->admitted_all;
+    s.meets_sla = s.ttft_ms <= in.ttft_ms && (in.request_latency_ms > 0 ? s.request_latency_ms <= in.request_latency_ms
+                                                                         : s.tpot_ms <= in.tpot_ms);
+  } catch (const std::exception& e) {
+    s.simulated = false;
+    s.failure = Reason("", e);
+  }
+  return s;
+}
+
+// Simulates the candidates of every mode: its frontier points within the limits
+// (by the closed form) and its best points; the two modes on two threads.
+void SimulateFrontiers(SearchResult& res, const model::ModelConfig& m, const serve::Database& db,
+                       const serve::EngineProfile& engine, const SearchInputs& in, bool other_decode_system) {
+  auto run = [&](ModeResult& r) {
+    std::set<std::size_t> pick(r.best.begin(), r.best.end());
+    for (std::size_t i : r.frontier)
+      if (r.points[i].meets_sla) pick.insert(i);
+    for (std::size_t i : pick) r.points[i].sim = SimulatePoint(r.points[i], m, db, engine, in, other_decode_system);
+  };
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(res.modes.size());
+  for (std::size_t k = 0; k < res.modes.size(); ++k)
+    threads.emplace_back([&, k] {
+      try {
+        run(res.modes[k]);
+      } catch (...) {
+        errors[k] = std::current_exception();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
 }  // namespace
 
 std::string Point::Parallel() const {
@@ -546,6 +641,7 @@ SearchResult RunSearch(const model::ModelConfig& m, const serve::Database& db, c
   }
   if (res.chosen >= 0 && res.modes[static_cast<std::size_t>(res.chosen)].best.empty()) res.chosen = -1;
   res.chosen_ratio = second > 0 ? best / second : 0;
+  if (in.simulate) SimulateFrontiers(res, m, db, engine, in, decode != nullptr);
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

@@ -48,6 +48,25 @@ struct SearchInputs {
   // the tables and the choice hold only points within the limits, and a mode with
   // none has no best (no nearest shown). Off: TPOT is judged at pick time.
   bool strict_sla = false;
+  // Simulate each mode's frontier and best points (serve/simulate.h) after the
+  // closed form has screened and ranked them: the points gain `sim`; the ranking
+  // and the choice stay the closed form's.
+  bool simulate = false;
+};
+
+// A point simulated request by request (SearchInputs::simulate): closed-loop
+// clients at the point's concurrency (agg: its batch per worker; disagg: the decode
+// batch x decode ranks), 1,000 measured requests after 2 x c warm-up, lengths in
+// [0.8 L, L]; means per request.
+struct PointSim {
+  bool simulated = false;
+  std::string failure;  // why not (MTP, prefix hits, a decode system of its own, a simulation error)
+  double ttft_ms = 0, tpot_ms = 0, request_latency_ms = 0;
+  double tokens_per_s_gpu = 0;  // per GPU of the cluster, as Point::tokens_per_s_gpu_cluster
+  double tokens_per_s_user = 0;
+  bool kv_saturated = false, admitted_all = true;
+  double prefill_utilization = -1;  // disagg: busy fraction of the prefill instances
+  bool meets_sla = false;           // the simulated means within the limits
 };
 
 enum class Mode { kAgg, kDisagg };
@@ -74,6 +93,7 @@ struct Point {
   bool meets_sla = false;
   int nextn = 0;                        // MTP draft tokens per decode step (0: none)
   double mtp_accepted = 0;              // with nextn: mean accepted draft tokens per step
+  std::optional<PointSim> sim;          // SearchInputs::simulate, frontier and best points only
   std::string Parallel() const;         // "tp4pp1dp1etp1ep4" / "p:tp1...cp2 d:tp4..." (+ " mtp1" with MTP)
 };
 

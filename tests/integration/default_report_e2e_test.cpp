@@ -133,6 +133,53 @@ TEST(DefaultReportE2E, DataNotesNameSolCosts) {
   for (const auto& n : doc["chosen_data_notes"]) EXPECT_EQ(n.get<std::string>().rfind("sol: ", 0), 0u) << n;
 }
 
+// --simulate: every frontier point within the limits and every best point carries
+// its simulated figures; the closed form's ranking is unchanged.
+TEST(DefaultReportE2E, SimulateAddsSimulatedFiguresToTheCandidates) {
+  const std::vector<std::string> base = {kReportBin, "default", "--model",
+                                         kReportSource + "/tests/goldens/models/tiny-dense", "--system", "tiny_gpu",
+                                         "--systems", kReportSource + "/tests/goldens/systems", "--total-gpus", "4",
+                                         "--database-mode", "sol", "--isl", "512", "--osl", "64", "--ttft", "1000",
+                                         "--tpot", "5", "--json"};
+  std::vector<std::string> sim = base;
+  sim.push_back("--simulate");
+  const ProcessResult plain = RunProcess(base, 600), j = RunProcess(sim, 600);
+  ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+  ASSERT_EQ(j.exit_code, 0) << j.out << j.err;
+  const Json a = Json::parse(plain.out), doc = Json::parse(j.out);
+  EXPECT_EQ(a["chosen"]["parallel"], doc["chosen"]["parallel"]);
+  EXPECT_FALSE(a["chosen"].contains("simulation"));
+  ASSERT_TRUE(doc["chosen"].contains("simulation")) << doc["chosen"].dump();
+  int simulated = 0;
+  for (const char* mode : {"agg", "disagg"}) {
+    for (const auto& p : doc["modes"][mode]["best"]) {
+      ASSERT_TRUE(p.contains("simulation")) << p.dump();
+      const Json& s = p["simulation"];
+      ASSERT_TRUE(s.contains("ttft_ms")) << s.dump();
+      EXPECT_GT(s["ttft_ms"].get<double>(), 0);
+      EXPECT_GT(s["tpot_ms"].get<double>(), 0);
+      EXPECT_GT(s["tokens_per_s_gpu"].get<double>(), 0);
+      EXPECT_EQ(s["meets_sla"].get<bool>(), s["ttft_ms"].get<double>() <= 1000 && s["tpot_ms"].get<double>() <= 5);
+      EXPECT_EQ(std::string(mode) == "disagg", s.contains("prefill_utilization"));
+      ++simulated;
+    }
+    for (const auto& p : doc["modes"][mode]["frontier"]) {
+      if (p["meets_sla"].get<bool>()) {
+        EXPECT_TRUE(p.contains("simulation")) << p.dump();
+      }
+    }
+  }
+  EXPECT_GT(simulated, 0);
+  std::vector<std::string> text = sim;
+  text.pop_back();
+  text.pop_back();
+  text.push_back("--simulate");
+  const ProcessResult t = RunProcess(text, 600);
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("    simulated    TTFT "), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("sim TTFT"), std::string::npos) << t.out;
+}
+
 // On the bundled H200 tables (collectives measured on 2 GPUs only), a chosen
 // deployment with tp > 2 reports its all-reduces as borrowed from 2 GPUs, and
 // one with tp <= 2 does not.
