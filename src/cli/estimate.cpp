@@ -498,28 +498,33 @@ SimulatedDisagg SimulateDisaggOf(const Opened& o, std::int64_t prefill_batch, st
   return s;
 }
 
+// The request figures every simulation reports.
+Json SimFiguresJson(const serve::SimResult& s, double tokens_per_s, double tokens_per_s_gpu, double seq_per_s) {
+  return {{"measured", s.measured},
+          {"ttft_ms", SimStatsJson(s.ttft_ms)},
+          {"tpot_ms", SimStatsJson(s.tpot_ms)},
+          {"request_latency_ms", SimStatsJson(s.e2e_ms)},
+          {"tokens_per_s", tokens_per_s},
+          {"tokens_per_s_gpu", tokens_per_s_gpu},
+          {"tokens_per_s_user", s.tokens_per_s_user},
+          {"seq_per_s", seq_per_s},
+          {"duration_ms", s.duration_ms}};
+}
+
 Json DisaggSimulationJson(const Opened& o, const SimulatedDisagg& sim) {
   const serve::SimDisaggDeployment& sd = sim.sd;
   const serve::SimResult& s = sd.result.sim;
   serve::SimProfile p = SimEngineOf(o).sim, d = p;
   if (sim.in.prefill_batch > 0) p.max_num_seqs = sim.in.prefill_batch;
   if (sim.in.decode_batch > 0) d.max_num_seqs = sim.in.decode_batch;
-  return {{"workload", SimWorkloadJson(o.a, sim.sw)},
-          {"prefill_scheduler", SchedulerJson(o.engine, p)},
-          {"decode_scheduler", SchedulerJson(o.engine, d)},
-          {"handoff_ms", o.engine.sim.disagg_handoff_ms},
-          {"kv_transfer_ms", sd.transfer_ms},
-          {"kv_transfer_link", sd.intra_node ? "intra_node" : "inter_node"},
-          {"measured", s.measured},
-          {"ttft_ms", SimStatsJson(s.ttft_ms)},
-          {"tpot_ms", SimStatsJson(s.tpot_ms)},
-          {"request_latency_ms", SimStatsJson(s.e2e_ms)},
-          {"tokens_per_s", sd.tokens_per_s},
-          {"tokens_per_s_gpu", sd.tokens_per_s_gpu},
-          {"tokens_per_s_user", s.tokens_per_s_user},
-          {"seq_per_s", sd.seq_per_s},
-          {"duration_ms", s.duration_ms},
-          {"prefill",
+  Json j = {{"workload", SimWorkloadJson(o.a, sim.sw)},
+            {"prefill_scheduler", SchedulerJson(o.engine, p)},
+            {"decode_scheduler", SchedulerJson(o.engine, d)},
+            {"handoff_ms", o.engine.sim.disagg_handoff_ms},
+            {"kv_transfer_ms", sd.transfer_ms},
+            {"kv_transfer_link", sd.intra_node ? "intra_node" : "inter_node"}};
+  j.update(SimFiguresJson(s, sd.tokens_per_s, sd.tokens_per_s_gpu, sd.seq_per_s));
+  j.update(Json{{"prefill",
            {{"kv_tokens", sd.prefill_kv_tokens},
             {"utilization", sd.result.prefill_utilization},
             {"max_queue", sd.result.prefill_max_queue},
@@ -537,7 +542,8 @@ Json DisaggSimulationJson(const Opened& o, const SimulatedDisagg& sim) {
             {"steps", s.steps}}},
           {"admitted_all", s.admitted_all},
           {"step_shapes_evaluated", sd.cost_evaluations},
-          {"notes", s.notes}};
+          {"notes", s.notes}});
+  return j;
 }
 
 void PrintSimLatencies(const serve::SimResult& s) {
@@ -580,18 +586,9 @@ void PrintDisaggSimulation(const Opened& o, const SimulatedDisagg& sim) {
 Json SimulationJson(const Opened& o, const Simulated& sim) {
   const serve::SimDeployment& sd = sim.sd;
   const serve::SimResult& s = sd.sim;
-  return {
-      {"workload", SimWorkloadJson(o.a, sim.sw)},
-      {"scheduler", SchedulerJson(o.engine, SimEngineOf(o).sim)},
-      {"measured", s.measured},
-      {"ttft_ms", SimStatsJson(s.ttft_ms)},
-      {"tpot_ms", SimStatsJson(s.tpot_ms)},
-      {"request_latency_ms", SimStatsJson(s.e2e_ms)},
-      {"tokens_per_s", sd.tokens_per_s},
-      {"tokens_per_s_gpu", sd.tokens_per_s_gpu},
-      {"tokens_per_s_user", s.tokens_per_s_user},
-      {"seq_per_s", sd.seq_per_s},
-      {"duration_ms", s.duration_ms},
+  Json j = {{"workload", SimWorkloadJson(o.a, sim.sw)}, {"scheduler", SchedulerJson(o.engine, SimEngineOf(o).sim)}};
+  j.update(SimFiguresJson(s, sd.tokens_per_s, sd.tokens_per_s_gpu, sd.seq_per_s));
+  j.update(Json{
       {"steps", s.steps},
       {"kv_tokens", sd.kv_tokens},
       {"kv_blocks", s.kv_blocks},
@@ -603,7 +600,8 @@ Json SimulationJson(const Opened& o, const Simulated& sim) {
       {"running_limit_hit", s.running_limit_hit},
       {"admitted_all", s.admitted_all},
       {"step_shapes_evaluated", sd.cost_evaluations},
-      {"notes", s.notes}};
+      {"notes", s.notes}});
+  return j;
 }
 
 void PrintSimulation(const Opened& o, const Simulated& sim) {

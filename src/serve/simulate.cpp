@@ -271,6 +271,22 @@ class Instance {
     }
   }
 
+  // A waiting request's blocks at admission: `on_demand` of them (the tokens it
+  // computes first), or for isl + osl under reserve_full. False (the admission
+  // waits, the KV cache is saturated) when too few are free.
+  bool Admit(Request& r, std::int64_t on_demand) {
+    const std::int64_t blocks =
+        e_.admission == SimProfile::Admission::kReserveFull ? CeilDiv(r.isl + r.osl, B_) : on_demand;
+    if (blocks > free_blocks_) {
+      blocked_ = true;
+      stats_.kv_saturated = true;
+      return false;
+    }
+    free_blocks_ -= blocks;
+    r.blocks = blocks;
+    return true;
+  }
+
   // Transferred requests (their prompt's KV computed elsewhere) join the running
   // set in arrival order, each with blocks for its KV (reserve_full: for isl + osl).
   void AdmitTransferred() {
@@ -282,16 +298,8 @@ class Instance {
         stats_.running_limit_hit = limit_now_ = true;
         break;
       }
-      const std::int64_t blocks = e_.admission == SimProfile::Admission::kReserveFull ? CeilDiv(r.isl + r.osl, B_)
-                                                                                      : CeilDiv(r.computed, B_);
-      if (blocks > free_blocks_) {
-        blocked_ = true;
-        stats_.kv_saturated = true;
-        break;
-      }
+      if (!Admit(r, CeilDiv(r.computed, B_))) break;
       waiting_.pop_front();
-      free_blocks_ -= blocks;
-      r.blocks = blocks;
       running_.push_back(id);
     }
   }
@@ -348,16 +356,8 @@ class Instance {
         else if (batch_.Requests() > 0)
           break;  // a whole prompt waits for a step with room
       }
-      const std::int64_t blocks =
-          e_.admission == SimProfile::Admission::kReserveFull ? CeilDiv(r.isl + r.osl, B_) : CeilDiv(need, B_);
-      if (blocks > free_blocks_) {
-        blocked_ = true;
-        stats_.kv_saturated = true;
-        break;
-      }
+      if (!Admit(r, CeilDiv(need, B_))) break;
       waiting_.pop_front();
-      free_blocks_ -= blocks;
-      r.blocks = blocks;
       budget_ -= need;
       running_.push_back(id);
       batch_.prefill.push_back({need, 0});
