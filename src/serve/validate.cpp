@@ -303,6 +303,32 @@ int DisaggDecodeStride(std::int64_t osl) {
       std::max<std::int64_t>(kDisaggDecodeStride, (steps + kMaxDisaggDecodeSteps - 1) / kMaxDisaggDecodeSteps));
 }
 
+// The measured rows' workload at concurrency c: closed loop, 10 x c measured after 2 x c warm-up.
+SimWorkload RowWorkload(const SiliconRow& row, std::int64_t c, double range_ratio) {
+  SimWorkload w;
+  w.concurrency = c;
+  w.requests = 10 * c;
+  w.warmup = 2 * c;
+  w.isl = row.isl;
+  w.osl = row.osl;
+  w.range_ratio = range_ratio;
+  return w;
+}
+
+// A simulation's figures into the row: the statistic compared, its errors, the engine state.
+void RecordSimulation(const SimResult& sr, bool median, RowResult& out) {
+  out.simulated = true;
+  out.sim_ttft_ms = median ? sr.ttft_ms.median : sr.ttft_ms.mean;
+  out.sim_tpot_ms = median ? sr.tpot_ms.median : sr.tpot_ms.mean;
+  out.sim_ttft_error_pct = ErrorPct(out.sim_ttft_ms, out.measured_ttft_ms);
+  out.sim_tpot_error_pct = ErrorPct(out.sim_tpot_ms, out.measured_tpot_ms);
+  out.sim_kv_saturated = sr.kv_saturated;
+  out.sim_admitted_all = sr.admitted_all;
+  out.sim_preemptions = sr.preemptions;
+  out.sim_max_running = sr.max_running;
+  for (const auto& n : sr.notes) out.notes.push_back("simulation: " + n);
+}
+
 void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
   auto fail = [&](const RowFailure& f) {
     out.failure = f.kind;
@@ -373,13 +399,7 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
     out.tpot_ms = r.tpot_ms;
     if (res.options.simulate) {
       SimDeployment sd;
-      SimWorkload w;
-      w.concurrency = per_rank;
-      w.requests = 10 * per_rank;
-      w.warmup = 2 * per_rank;
-      w.isl = row.isl;
-      w.osl = row.osl;
-      w.range_ratio = res.options.sim_range_ratio;
+      const SimWorkload w = RowWorkload(row, per_rank, res.options.sim_range_ratio);
       const auto f = Guard("not simulated", [&] {
         const model::OpList ops = d->Ops(par, oo);
         sd = SimulateAgg(d->model(), par, ops, *db, *profile, w);
@@ -387,17 +407,7 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
       if (f) {
         out.sim_failure = f->kind + ": " + f->reason;
       } else {
-        const bool med = res.options.sim_median;
-        out.simulated = true;
-        out.sim_ttft_ms = med ? sd.sim.ttft_ms.median : sd.sim.ttft_ms.mean;
-        out.sim_tpot_ms = med ? sd.sim.tpot_ms.median : sd.sim.tpot_ms.mean;
-        out.sim_ttft_error_pct = ErrorPct(out.sim_ttft_ms, out.measured_ttft_ms);
-        out.sim_tpot_error_pct = ErrorPct(out.sim_tpot_ms, out.measured_tpot_ms);
-        out.sim_kv_saturated = sd.sim.kv_saturated;
-        out.sim_admitted_all = sd.sim.admitted_all;
-        out.sim_preemptions = sd.sim.preemptions;
-        out.sim_max_running = sd.sim.max_running;
-        for (const auto& n : sd.sim.notes) out.notes.push_back("simulation: " + n);
+        RecordSimulation(sd.sim, res.options.sim_median, out);
       }
     }
   } else {
@@ -454,13 +464,7 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
       const std::int64_t ranks = static_cast<std::int64_t>(std::max(row.decode_workers, 1)) * dp.dp * dp.pp;
       const std::int64_t concurrency =
           row.batch > 0 ? row.batch : row.source_concurrency > 0 ? row.source_concurrency : decode_batch * ranks;
-      SimWorkload w;
-      w.concurrency = concurrency;
-      w.requests = 10 * concurrency;
-      w.warmup = 2 * concurrency;
-      w.isl = row.isl;
-      w.osl = row.osl;
-      w.range_ratio = res.options.sim_range_ratio;
+      const SimWorkload w = RowWorkload(row, concurrency, res.options.sim_range_ratio);
       DisaggSimInputs si;
       si.prefill_workers = std::max(row.prefill_workers, 1);
       si.decode_workers = std::max(row.decode_workers, 1);
@@ -475,19 +479,9 @@ void PredictRow(const SiliconRow& row, Resources& res, RowResult& out) {
       if (f) {
         out.sim_failure = f->kind + ": " + f->reason;
       } else {
-        const bool med = res.options.sim_median;
-        const SimResult& sr = sd.result.sim;
-        out.simulated = true;
-        out.sim_ttft_ms = med ? sr.ttft_ms.median : sr.ttft_ms.mean;
-        out.sim_tpot_ms = med ? sr.tpot_ms.median : sr.tpot_ms.mean;
-        out.sim_ttft_error_pct = ErrorPct(out.sim_ttft_ms, out.measured_ttft_ms);
-        out.sim_tpot_error_pct = ErrorPct(out.sim_tpot_ms, out.measured_tpot_ms);
-        out.sim_kv_saturated = sr.kv_saturated || sd.result.prefill_kv_saturated;
-        out.sim_admitted_all = sr.admitted_all;
-        out.sim_preemptions = sr.preemptions;
-        out.sim_max_running = sr.max_running;
+        RecordSimulation(sd.result.sim, res.options.sim_median, out);
+        out.sim_kv_saturated = out.sim_kv_saturated || sd.result.prefill_kv_saturated;
         out.sim_prefill_utilization = sd.result.prefill_utilization;
-        for (const auto& n : sr.notes) out.notes.push_back("simulation: " + n);
       }
     }
   }
