@@ -27,12 +27,12 @@ const std::string kSource = SERVECAST_SOURCE_DIR;
 const std::string kParquet = std::string(SERVECAST_SHARED_DIR) + "/reference/aic-parquet";
 
 void RunDefault(benchmark::State& state, const std::string& model_id, int gpus, std::int64_t isl, std::int64_t osl,
-                double ttft, double tpot) {
+                double ttft, double tpot, bool simulate = false) {
   if (!std::filesystem::is_directory(kParquet + "/h200_sxm")) {
     state.SkipWithError(("no AIC H200 tables at " + kParquet).c_str());
     return;
   }
-  std::size_t estimates = 0, points = 0;
+  std::size_t estimates = 0, points = 0, simulated = 0;
   for (auto _ : state) {
     servecast::systems::SystemSpec spec = servecast::systems::LoadSystemByName(kSource + "/systems", "h200_sxm");
     sv::Deployment d(md::LoadModel(model_id, kSource + "/models"), std::move(spec));
@@ -43,6 +43,7 @@ void RunDefault(benchmark::State& state, const std::string& model_id, int gpus, 
     in.osl = osl;
     in.ttft_ms = ttft;
     in.tpot_ms = tpot;
+    in.simulate = simulate;
     sv::DatabaseOptions dbo;
     dbo.roots = {kParquet};
     dbo.backend = "trtllm";
@@ -57,14 +58,21 @@ void RunDefault(benchmark::State& state, const std::string& model_id, int gpus, 
     }
     estimates = 0;
     points = 0;
+    simulated = 0;
     for (const auto& mode : r.modes) {
       estimates += mode.evaluated;
       points += mode.points.size();
+      for (const auto& p : mode.points) simulated += p.sim && p.sim->simulated ? 1 : 0;
+    }
+    if (simulate && simulated == 0) {
+      state.SkipWithError("--simulate simulated no point");
+      return;
     }
     benchmark::DoNotOptimize(r.chosen_ratio);
   }
   state.counters["estimates"] = static_cast<double>(estimates);
   state.counters["points"] = static_cast<double>(points);
+  if (simulate) state.counters["simulated"] = static_cast<double>(simulated);
 }
 
 // AIC's defaults: isl 4000, osl 1000, TTFT 2000 ms, TPOT 30 ms.
@@ -76,10 +84,20 @@ void BM_DefaultMoeQwen3_235B_16Gpus(benchmark::State& s) {
 void BM_AicReadmeQwen3_32B_FP8_32Gpus(benchmark::State& s) {
   RunDefault(s, "Qwen/Qwen3-32B-FP8", 32, 4000, 500, 300, 10);
 }
+// The same search with --simulate: each mode's candidates simulated request by
+// request after the closed form ranks them (issue 26: <= 2x the search without).
+void BM_AicReadmeQwen3_32B_FP8_32Gpus_Simulate(benchmark::State& s) {
+  RunDefault(s, "Qwen/Qwen3-32B-FP8", 32, 4000, 500, 300, 10, true);
+}
+void BM_DefaultDenseQwen3_32B_32Gpus_Simulate(benchmark::State& s) {
+  RunDefault(s, "Qwen/Qwen3-32B", 32, 4000, 1000, 2000, 30, true);
+}
 
 BENCHMARK(BM_DefaultDenseQwen3_32B_32Gpus)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(BM_DefaultMoeQwen3_235B_16Gpus)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
 BENCHMARK(BM_AicReadmeQwen3_32B_FP8_32Gpus)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_AicReadmeQwen3_32B_FP8_32Gpus_Simulate)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_DefaultDenseQwen3_32B_32Gpus_Simulate)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 
 }  // namespace
 

@@ -130,7 +130,7 @@ BENCHMARK(BM_SimulateSiliconVllm)->Args({100, 1024, 128})->Args({64, 1000, 1000}
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SimulateSiliconSglang)->Args({100, 1024, 128})->Args({64, 1000, 1000})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SimulateSolVllm)->Args({100, 1024, 128})->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_SimulateDisaggTrtllm)->Args({1, 2, 64, 1024, 128})->Args({2, 4, 32, 4000, 500})
+BENCHMARK(BM_SimulateDisaggTrtllm)->Args({1, 2, 64, 1024, 128})->Args({2, 4, 32, 4000, 500})->Args({14, 9, 96, 4000, 1000})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SimulateDisaggSglang)->Args({1, 2, 64, 1024, 128})->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();

@@ -1,6 +1,7 @@
 #include "search/search.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <exception>
@@ -388,25 +389,38 @@ PointSim SimulatePoint(const Point& p, const model::ModelConfig& m, const serve:
 }
 
 // Simulates the candidates of every mode: its frontier points within the limits
-// (by the closed form) and its best points; the two modes on two threads.
+// (by the closed form) and its best points, shared out over the machine's cores
+// (each candidate is independent; a worker takes the next one left).
 void SimulateFrontiers(SearchResult& res, const model::ModelConfig& m, const serve::Database& db,
                        const serve::EngineProfile& engine, const SearchInputs& in, bool other_decode_system) {
-  auto run = [&](ModeResult& r) {
+  std::vector<Point*> todo;
+  for (ModeResult& r : res.modes) {
     std::set<std::size_t> pick(r.best.begin(), r.best.end());
     for (std::size_t i : r.frontier)
       if (r.points[i].meets_sla) pick.insert(i);
-    for (std::size_t i : pick) r.points[i].sim = SimulatePoint(r.points[i], m, db, engine, in, other_decode_system);
+    for (std::size_t i : pick) todo.push_back(&r.points[i]);
+  }
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i = next++; i < todo.size(); i = next++)
+      todo[i]->sim = SimulatePoint(*todo[i], m, db, engine, in, other_decode_system);
   };
+  const std::size_t n = std::min<std::size_t>(todo.size(), std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(res.modes.size());
-  for (std::size_t k = 0; k < res.modes.size(); ++k)
+  std::vector<std::exception_ptr> errors(n);
+  for (std::size_t k = 1; k < n; ++k)
     threads.emplace_back([&, k] {
       try {
-        run(res.modes[k]);
+        work();
       } catch (...) {
         errors[k] = std::current_exception();
       }
     });
+  try {
+    work();
+  } catch (...) {
+    errors[0] = std::current_exception();
+  }
   for (std::thread& t : threads) t.join();
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);

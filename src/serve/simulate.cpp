@@ -248,6 +248,7 @@ class Instance {
     decoding_.clear();
     budget_ = e_.max_num_tokens;
     preempted_ = blocked_ = limit_now_ = false;
+    min_left_ = std::numeric_limits<std::int64_t>::max();
     if (role_ == Role::kDecode) AdmitTransferred();
     if (e_.mixed_batches) {
       ScheduleRunning(false, false);
@@ -336,6 +337,7 @@ class Instance {
         ++batch_.decode;
         batch_.decode_kv += r.computed;
         decoding_.push_back(id);
+        min_left_ = std::min(min_left_, r.osl - r.generated);
       }
     }
   }
@@ -373,12 +375,7 @@ class Instance {
     std::int64_t k = 1;
     const bool steady = waiting_.empty() || blocked_ || limit_now_ || budget_ <= 0;
     if (batch_.prefill.empty() && !preempted_ && steady) {
-      std::int64_t to_finish = std::numeric_limits<std::int64_t>::max();
-      for (std::int64_t id : decoding_) {
-        const Request& r = R(id);
-        to_finish = std::min(to_finish, r.osl - r.generated);
-      }
-      k = std::max<std::int64_t>(1, to_finish);
+      k = std::max<std::int64_t>(1, min_left_);
       const std::int64_t mean_kv = batch_.decode_kv / batch_.decode;
       k = std::min<std::int64_t>(k, std::max<std::int64_t>(1, mean_kv / 64));
       if (e_.admission == SimProfile::Admission::kOnDemand) {
@@ -408,20 +405,19 @@ class Instance {
       const double gap = next_arrival - now_;
       k = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(gap / step)), 1, k);
     }
-    // Blocks for the k tokens of each request.
-    if (e_.admission == SimProfile::Admission::kOnDemand)
-      for (std::int64_t id : decoding_) {
-        Request& r = R(id);
+    // Blocks for the k tokens of each request (the first token's were allocated when scheduling).
+    const bool on_demand = e_.admission == SimProfile::Admission::kOnDemand;
+    for (std::int64_t id : decoding_) {
+      Request& r = R(id);
+      if (on_demand) {
         const std::int64_t more = CeilDiv(r.computed + k, B_) - r.blocks;
         free_blocks_ -= more;
         r.blocks += more;
       }
-    // (The first of the k tokens' blocks were allocated when scheduling.)
-    for (std::int64_t id : decoding_) {
-      Request& r = R(id);
       r.computed += k;
       r.generated += k;
     }
+    retire_ = k >= min_left_;
     now_ += step * static_cast<double>(k);
     busy_ms_ += step * static_cast<double>(k);
     running_time_ += step * static_cast<double>(k) * static_cast<double>(running_.size());
@@ -434,12 +430,14 @@ class Instance {
     busy_ms_ += step;
     running_time_ += step * static_cast<double>(running_.size());
     ++stats_.steps;
+    retire_ = min_left_ <= 1;
     for (std::size_t i = 0; i < in_step_.size(); ++i) {
       Request& r = R(in_step_[i]);
       r.computed += batch_.prefill[i].tokens;
       if (!r.prefilling()) {
         ++r.generated;  // the step that ends a prefill samples a token
         if (r.first_token < 0) r.first_token = now_;
+        retire_ = true;
       }
     }
     for (std::int64_t id : decoding_) {
@@ -456,19 +454,22 @@ class Instance {
   }
 
   // Finished requests (prefill: prompt done) free their blocks and go to `done`.
+  // One pass, when the step can have finished one (retire_); the running ones keep their order.
   void RetireFinished(std::vector<std::int64_t>& done) {
-    for (std::size_t i = 0; i < running_.size();) {
-      Request& r = R(running_[i]);
+    if (!retire_) return;
+    std::size_t kept = 0;
+    for (const std::int64_t id : running_) {
+      Request& r = R(id);
       const bool finished = !r.prefilling() && (role_ == Role::kPrefill || r.generated >= r.osl);
       if (finished) {
         free_blocks_ += r.blocks;
         r.blocks = 0;
-        done.push_back(running_[i]);
-        running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+        done.push_back(id);
       } else {
-        ++i;
+        running_[kept++] = id;
       }
     }
+    running_.resize(kept);
   }
 
   const SimProfile& e_;
@@ -494,6 +495,8 @@ class Instance {
   std::vector<std::int64_t> decoding_;
   std::int64_t budget_ = 0;
   bool preempted_ = false, blocked_ = false, limit_now_ = false;
+  std::int64_t min_left_ = 0;  // the fewest output tokens a decoding request of the step has left
+  bool retire_ = false;        // the step ended a prompt or brought a request to its last token
 };
 
 // The clients: the requests they send (lengths drawn in order of issue) and when.
@@ -657,12 +660,14 @@ DisaggSimResult SimulateDisaggInstances(const DisaggSimSetup& s, const SimWorklo
     bool next_is_decode = false;
     double t = kNever, prefill_ready = kNever, decode_ready = kNever;
     for (Instance& x : prefill) {
-      prefill_ready = std::min(prefill_ready, x.ReadyTime());
-      if (x.ReadyTime() < t) t = x.ReadyTime(), next = &x, next_is_decode = false;
+      const double at = x.ReadyTime();
+      prefill_ready = std::min(prefill_ready, at);
+      if (at < t) t = at, next = &x, next_is_decode = false;
     }
     for (Instance& x : decode) {
-      decode_ready = std::min(decode_ready, x.ReadyTime());
-      if (x.ReadyTime() < t) t = x.ReadyTime(), next = &x, next_is_decode = true;
+      const double at = x.ReadyTime();
+      decode_ready = std::min(decode_ready, at);
+      if (at < t) t = at, next = &x, next_is_decode = true;
     }
     if (!next) throw Error("simulation: no request left to run before all finished");
     CheckStepLimit(steps, w, max_running);
