@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collect/disposition.h"
@@ -112,6 +113,22 @@ class Op {
   virtual int Ranks(const Params& /*params*/) const { return 1; }
 
   virtual CaseResult Run(const Case& c, const RunContext& ctx) = 0;
+};
+
+// An op whose case parameters are its table's key columns: its name and table
+// given once, at construction.
+class TableOp : public Op {
+ public:
+  TableOp(std::string name, const TableSpec& table) : table_(table), name_(std::move(name)) {}
+  std::string name() const override { return name_; }
+  const TableSpec& table() const override { return table_; }
+  std::vector<std::string> required_params() const override { return table_.KeyColumnNames(); }
+
+ protected:
+  const TableSpec& table_;
+
+ private:
+  std::string name_;
 };
 
 // Builds the full row of a table for a case: the common prefix (framework =

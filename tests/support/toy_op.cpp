@@ -89,11 +89,9 @@ class AxpyPhases final : public collect::CasePhases {
 };
 
 // Step 2 (cont.): the op, declaring its table and parameters.
-class ToyAxpyOp final : public collect::Op {
+class ToyAxpyOp final : public collect::TableOp {
  public:
-  std::string name() const override { return "toy_axpy"; }
-  const tables::TableSpec& table() const override { return ToyTable(); }
-  std::vector<std::string> required_params() const override { return table().KeyColumnNames(); }
+  ToyAxpyOp() : TableOp("toy_axpy", ToyTable()) {}
   double MemoryBytes(const collect::Params& p) const override { return 8 * p.Num("n"); }
 
   collect::CaseResult Run(const collect::Case& c, const collect::RunContext& ctx) override {

@@ -73,13 +73,9 @@ void FlashPrefillImpl(const AttentionShape& sh, const float* __restrict q, const
   }
 }
 
-class AttentionContextOp : public collect::Op {
+class AttentionContextOp : public collect::TableOp {
  public:
-  AttentionContextOp() : table_(TableOrThrow("context_attention_perf")) {}
-
-  std::string name() const override { return "attention_context"; }
-  const collect::TableSpec& table() const override { return table_; }
-  std::vector<std::string> required_params() const override { return table_.KeyColumnNames(); }
+  AttentionContextOp() : TableOp("attention_context", TableOrThrow("context_attention_perf")) {}
 
   double MemoryBytes(const collect::Params& p) const override {
     AttentionParams parsed = ParseAttentionParams(p, AttentionPhase::kContext);
@@ -116,8 +112,6 @@ class AttentionContextOp : public collect::Op {
     return PassedRow(*this, c, ctx, "servecast_cpu_flash_prefill", stats);
   }
 
- private:
-  const collect::TableSpec& table_;
 };
 
 }  // namespace

@@ -69,13 +69,9 @@ void PagedDecodeImpl(const AttentionShape& sh, const float* __restrict q, const 
   }
 }
 
-class AttentionGenerationOp : public collect::Op {
+class AttentionGenerationOp : public collect::TableOp {
  public:
-  AttentionGenerationOp() : table_(TableOrThrow("generation_attention_perf")) {}
-
-  std::string name() const override { return "attention_generation"; }
-  const collect::TableSpec& table() const override { return table_; }
-  std::vector<std::string> required_params() const override { return table_.KeyColumnNames(); }
+  AttentionGenerationOp() : TableOp("attention_generation", TableOrThrow("generation_attention_perf")) {}
 
   double MemoryBytes(const collect::Params& p) const override {
     AttentionParams parsed = ParseAttentionParams(p, AttentionPhase::kGeneration);
@@ -114,8 +110,6 @@ class AttentionGenerationOp : public collect::Op {
     return PassedRow(*this, c, ctx, "servecast_cpu_paged_decode", stats);
   }
 
- private:
-  const collect::TableSpec& table_;
 };
 
 }  // namespace

@@ -210,13 +210,9 @@ class ShmGroup {
   Header* hdr_ = nullptr;
 };
 
-class CustomAllReduceOp : public collect::Op {
+class CustomAllReduceOp : public collect::TableOp {
  public:
-  CustomAllReduceOp() : table_(TableOrThrow("custom_allreduce_perf")) {}
-
-  std::string name() const override { return "custom_allreduce"; }
-  const collect::TableSpec& table() const override { return table_; }
-  std::vector<std::string> required_params() const override { return table_.KeyColumnNames(); }
+  CustomAllReduceOp() : TableOp("custom_allreduce", TableOrThrow("custom_allreduce_perf")) {}
   double default_timeout_s() const override { return 60; }
   std::vector<collect::Requirement> requirements() const override {
     collect::Requirement gpus;
@@ -312,8 +308,6 @@ class CustomAllReduceOp : public collect::Op {
                                                 stats, ctx.measure_power, extra)});
   }
 
- private:
-  const collect::TableSpec& table_;
 };
 
 }  // namespace

@@ -55,13 +55,9 @@ RefCheck CheckGemm(std::int64_t m, std::int64_t n, std::int64_t k, ReadA a, Read
   return check;
 }
 
-class GemmOp : public collect::Op {
+class GemmOp : public collect::TableOp {
  public:
-  GemmOp() : table_(TableOrThrow("gemm_perf")) {}
-
-  std::string name() const override { return "gemm"; }
-  const collect::TableSpec& table() const override { return table_; }
-  std::vector<std::string> required_params() const override { return table_.KeyColumnNames(); }
+  GemmOp() : TableOp("gemm", TableOrThrow("gemm_perf")) {}
   std::vector<collect::Requirement> requirements() const override {
     collect::Requirement sbgemm;
     sbgemm.applies_when = "gemm_dtype == \"bfloat16\"";
@@ -154,7 +150,6 @@ class GemmOp : public collect::Op {
     return PassedRow(*this, c, ctx, "openblas:sbgemm", stats);
   }
 
-  const collect::TableSpec& table_;
 };
 
 }  // namespace

@@ -175,13 +175,9 @@ struct MoeCase {
   int samples = 1;
 };
 
-class MoeOp : public collect::Op {
+class MoeOp : public collect::TableOp {
  public:
-  MoeOp() : table_(TableOrThrow("moe_perf")) {}
-
-  std::string name() const override { return "moe"; }
-  const collect::TableSpec& table() const override { return table_; }
-  std::vector<std::string> required_params() const override { return table_.KeyColumnNames(); }
+  MoeOp() : TableOp("moe", TableOrThrow("moe_perf")) {}
 
   double MemoryBytes(const collect::Params& p) const override {
     MoeCase mc;
@@ -287,7 +283,6 @@ class MoeOp : public collect::Op {
     return std::nullopt;
   }
 
-  const collect::TableSpec& table_;
 };
 
 }  // namespace

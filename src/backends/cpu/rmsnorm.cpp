@@ -33,13 +33,9 @@ namespace {
 constexpr std::int64_t kCheckAllUpTo = std::int64_t{1} << 18;
 constexpr std::int64_t kCheckRows = 64;
 
-class RmsNormOp : public collect::Op {
+class RmsNormOp : public collect::TableOp {
  public:
-  RmsNormOp() : table_(TableOrThrow("elementwise_perf")) {}
-
-  std::string name() const override { return "rmsnorm"; }
-  const collect::TableSpec& table() const override { return table_; }
-  std::vector<std::string> required_params() const override { return table_.KeyColumnNames(); }
+  RmsNormOp() : TableOp("rmsnorm", TableOrThrow("elementwise_perf")) {}
 
   double MemoryBytes(const collect::Params& p) const override {
     ElementwiseParams e = ParseElementwiseParams(name(), p);
@@ -79,8 +75,6 @@ class RmsNormOp : public collect::Op {
     return PassedRow(*this, c, ctx, "servecast_cpu_rmsnorm", stats);
   }
 
- private:
-  const collect::TableSpec& table_;
 };
 
 }  // namespace

@@ -26,13 +26,9 @@ constexpr std::int64_t kCheckAllUpTo = std::int64_t{1} << 18;
 constexpr std::int64_t kCheckRows = 64;
 constexpr float kGateRange = 8.0f;  // covers both tails of the sigmoid
 
-class SiluAndMulOp : public collect::Op {
+class SiluAndMulOp : public collect::TableOp {
  public:
-  SiluAndMulOp() : table_(TableOrThrow("elementwise_perf")) {}
-
-  std::string name() const override { return "silu_and_mul"; }
-  const collect::TableSpec& table() const override { return table_; }
-  std::vector<std::string> required_params() const override { return table_.KeyColumnNames(); }
+  SiluAndMulOp() : TableOp("silu_and_mul", TableOrThrow("elementwise_perf")) {}
 
   double MemoryBytes(const collect::Params& p) const override {
     ElementwiseParams e = ParseElementwiseParams(name(), p);
@@ -71,8 +67,6 @@ class SiluAndMulOp : public collect::Op {
     return PassedRow(*this, c, ctx, "servecast_cpu_silu_and_mul", stats);
   }
 
- private:
-  const collect::TableSpec& table_;
 };
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include "backends/cuda/fill.h"
 #include "backends/cuda/harness.h"
 #include "backends/cuda/kv_cache_append.h"
+#include "backends/cuda/op_vocabulary.h"
 #include "backends/cuda/quantize.h"
 #include "collect/case.h"
 #include "collect/table_spec.h"
@@ -41,12 +42,6 @@
 namespace servecast::cuda {
 namespace {
 
-using collect::CaseResult;
-using collect::Disposition;
-using collect::FailureClass;
-using collect::Params;
-
-constexpr double kBf16Roundoff = 0x1p-8;
 constexpr float kQueryRange = 3.0f;  // wider than K so the softmax is not flat
 constexpr float kKeyValueRange = 1.0f;
 // fp8 KV scales other than 1, so that a kernel ignoring them fails the check.

@@ -21,17 +21,13 @@
 #include "backends/cuda/device.h"
 #include "backends/cuda/fill.h"
 #include "backends/cuda/harness.h"
+#include "backends/cuda/op_vocabulary.h"
 #include "collect/case.h"
 #include "collect/table_spec.h"
 #include "core/error.h"
 
 namespace servecast::cuda {
 namespace {
-
-using collect::CaseResult;
-using collect::Disposition;
-using collect::FailureClass;
-using collect::Params;
 
 enum class Coll { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kSendRecv };
 

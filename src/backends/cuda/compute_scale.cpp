@@ -17,14 +17,13 @@
 #include "backends/cuda/fill.h"
 #include "backends/cuda/gemm_internal.h"
 #include "backends/cuda/harness.h"
+#include "backends/cuda/op_vocabulary.h"
 #include "backends/cuda/quantize.h"
 #include "collect/case.h"
 #include "core/error.h"
 
 namespace servecast::cuda::gemm {
 namespace {
-
-using collect::CaseResult;
 
 template <class T>
 T OneToHost(const void* src, cudaStream_t st) {

@@ -39,6 +39,7 @@
 #include "backends/cuda/harness.h"
 #include "backends/cuda/linear.h"
 #include "backends/cuda/mla_kernels.h"
+#include "backends/cuda/op_vocabulary.h"
 #include "backends/cuda/quantize.h"
 #include "collect/case.h"
 #include "collect/table_spec.h"
@@ -49,11 +50,6 @@
 
 namespace servecast::cuda {
 namespace {
-
-using collect::CaseResult;
-using collect::Disposition;
-using collect::FailureClass;
-using collect::Params;
 
 constexpr float kNormEps = 1e-6f;
 constexpr float kRopeTheta = 10000.0f;

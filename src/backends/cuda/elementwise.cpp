@@ -20,6 +20,7 @@
 #include "backends/cuda/elementwise_ops.h"
 #include "backends/cuda/fill.h"
 #include "backends/cuda/harness.h"
+#include "backends/cuda/op_vocabulary.h"
 #include "collect/case.h"
 #include "collect/table_spec.h"
 #include "core/error.h"
@@ -29,12 +30,6 @@
 namespace servecast::cuda {
 namespace {
 
-using collect::CaseResult;
-using collect::Disposition;
-using collect::FailureClass;
-using collect::Params;
-
-constexpr double kBf16Roundoff = 0x1p-8;  // unit roundoff of bf16 (8-bit significand)
 constexpr double kF32Roundoff = 0x1p-24;  // unit roundoff of float32
 constexpr float kRmsNormEpsilon = 1e-6f;
 constexpr double kRopeBase = 10000.0;

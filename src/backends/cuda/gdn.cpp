@@ -23,6 +23,7 @@
 #include "backends/cuda/gdn_kernels.h"
 #include "backends/cuda/gdn_ops.h"
 #include "backends/cuda/harness.h"
+#include "backends/cuda/op_vocabulary.h"
 #include "backends/cuda/recurrent_op.h"
 #include "backends/cuda/short_conv_check.h"
 #include "collect/case.h"
@@ -34,12 +35,6 @@
 namespace servecast::cuda {
 namespace {
 
-using collect::CaseResult;
-using collect::Disposition;
-using collect::FailureClass;
-using collect::Params;
-
-constexpr double kBf16Roundoff = 0x1p-8;
 // fp32 math in a different order than the reference (chunked, 64-step substitution):
 // its error against |terms| is ~1e-5 at most on these inputs; 2^-12 leaves ~20x.
 constexpr double kF32Order = 0x1p-12;

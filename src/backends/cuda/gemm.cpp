@@ -24,6 +24,7 @@
 #include "backends/cuda/gemm_internal.h"
 #include "backends/cuda/gemm_ops.h"
 #include "backends/cuda/harness.h"
+#include "backends/cuda/op_vocabulary.h"
 #include "backends/cuda/quantize.h"
 #include "collect/case.h"
 #include "collect/registry.h"
@@ -38,8 +39,6 @@ void RegisterGemmOps(collect::Registry& r) {
 
 namespace gemm {
 namespace {
-
-using collect::CaseResult;
 
 enum class Dtype { kBf16, kFp8, kFp8Block };
 

@@ -23,6 +23,7 @@
 #include "backends/cuda/harness.h"
 #include "backends/cuda/mamba2_kernels.h"
 #include "backends/cuda/mamba2_ops.h"
+#include "backends/cuda/op_vocabulary.h"
 #include "backends/cuda/recurrent_op.h"
 #include "backends/cuda/short_conv_check.h"
 #include "collect/case.h"
@@ -34,12 +35,6 @@
 namespace servecast::cuda {
 namespace {
 
-using collect::CaseResult;
-using collect::Disposition;
-using collect::FailureClass;
-using collect::Params;
-
-constexpr double kBf16Roundoff = 0x1p-8;
 // The prefill scan rounds its tensor-core operands to bf16 (relative error <= 2^-9
 // each, independent across terms): the output's error is a random sum whose scale is
 // the root of the summed squared terms, rss. 2^-5 rss is ~16x that scale (a bound the

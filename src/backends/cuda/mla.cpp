@@ -26,6 +26,7 @@
 #include "backends/cuda/harness.h"
 #include "backends/cuda/mla_kernels.h"
 #include "backends/cuda/mla_ops.h"
+#include "backends/cuda/op_vocabulary.h"
 #include "backends/cuda/quantize.h"
 #include "collect/case.h"
 #include "collect/table_spec.h"
@@ -36,12 +37,6 @@
 namespace servecast::cuda {
 namespace {
 
-using collect::CaseResult;
-using collect::Disposition;
-using collect::FailureClass;
-using collect::Params;
-
-constexpr double kBf16Roundoff = 0x1p-8;
 constexpr float kQueryRange = 3.0f;  // wider than the keys so the softmax is not flat
 constexpr float kValueRange = 1.0f;
 // The fp8 latent cache's scale: not 1, so a kernel that ignored it fails the check.

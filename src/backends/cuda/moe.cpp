@@ -38,6 +38,7 @@
 #include "backends/cuda/moe_grouped_gemm.h"
 #include "backends/cuda/moe_kernels.h"
 #include "backends/cuda/moe_ops.h"
+#include "backends/cuda/op_vocabulary.h"
 #include "backends/cuda/quantize.h"
 #include "collect/case.h"
 #include "collect/moe_routing.h"
@@ -54,7 +55,6 @@ void RegisterMoeOps(collect::Registry& r) {
 namespace moe {
 namespace {
 
-using collect::CaseResult;
 using gemm::Incorrect;
 using gemm::InvalidParams;
 using gemm::LtMatmul;
